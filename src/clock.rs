@@ -1,0 +1,308 @@
+//! Time sources: the [`Clock`] trait, [`QuantaClock`] and [`ManualClock`].
+
+use core::fmt;
+use std::time::Duration;
+
+use crate::sync::Arc;
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+/// A source of time: nanoseconds since an arbitrary, fixed origin.
+///
+/// The limiter only ever compares readings of one clock, so the origin does
+/// not matter. A clock that goes backwards cannot cause over-admission: the
+/// ring clamps each admission to the newest one already recorded.
+///
+/// # Examples
+///
+/// A clock of your own, e.g. from a timestamp your server already holds:
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Clock, Limiter};
+///
+/// #[derive(Debug)]
+/// struct Fixed(u64);
+/// impl Clock for Fixed {
+///     fn now(&self) -> u64 { self.0 }
+/// }
+///
+/// let limiter = Limiter::with_clock(1, Duration::from_secs(1), Fixed(42))?;
+/// assert_eq!(limiter.check().unwrap().at(), 42);
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub trait Clock: Send + Sync {
+    /// Nanoseconds since this clock's origin.
+    fn now(&self) -> u64;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    #[inline]
+    fn now(&self) -> u64 {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    #[inline]
+    fn now(&self) -> u64 {
+        (**self).now()
+    }
+}
+
+/// The default clock: [`quanta`]'s calibrated TSC clock (about 10 ns a read),
+/// reading nanoseconds since the clock was created.
+///
+/// [`QuantaClock::recent`] opts into `quanta`'s upkeep thread instead: a read
+/// is then a single load (under 1 ns) at the cost of the upkeep interval's
+/// granularity (e.g. 1 ms).
+///
+/// Cloning is cheap and clones share the origin.
+///
+/// # Examples
+///
+/// ```
+/// use slidelog::{Clock, QuantaClock};
+///
+/// let clock = QuantaClock::new();
+/// let a = clock.now();
+/// let b = clock.clone().now();
+/// assert!(b >= a);
+/// ```
+#[derive(Clone)]
+pub struct QuantaClock {
+    clock: quanta::Clock,
+    origin_raw: u64,
+    origin: quanta::Instant,
+    recent: bool,
+}
+
+impl QuantaClock {
+    /// A clock that reads the time stamp counter on every call.
+    ///
+    /// ```
+    /// let clock = slidelog::QuantaClock::new();
+    /// # let _ = clock;
+    /// ```
+    pub fn new() -> Self {
+        let clock = quanta::Clock::new();
+        let origin_raw = clock.raw();
+        let origin = clock.scaled(origin_raw);
+        QuantaClock {
+            clock,
+            origin_raw,
+            origin,
+            recent: false,
+        }
+    }
+
+    /// A clock that reads the time published by `quanta`'s upkeep thread,
+    /// which this starts (one per process) with the given update `interval`.
+    /// Keep the returned [`Upkeep`] alive as long as the clock is used: when
+    /// it is dropped the thread stops and the time stands still (denials
+    /// would then never expire).
+    ///
+    /// If an upkeep thread is already running in this process (started by
+    /// another `recent` call or by another crate) it is reused and the guard
+    /// owns nothing.
+    ///
+    /// # Errors
+    ///
+    /// The upkeep thread could not be spawned.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, QuantaClock};
+    ///
+    /// let (clock, _upkeep) = QuantaClock::recent(Duration::from_millis(1))?;
+    /// let limiter = Limiter::with_clock(10, Duration::from_secs(1), clock)?;
+    /// assert!(limiter.check().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recent(interval: Duration) -> Result<(Self, Upkeep), std::io::Error> {
+        let handle = match quanta::Upkeep::new(interval).start() {
+            Ok(handle) => Some(handle),
+            Err(quanta::Error::UpkeepRunning) => None,
+            Err(quanta::Error::FailedToSpawnUpkeepThread(e)) => return Err(e),
+        };
+        let mut clock = QuantaClock::new();
+        clock.recent = true;
+        clock.origin = clock.clock.recent();
+        Ok((clock, Upkeep { _handle: handle }))
+    }
+}
+
+impl Default for QuantaClock {
+    fn default() -> Self {
+        QuantaClock::new()
+    }
+}
+
+impl fmt::Debug for QuantaClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QuantaClock")
+            .field("recent", &self.recent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clock for QuantaClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        if self.recent {
+            self.clock
+                .recent()
+                .saturating_duration_since(self.origin)
+                .as_nanos() as u64
+        } else {
+            self.clock.delta_as_nanos(self.origin_raw, self.clock.raw())
+        }
+    }
+}
+
+/// Keeps `quanta`'s upkeep thread running for [`QuantaClock::recent`]; the
+/// thread stops when this is dropped.
+///
+/// ```
+/// # use std::time::Duration;
+/// let (_clock, upkeep) = slidelog::QuantaClock::recent(Duration::from_millis(1))?;
+/// drop(upkeep);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Upkeep {
+    _handle: Option<quanta::Handle>,
+}
+
+/// A clock that moves only when told to: for tests, simulations and replay.
+///
+/// Starts at 0 ns; clones share the same time.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let shared = clock.clone();
+/// clock.advance(Duration::from_millis(5));
+/// assert_eq!(shared.now(), 5_000_000);
+/// ```
+#[derive(Clone)]
+pub struct ManualClock {
+    nanos: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock at 0 ns.
+    ///
+    /// ```
+    /// use slidelog::{Clock, ManualClock};
+    /// assert_eq!(ManualClock::new().now(), 0);
+    /// ```
+    pub fn new() -> Self {
+        ManualClock::starting_at(0)
+    }
+
+    /// A clock at `nanos`.
+    ///
+    /// ```
+    /// use slidelog::{Clock, ManualClock};
+    /// assert_eq!(ManualClock::starting_at(7).now(), 7);
+    /// ```
+    pub fn starting_at(nanos: u64) -> Self {
+        ManualClock {
+            nanos: Arc::new(AtomicU64::new(nanos)),
+        }
+    }
+
+    /// Moves the time forward by `by` (saturating at `u64::MAX` ns).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Clock, ManualClock};
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(clock.now(), 1_000_000_000);
+    /// ```
+    pub fn advance(&self, by: Duration) {
+        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        // Relaxed: the time is a value, not a publication; the limiter's
+        // safety holds for any timestamps, so no ordering is needed.
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(t.saturating_add(by))
+            });
+    }
+
+    /// Sets the time to `nanos`, also backwards (to test clocks that jump).
+    ///
+    /// ```
+    /// use slidelog::{Clock, ManualClock};
+    /// let clock = ManualClock::new();
+    /// clock.set(100);
+    /// clock.set(40);
+    /// assert_eq!(clock.now(), 40);
+    /// ```
+    pub fn set(&self, nanos: u64) {
+        // Relaxed: see `advance`.
+        self.nanos.store(nanos, Ordering::Relaxed);
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock::new()
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("nanos", &self.now())
+            .finish()
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        // Relaxed: see `advance`; reads of one location never go backwards
+        // (coherence), so a thread never sees its clock move back.
+        self.nanos.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(test, not(slidelog_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_is_shared_and_saturates() {
+        let clock = ManualClock::new();
+        let other = clock.clone();
+        assert_eq!(clock.now(), 0);
+        other.advance(Duration::from_nanos(3));
+        assert_eq!(clock.now(), 3);
+        clock.advance(Duration::MAX);
+        assert_eq!(other.now(), u64::MAX);
+        clock.set(10);
+        assert_eq!(other.now(), 10);
+    }
+
+    #[test]
+    fn quanta_clock_moves_forward() {
+        let clock = QuantaClock::new();
+        let a = clock.now();
+        let mut b = clock.now();
+        // Spin until the counter visibly moves (no sleep; bounded).
+        for _ in 0..10_000_000 {
+            if b > a {
+                break;
+            }
+            b = clock.now();
+        }
+        assert!(b > a, "quanta clock did not advance: {a} -> {b}");
+    }
+}

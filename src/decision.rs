@@ -1,0 +1,231 @@
+//! What a check answers: [`Admitted`] or [`Denied`].
+
+use core::fmt;
+use std::time::Duration;
+
+/// A request that was admitted.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::with_clock(3, Duration::from_secs(1), clock.clone())?;
+/// let admitted = limiter.check().unwrap();
+/// assert_eq!(admitted.remaining(), 2);
+/// assert_eq!(admitted.at(), 0); // the ManualClock starts at 0 ns
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Admitted {
+    pub(crate) at: u64,
+    pub(crate) remaining: u32,
+}
+
+impl Admitted {
+    /// How many more unit requests the window would admit right now, counting
+    /// this admission. Exact for sequential use; under concurrency a snapshot
+    /// that other threads may already have changed.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(5, Duration::from_secs(1), ManualClock::new())?;
+    /// assert_eq!(limiter.check_n(2).unwrap().remaining(), 3);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn remaining(&self) -> u32 {
+        self.remaining
+    }
+
+    /// The effective time of the admission, in the clock's nanoseconds.
+    ///
+    /// It is the caller's `now`, unless another thread recorded a later
+    /// admission before this one committed: then it is that later time (the
+    /// clamp of DESIGN §3), so recorded times never go backwards along the log.
+    /// The guarantee — no window of length `W` holds more than `limit`
+    /// admissions — holds over these times.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(5, Duration::from_secs(1), ManualClock::new())?;
+    /// assert_eq!(limiter.check_at(1_000).unwrap().at(), 1_000);
+    /// // A clock that went backwards is clamped to the newest admission.
+    /// assert_eq!(limiter.check_at(10).unwrap().at(), 1_000);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn at(&self) -> u64 {
+        self.at
+    }
+}
+
+/// Why a request was denied.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{DenyReason, Limiter, ManualClock};
+///
+/// let limiter = Limiter::with_clock(2, Duration::from_secs(1), ManualClock::new())?;
+/// match limiter.check_n(3) {
+///     Err(denied) => assert_eq!(
+///         denied.reason(),
+///         DenyReason::ExceedsLimit { requested: 3, limit: 2 }
+///     ),
+///     Ok(_) => unreachable!("3 units can never fit a limit of 2"),
+/// }
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DenyReason {
+    /// The window is full; [`Denied::retry_after`] says exactly when it will
+    /// have room.
+    RateLimited,
+    /// More units were requested than the limit: the request can never be
+    /// admitted, whatever the wait.
+    ExceedsLimit {
+        /// The units requested.
+        requested: u32,
+        /// The limiter's limit.
+        limit: u32,
+    },
+    /// A [`KeyedLimiter`](crate::KeyedLimiter) is at its `max_keys` and no key
+    /// could be evicted, so a new key was refused (existing keys are
+    /// unaffected).
+    KeyCapacity,
+}
+
+/// A request that was denied. A denial records nothing.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::with_clock(1, Duration::from_secs(1), clock.clone())?;
+/// limiter.check().unwrap();
+/// clock.advance(Duration::from_millis(300));
+/// let denied = limiter.check().unwrap_err();
+/// assert_eq!(denied.retry_after(), Duration::from_millis(700));
+/// clock.advance(denied.retry_after());
+/// assert!(limiter.check().is_ok());
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Denied {
+    pub(crate) retry_after: u64,
+    pub(crate) reason: DenyReason,
+}
+
+impl Denied {
+    pub(crate) fn rate_limited(retry_after: u64) -> Self {
+        Denied {
+            retry_after,
+            reason: DenyReason::RateLimited,
+        }
+    }
+
+    pub(crate) fn exceeds_limit(requested: u32, limit: u32) -> Self {
+        Denied {
+            retry_after: u64::MAX,
+            reason: DenyReason::ExceedsLimit { requested, limit },
+        }
+    }
+
+    /// How long to wait until the same request would be admitted, if nothing
+    /// else is admitted meanwhile. Exact: at `now + retry_after` it is
+    /// admitted, a nanosecond earlier it is not.
+    ///
+    /// For [`DenyReason::ExceedsLimit`] it is `Duration::from_nanos(u64::MAX)`
+    /// (never); for [`DenyReason::KeyCapacity`] it is the time until the
+    /// keyed limiter may next find an idle key, a hint rather than a promise.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(1, Duration::from_secs(2), ManualClock::new())?;
+    /// limiter.check_at(0).unwrap();
+    /// assert_eq!(limiter.check_at(500).unwrap_err().retry_after(), Duration::from_nanos(2_000_000_000 - 500));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn retry_after(&self) -> Duration {
+        Duration::from_nanos(self.retry_after)
+    }
+
+    /// [`retry_after`](Self::retry_after) in nanoseconds.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(1, Duration::from_nanos(10), ManualClock::new())?;
+    /// limiter.check_at(0).unwrap();
+    /// assert_eq!(limiter.check_at(3).unwrap_err().retry_after_nanos(), 7);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn retry_after_nanos(&self) -> u64 {
+        self.retry_after
+    }
+
+    /// Why the request was denied.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slidelog::{DenyReason, Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(1, Duration::from_secs(1), ManualClock::new())?;
+    /// limiter.check().unwrap();
+    /// assert_eq!(limiter.check().unwrap_err().reason(), DenyReason::RateLimited);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn reason(&self) -> DenyReason {
+        self.reason
+    }
+
+    /// `true` when waiting [`retry_after`](Self::retry_after) will admit the
+    /// request (the window is full), `false` when the request can never be
+    /// admitted or was refused for another reason.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(1, Duration::from_secs(1), ManualClock::new())?;
+    /// assert!(!limiter.check_n(2).unwrap_err().is_rate_limited());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn is_rate_limited(&self) -> bool {
+        self.reason == DenyReason::RateLimited
+    }
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.reason {
+            DenyReason::RateLimited => {
+                write!(f, "rate limited: retry after {:?}", self.retry_after())
+            }
+            DenyReason::ExceedsLimit { requested, limit } => write!(
+                f,
+                "{requested} units can never be admitted by a limit of {limit}"
+            ),
+            DenyReason::KeyCapacity => write!(
+                f,
+                "too many live keys: new key refused, retry after {:?}",
+                self.retry_after()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Denied {}

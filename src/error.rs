@@ -1,0 +1,67 @@
+//! Configuration errors.
+
+use core::fmt;
+use std::time::Duration;
+
+/// Why a limiter could not be built.
+///
+/// Every constructor validates its input and returns this error instead of
+/// panicking.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{ConfigError, Limiter};
+///
+/// let err = Limiter::new(0, Duration::from_secs(1)).unwrap_err();
+/// assert_eq!(err, ConfigError::ZeroLimit);
+/// assert_eq!(err.to_string(), "the limit must be at least 1");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The limit was 0: nothing could ever be admitted.
+    ZeroLimit,
+    /// The limit is above [`MAX_LIMIT`](crate::MAX_LIMIT) (each admission in
+    /// the window costs 8 bytes, so the log is capped at 8 MiB per key).
+    LimitTooLarge {
+        /// The limit that was asked for.
+        limit: u32,
+        /// The largest limit supported.
+        max: u32,
+    },
+    /// The window was zero.
+    ZeroWindow,
+    /// The window does not fit the 62-bit deadline encoding
+    /// (see [`MAX_WINDOW`](crate::MAX_WINDOW)).
+    WindowTooLarge {
+        /// The window that was asked for.
+        window: Duration,
+        /// The largest window supported.
+        max: Duration,
+    },
+    /// `max_keys` was 0 (a keyed limiter could hold no key).
+    ZeroMaxKeys,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroLimit => f.write_str("the limit must be at least 1"),
+            ConfigError::LimitTooLarge { limit, max } => {
+                write!(f, "the limit {limit} is above the maximum of {max}")
+            }
+            ConfigError::ZeroWindow => f.write_str("the window must be longer than zero"),
+            ConfigError::WindowTooLarge { window, max } => {
+                write!(
+                    f,
+                    "the window {window:?} is longer than the maximum of {max:?}"
+                )
+            }
+            ConfigError::ZeroMaxKeys => f.write_str("max_keys must be at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,310 @@
+//! [`Limiter`]: the exact sliding-window log of one key.
+
+use core::fmt;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::clock::{Clock, QuantaClock};
+use crate::config;
+use crate::decision::{Admitted, Denied};
+use crate::error::ConfigError;
+use crate::ring::{Geometry, Outcome, RingRef};
+use crate::sync::atomic::AtomicU64;
+
+/// An exact sliding-window-log rate limiter for one key: at most `limit`
+/// admissions in any window `(t - W, t]`.
+///
+/// Admission is one compare-and-swap on one slot of a fixed ring of `limit`
+/// 8-byte slots; a denial only loads. No lock, no allocation and no division
+/// on any check. Share it between threads with `Arc` (it is `Send + Sync`).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::with_clock(2, Duration::from_secs(1), clock.clone())?;
+/// assert!(limiter.check().is_ok());
+/// assert!(limiter.check().is_ok());
+/// let denied = limiter.check().unwrap_err();
+/// assert_eq!(denied.retry_after(), Duration::from_secs(1));
+///
+/// clock.advance(Duration::from_secs(1));
+/// assert_eq!(limiter.check().unwrap().remaining(), 1);
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub struct Limiter<C: Clock = QuantaClock> {
+    /// `head` is written by every admission and read by every check: its own
+    /// cache line, so it does not falsely share with the limiter's fields.
+    head: CachePadded<AtomicU64>,
+    slots: Box<[AtomicU64]>,
+    geometry: Geometry,
+    clock: C,
+}
+
+impl Limiter<QuantaClock> {
+    /// A limiter admitting at most `limit` requests per `window`, on the
+    /// default [`QuantaClock`].
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] if `limit` is 0 or above [`MAX_LIMIT`](crate::MAX_LIMIT),
+    /// or `window` is zero or above [`MAX_WINDOW`](crate::MAX_WINDOW).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::Limiter;
+    ///
+    /// let limiter = Limiter::new(100, Duration::from_secs(1))?;
+    /// assert!(limiter.check().is_ok());
+    /// assert!(Limiter::new(0, Duration::from_secs(1)).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn new(limit: u32, window: Duration) -> Result<Self, ConfigError> {
+        Limiter::with_clock(limit, window, QuantaClock::new())
+    }
+}
+
+impl<C: Clock> Limiter<C> {
+    /// A limiter on the given clock, e.g. a shared [`ManualClock`](crate::ManualClock).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(100, Duration::from_secs(1), clock.clone())?;
+    /// clock.advance(Duration::from_millis(5));
+    /// assert_eq!(limiter.check().unwrap().at(), 5_000_000);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn with_clock(limit: u32, window: Duration, clock: C) -> Result<Self, ConfigError> {
+        let geometry = config::geometry(limit, window)?;
+        Ok(Limiter::from_geometry(geometry, clock))
+    }
+
+    pub(crate) fn from_geometry(geometry: Geometry, clock: C) -> Self {
+        Limiter {
+            head: CachePadded::new(AtomicU64::new(0)),
+            slots: (0..geometry.limit()).map(|_| AtomicU64::new(0)).collect(),
+            geometry,
+            clock,
+        }
+    }
+
+    #[inline]
+    fn ring(&self) -> RingRef<'_> {
+        RingRef {
+            geometry: &self.geometry,
+            head: &self.head,
+            slots: &self.slots,
+        }
+    }
+
+    /// Checks one request now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::Limiter;
+    ///
+    /// let limiter = Limiter::new(1, Duration::from_secs(60))?;
+    /// match limiter.check() {
+    ///     Ok(admitted) => assert_eq!(admitted.remaining(), 0),
+    ///     Err(denied) => panic!("first request denied: {denied}"),
+    /// }
+    /// assert!(limiter.check().is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check(&self) -> Result<Admitted, Denied> {
+        self.check_at(self.clock.now())
+    }
+
+    /// Checks one request at `now` (nanoseconds on this limiter's clock), for
+    /// callers that already hold a timestamp (replay, batching).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::with_clock(1, Duration::from_nanos(100), ManualClock::new())?;
+    /// assert!(limiter.check_at(0).is_ok());
+    /// assert_eq!(limiter.check_at(99).unwrap_err().retry_after_nanos(), 1);
+    /// assert!(limiter.check_at(100).is_ok()); // (t - W, t]: the entry at 0 expired
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
+        let outcome = self.ring().check_one(now);
+        self.decide(outcome, now)
+    }
+
+    /// Checks a request of `n` units now: all `n` are admitted or none.
+    ///
+    /// `n == 0` is always admitted and records nothing (its `remaining` is
+    /// the room left). `n > limit` can never be admitted: it is denied with
+    /// [`DenyReason::ExceedsLimit`](crate::DenyReason::ExceedsLimit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{DenyReason, Limiter};
+    ///
+    /// let limiter = Limiter::new(5, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.check_n(3).unwrap().remaining(), 2);
+    /// assert!(limiter.check_n(3).is_err()); // only 2 left: nothing taken
+    /// assert_eq!(limiter.check_n(2).unwrap().remaining(), 0);
+    /// assert!(matches!(
+    ///     limiter.check_n(6).unwrap_err().reason(),
+    ///     DenyReason::ExceedsLimit { requested: 6, limit: 5 }
+    /// ));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check_n(&self, n: u32) -> Result<Admitted, Denied> {
+        self.check_n_at(n, self.clock.now())
+    }
+
+    /// [`check_n`](Self::check_n) at `now`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::with_clock(4, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert!(limiter.check_n_at(4, 0).is_ok());
+    /// assert_eq!(limiter.check_n_at(1, 5).unwrap_err().retry_after_nanos(), 5);
+    /// assert!(limiter.check_n_at(4, 10).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
+        let limit = self.geometry.limit();
+        if n > limit {
+            return Err(Denied::exceeds_limit(n, limit));
+        }
+        let outcome = self.ring().check(now, n);
+        self.decide(outcome, now)
+    }
+
+    #[inline]
+    fn decide(&self, outcome: Outcome, now: u64) -> Result<Admitted, Denied> {
+        match outcome {
+            Outcome::Admitted { at, remaining } => Ok(Admitted { at, remaining }),
+            Outcome::Denied { available_at } => Err(Denied::rate_limited(
+                available_at.saturating_sub(self.geometry.clamp_now(now)),
+            )),
+            Outcome::Closed => unreachable!("a Limiter's ring is never closed"),
+        }
+    }
+
+    /// The limit: admissions allowed in any window.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::Limiter::new(7, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.limit(), 7);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn limit(&self) -> u32 {
+        self.geometry.limit()
+    }
+
+    /// The window.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::Limiter::new(7, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.window(), Duration::from_secs(1));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.geometry.window())
+    }
+
+    /// The limiter's clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Clock, Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(1, Duration::from_secs(1), ManualClock::new())?;
+    /// limiter.clock().advance(Duration::from_nanos(9));
+    /// assert_eq!(limiter.clock().now(), 9);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Heap and inline bytes this limiter occupies: the ring's `8 * limit`
+    /// bytes of slots plus the padded header.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::Limiter::new(100, Duration::from_secs(1))?;
+    /// assert!(limiter.memory_bytes() >= 800);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn memory_bytes(&self) -> usize {
+        core::mem::size_of::<Self>() + core::mem::size_of_val(&*self.slots)
+    }
+}
+
+/// Hooks for the model checker (`--cfg slidelog_loom`): broken variants and
+/// the eviction handshake, driven through the shipped ring.
+#[cfg(slidelog_loom)]
+#[doc(hidden)]
+impl<C: Clock> Limiter<C> {
+    pub fn with_flaw(
+        limit: u32,
+        window: Duration,
+        clock: C,
+        flaw: crate::ring::Flaw,
+    ) -> Result<Self, ConfigError> {
+        let geometry = config::geometry(limit, window)?.with_flaw(flaw);
+        Ok(Limiter::from_geometry(geometry, clock))
+    }
+
+    /// `None` if the ring was closed for eviction.
+    pub fn try_check_n_at(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+        match self.ring().check(now, n) {
+            Outcome::Closed => None,
+            outcome => Some(self.decide(outcome, now)),
+        }
+    }
+
+    pub fn close_if_idle(&self, now: u64, margin: u64) -> bool {
+        self.ring().close_if_idle(now, margin).is_ok()
+    }
+}
+
+impl<C: Clock + fmt::Debug> fmt::Debug for Limiter<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("limit", &self.limit())
+            .field("window", &self.window())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}

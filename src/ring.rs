@@ -1,0 +1,712 @@
+//! The lock-free ring: the exact sliding-window log of one key.
+//!
+//! A key's log never needs more than its last `L` admissions: a request is
+//! admissible iff the `L`-th most recent admission has expired. So each key
+//! owns `L` slots of 8 bytes plus one `head` word, and the slot that the next
+//! admission overwrites is the oldest one (DESIGN.md §2).
+//!
+//! # Words
+//!
+//! A **slot** holds the *deadline* of the admission that last wrote it
+//! (`t_eff + W`, so "expired at `now`" is `deadline <= now` and `t - W` never
+//! underflows), a one-bit *stamp* (the lap parity of the admission index that
+//! wrote it) and a `BATCH` bit marking the first slot of a weighted
+//! admission. The all-zero word is "written in lap -1 at deadline 0": a fresh
+//! ring reads as a ring whose admissions all expired long ago.
+//!
+//! **`head`** holds the index of the next admission, laid out in mixed radix
+//! as `lap << bits | position` so that `index mod L`, the lap parity and
+//! "next" are masks and adds (no division on any path), and, in its top bits,
+//! the size of a weighted admission that has announced itself at that index
+//! (`PENDING`).
+//!
+//! # Protocol (DESIGN.md §3)
+//!
+//! Admission `c` is the compare-and-swap of slot `c mod L` from the value
+//! written by admission `c - L` to its own deadline: that CAS is the
+//! linearization point. Deadlines in one slot grow by at least `W` per write,
+//! so the CAS cannot succeed on a recycled value (no ABA). `head` is advanced
+//! afterwards, by the admitter or by any reader that finds the slot already
+//! claimed (the stamp tells a claimed slot from a stale one), and readers
+//! re-validate `head` after reading the slots, seqlock-style, so a reader that
+//! slept across a lap never judges by the wrong slot. A denial only loads.
+
+use crate::sync::Backoff;
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+/// The codec of a slot word (STYLE.md rule 6).
+pub(crate) mod slot {
+    /// Lap-parity stamp of the admission that wrote the slot. Admission
+    /// index `c` writes `!(lap(c) & 1)`, so the all-zero initial word reads as
+    /// written in lap -1.
+    pub(crate) const STAMP: u64 = 1;
+    /// Set on the first slot of a weighted admission; its size is in the
+    /// `PENDING` field of `head` until the batch is filled.
+    pub(crate) const BATCH: u64 = 1 << 1;
+    /// The deadline sits above the two flag bits.
+    pub(crate) const DEADLINE_SHIFT: u32 = 2;
+    /// A ring that was closed for eviction: every admission CAS fails on it.
+    /// (Its deadline field would be `2^62 - 1`, which no admission writes.)
+    pub(crate) const CLOSED: u64 = u64::MAX;
+    /// The largest deadline an admission writes.
+    pub(crate) const MAX_DEADLINE: u64 = (1 << 62) - 2;
+
+    /// The deadline (`t_eff + W`) of the admission that wrote `word`.
+    #[inline]
+    pub(crate) const fn deadline(word: u64) -> u64 {
+        word >> DEADLINE_SHIFT
+    }
+
+    /// Packs a committed slot word. `stamp` is 0 or [`STAMP`].
+    #[inline]
+    pub(crate) const fn pack(deadline: u64, stamp: u64, batch: bool) -> u64 {
+        debug_assert!(deadline <= MAX_DEADLINE);
+        debug_assert!(stamp <= STAMP);
+        (deadline << DEADLINE_SHIFT) | if batch { BATCH } else { 0 } | stamp
+    }
+}
+
+/// The codec of the `head` word.
+pub(crate) mod head {
+    /// Bits of the admission index (`lap << bits | position`). The lap wraps
+    /// within them; the parity still alternates because the lap field is at
+    /// least 23 bits wide (an even number of laps per wrap).
+    pub(crate) const INDEX_BITS: u32 = 43;
+    /// Mask of the admission index.
+    pub(crate) const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+    /// The size `n >= 2` of a weighted admission announced at this index, or 0.
+    pub(crate) const PENDING_SHIFT: u32 = INDEX_BITS;
+
+    /// The admission index in a head word.
+    #[inline]
+    pub(crate) const fn index(word: u64) -> u64 {
+        word & INDEX_MASK
+    }
+
+    /// The announced weight in a head word (0: none).
+    #[inline]
+    pub(crate) const fn pending(word: u64) -> u64 {
+        word >> PENDING_SHIFT
+    }
+
+    /// A head word announcing a weighted admission of `n` units at `index`.
+    #[inline]
+    pub(crate) const fn with_pending(index: u64, n: u64) -> u64 {
+        debug_assert!(index <= INDEX_MASK);
+        (n << PENDING_SHIFT) | index
+    }
+}
+
+/// The largest limit: positions take at most 20 bits, so the lap keeps at
+/// least 23 bits and the `PENDING` field (21 bits) can hold any weight.
+pub(crate) const MAX_LIMIT: u32 = 1 << 20;
+
+/// Deliberately broken variants of the protocol, compiled only for the model
+/// checker: each must be caught by a loom model (a proof that cannot fail
+/// proves nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(not(slidelog_loom), allow(dead_code))]
+#[allow(unreachable_pub)]
+pub enum Flaw {
+    /// The protocol as designed.
+    #[default]
+    None,
+    /// Commit a single admission with a load then a store instead of a CAS.
+    LoadThenStore,
+    /// Skip the seqlock re-validation of `head`.
+    NoRevalidate,
+    /// Ignore the stamp: judge a claimed slot as if it were the old one
+    /// (no helping).
+    NoHelp,
+    /// Do not clamp `t_eff` to the previous admission.
+    NoClamp,
+    /// Take a weighted request's units one single admission at a time.
+    Piecewise,
+    /// Report a ring closed for eviction without closing it.
+    FakeClose,
+}
+
+/// The immutable shape of a ring: limit, window and the index layout.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geometry {
+    /// `L`, the number of slots.
+    limit: u64,
+    /// `W` in nanoseconds.
+    window: u64,
+    /// Width of the position field of an index.
+    bits: u32,
+    /// `2^bits - L`: added when an index steps past position `L - 1`.
+    gap: u64,
+    /// Larger timestamps saturate here, so `now + W <= MAX_DEADLINE`.
+    max_now: u64,
+    flaw: Flaw,
+}
+
+/// What the ring answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Admitted at effective time `at` with `remaining` units left.
+    Admitted { at: u64, remaining: u32 },
+    /// Denied: the request is admissible from `available_at` (nanoseconds).
+    Denied { available_at: u64 },
+    /// The ring was closed for eviction; look the key up again.
+    Closed,
+}
+
+/// A consistent view of the ring: `head` did not move while the slots were read.
+#[derive(Clone, Copy)]
+struct Snapshot {
+    /// The head word.
+    hw: u64,
+    /// `index(hw)`.
+    c: u64,
+    /// Position of `c`.
+    pos: usize,
+    /// The stamp admission `c` writes.
+    stamp: u64,
+    /// Slot `c`: admission `c - L`'s word, or already claimed for `c`.
+    s: u64,
+    /// Slot `c - 1`: the newest committed admission.
+    p: u64,
+}
+
+impl Geometry {
+    /// Validated by [`crate::config`]: `1 <= limit <= MAX_LIMIT`,
+    /// `1 <= window <= MAX_WINDOW`.
+    pub(crate) fn new(limit: u32, window: u64) -> Self {
+        debug_assert!((1..=MAX_LIMIT).contains(&limit));
+        debug_assert!((1..=slot::MAX_DEADLINE / 2).contains(&window));
+        let bits = u32::BITS - (limit - 1).leading_zeros();
+        Geometry {
+            limit: u64::from(limit),
+            window,
+            bits,
+            gap: (1u64 << bits) - u64::from(limit),
+            max_now: slot::MAX_DEADLINE - window,
+            flaw: Flaw::None,
+        }
+    }
+
+    #[cfg_attr(not(slidelog_loom), allow(dead_code))]
+    pub(crate) fn with_flaw(mut self, flaw: Flaw) -> Self {
+        self.flaw = flaw;
+        self
+    }
+
+    #[inline]
+    fn flaw(&self) -> Flaw {
+        if cfg!(slidelog_loom) {
+            self.flaw
+        } else {
+            Flaw::None
+        }
+    }
+
+    /// `L`.
+    #[inline]
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit as u32
+    }
+
+    /// `W` in nanoseconds.
+    #[inline]
+    pub(crate) fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// `index mod L`, a mask.
+    #[inline]
+    fn position(&self, index: u64) -> usize {
+        (index & ((1u64 << self.bits) - 1)) as usize
+    }
+
+    /// The stamp that admission `index` writes: the inverted parity of its lap.
+    #[inline]
+    fn stamp(&self, index: u64) -> u64 {
+        ((index >> self.bits) & 1) ^ slot::STAMP
+    }
+
+    /// `index + n` for `n <= L`, in mixed radix: `{ lap: lap + 1, position:
+    /// position + n - L }` when the position passes `L - 1`.
+    #[inline]
+    fn advance(&self, index: u64, n: u64) -> u64 {
+        debug_assert!(n <= self.limit);
+        if self.position(index) as u64 + n >= self.limit {
+            (index + n + self.gap) & head::INDEX_MASK
+        } else {
+            index + n
+        }
+    }
+
+    /// The position `k < L` places after `pos`.
+    #[inline]
+    fn position_plus(&self, pos: usize, k: u64) -> usize {
+        let p = pos as u64 + k;
+        (if p >= self.limit { p - self.limit } else { p }) as usize
+    }
+
+    /// The position before `pos`.
+    #[inline]
+    fn position_before(&self, pos: usize) -> usize {
+        if pos == 0 {
+            self.limit as usize - 1
+        } else {
+            pos - 1
+        }
+    }
+
+    /// Timestamps past the encodable range saturate (146 years after the
+    /// clock's origin).
+    #[inline]
+    pub(crate) fn clamp_now(&self, now: u64) -> u64 {
+        now.min(self.max_now)
+    }
+}
+
+/// A borrowed ring: its `head` word and its `L` slots, wherever they live
+/// (a padded header for [`crate::Limiter`], one inline allocation per key for
+/// [`crate::KeyedLimiter`]).
+#[derive(Clone, Copy)]
+pub(crate) struct RingRef<'a> {
+    pub(crate) geometry: &'a Geometry,
+    pub(crate) head: &'a AtomicU64,
+    pub(crate) slots: &'a [AtomicU64],
+}
+
+impl core::fmt::Debug for RingRef<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Ring")
+            .field("limit", &self.geometry.limit)
+            .field("window_nanos", &self.geometry.window)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RingRef<'a> {
+    #[inline]
+    fn slot(&self, pos: usize) -> &'a AtomicU64 {
+        debug_assert!(pos < self.slots.len());
+        &self.slots[pos]
+    }
+
+    /// Slot `c - 1`, the newest committed admission. With `L == 1` it is
+    /// slot `c` itself, already read as `s`: reading it twice could see two
+    /// different words (e.g. `s` unclaimed and then CLOSED) under one head.
+    #[inline]
+    fn load_previous(&self, pos: usize, s: u64) -> u64 {
+        let before = self.geometry.position_before(pos);
+        if before == pos {
+            s
+        } else {
+            // Acquire: see `snapshot`.
+            self.slot(before).load(Ordering::Acquire)
+        }
+    }
+
+    /// Reads `head`, slot `c` and slot `c - 1`, then re-reads `head`: `None`
+    /// if `head` moved meanwhile (a torn view; the caller retries).
+    #[inline]
+    fn snapshot(&self) -> Option<Snapshot> {
+        let g = self.geometry;
+        // Acquire pairs with the Release head CASes (advance, help, announce):
+        // every slot write that let head reach `hw` is visible below.
+        let hw = self.head.load(Ordering::Acquire);
+        let c = head::index(hw);
+        let pos = g.position(c);
+        // Acquire on both slot loads keeps the re-read of head below them
+        // (a later load cannot move before an Acquire load), and pairs with
+        // the Release slot CASes: if either load saw a write made after head
+        // passed `hw`, that head write happens-before the re-read, which then
+        // cannot return `hw` (coherence).
+        let s = self.slot(pos).load(Ordering::Acquire);
+        let p = self.load_previous(pos, s);
+        // Relaxed suffices: see above; this is the seqlock's closing read.
+        if g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw {
+            return None;
+        }
+        Some(Snapshot {
+            hw,
+            c,
+            pos,
+            stamp: g.stamp(c),
+            s,
+            p,
+        })
+    }
+
+    /// Whether the snapshot's slot `c` was already claimed for admission `c`.
+    #[inline]
+    fn claimed(&self, snap: &Snapshot) -> bool {
+        self.geometry.flaw() != Flaw::NoHelp && (snap.s & slot::STAMP) == snap.stamp
+    }
+
+    /// Checks `n` units at time `now`: admits them all or none.
+    ///
+    /// `n` must be in `0..=L` (the caller handles `n > L`). `n == 0` admits
+    /// and records nothing.
+    #[inline]
+    pub(crate) fn check(&self, now: u64, n: u32) -> Outcome {
+        if n == 1 {
+            self.check_one(now)
+        } else {
+            self.check_many(now, n)
+        }
+    }
+
+    /// The single-unit fast path.
+    #[inline]
+    pub(crate) fn check_one(&self, now: u64) -> Outcome {
+        let g = self.geometry;
+        let now = g.clamp_now(now);
+        loop {
+            let Some(snap) = self.snapshot() else {
+                continue;
+            };
+            if snap.s == slot::CLOSED {
+                return Outcome::Closed;
+            }
+            if self.claimed(&snap) {
+                self.help(&snap);
+                continue;
+            }
+            // The clamp: t_eff = max(now, t_eff of the previous admission).
+            let d = if g.flaw() == Flaw::NoClamp {
+                now + g.window
+            } else {
+                (now + g.window).max(slot::deadline(snap.p))
+            };
+            let t_eff = d - g.window;
+            let oldest = slot::deadline(snap.s);
+            if oldest > t_eff {
+                // The L-th most recent admission is still in the window.
+                return Outcome::Denied {
+                    available_at: oldest,
+                };
+            }
+            let word = slot::pack(d, snap.stamp, false);
+            let committed = if g.flaw() == Flaw::LoadThenStore {
+                if self.slot(snap.pos).load(Ordering::Acquire) == snap.s {
+                    self.slot(snap.pos).store(word, Ordering::Release);
+                    true
+                } else {
+                    false
+                }
+            } else {
+                // Release pairs with the Acquire slot loads of readers: the
+                // head value we read (and, for helpers, our view) happens-
+                // before anyone who sees this word. Relaxed on failure: we
+                // start over with fresh Acquire loads.
+                self.slot(snap.pos)
+                    .compare_exchange(snap.s, word, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+            };
+            if committed {
+                self.advance_head(snap.hw, snap.c, 1);
+                return Outcome::Admitted {
+                    at: t_eff,
+                    remaining: self.remaining_after(snap.c, 1, snap.p, t_eff),
+                };
+            }
+        }
+    }
+
+    /// The weighted path (`n != 1`).
+    #[cold]
+    #[inline(never)]
+    fn check_many(&self, now: u64, n: u32) -> Outcome {
+        let g = self.geometry;
+        if g.flaw() == Flaw::Piecewise {
+            return self.check_piecewise(now, n);
+        }
+        let now = g.clamp_now(now);
+        let n64 = u64::from(n);
+        let backoff = Backoff::new();
+        loop {
+            let hw = self.head.load(Ordering::Acquire);
+            let Some(snap) = self.snapshot_from(hw, n64) else {
+                continue;
+            };
+            let (snap, last) = snap;
+            if snap.s == slot::CLOSED {
+                return Outcome::Closed;
+            }
+            if self.claimed(&snap) {
+                self.help(&snap);
+                continue;
+            }
+            let d = (now + g.window).max(slot::deadline(snap.p));
+            let t_eff = d - g.window;
+            if n == 0 {
+                return Outcome::Admitted {
+                    at: t_eff,
+                    remaining: self.remaining_after(snap.c, 0, snap.p, t_eff),
+                };
+            }
+            // Deadlines grow along the index, so the newest of the `n` words
+            // this request would overwrite (admission c + n - 1 - L) decides.
+            let oldest = slot::deadline(last);
+            if oldest > t_eff {
+                return Outcome::Denied {
+                    available_at: oldest,
+                };
+            }
+            if head::pending(snap.hw) != 0 {
+                // Another weighted request announced itself at `c` and has
+                // not committed yet (slot c is unclaimed). Only one
+                // announcement may stand at a time; singles go past it, we
+                // wait for it to commit or to lose slot c to a single.
+                backoff.snooze();
+                continue;
+            }
+            // Announce: head carries our size until the batch is filled.
+            // Relaxed: the Release slot CAS below publishes it to everyone
+            // who sees our BATCH word; failing means head moved (retry).
+            let announced = head::with_pending(snap.c, n64);
+            if self
+                .head
+                .compare_exchange(snap.hw, announced, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            // Commit on slot c (the linearization point). Head equals our
+            // announcement until slot c is claimed, so no other weighted
+            // request can commit here; a single may win slot c instead, and
+            // then we retry.
+            let word = slot::pack(d, snap.stamp, true);
+            if self
+                .slot(snap.pos)
+                .compare_exchange(snap.s, word, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.fill(announced, snap.c, snap.pos, n64, d);
+                return Outcome::Admitted {
+                    at: t_eff,
+                    remaining: self.remaining_after(snap.c, n64, snap.p, t_eff),
+                };
+            }
+        }
+    }
+
+    /// Like [`snapshot`](Self::snapshot), also reading the slot of admission
+    /// `c + n - 1` (the newest word a weighted request would overwrite).
+    #[inline]
+    fn snapshot_from(&self, hw: u64, n: u64) -> Option<(Snapshot, u64)> {
+        let g = self.geometry;
+        let c = head::index(hw);
+        let pos = g.position(c);
+        // Acquire, as in `snapshot`.
+        let s = self.slot(pos).load(Ordering::Acquire);
+        let p = self.load_previous(pos, s);
+        let last = if n <= 1 {
+            s
+        } else {
+            self.slot(g.position_plus(pos, n - 1))
+                .load(Ordering::Acquire)
+        };
+        if g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw {
+            return None;
+        }
+        Some((
+            Snapshot {
+                hw,
+                c,
+                pos,
+                stamp: g.stamp(c),
+                s,
+                p,
+            },
+            last,
+        ))
+    }
+
+    /// The broken weighted path of [`Flaw::Piecewise`]: one unit at a time.
+    fn check_piecewise(&self, now: u64, n: u32) -> Outcome {
+        let mut first = None;
+        for _ in 0..n {
+            match self.check_one(now) {
+                Outcome::Admitted { at, remaining } => {
+                    first.get_or_insert(Outcome::Admitted { at, remaining });
+                }
+                other => return other,
+            }
+        }
+        first.unwrap_or(Outcome::Admitted {
+            at: now,
+            remaining: 0,
+        })
+    }
+
+    /// Slot `c` is claimed but `head` still says `c`: finish that admission's
+    /// bookkeeping (fill a batch, advance head) so that nobody waits for it.
+    #[cold]
+    fn help(&self, snap: &Snapshot) {
+        if snap.s & slot::BATCH != 0 {
+            let n = head::pending(snap.hw);
+            debug_assert!(
+                n >= 2,
+                "a BATCH word is committed only under an announcement"
+            );
+            self.fill(snap.hw, snap.c, snap.pos, n, slot::deadline(snap.s));
+        } else {
+            self.advance_head(snap.hw, snap.c, 1);
+        }
+    }
+
+    /// Moves `head` past the single admission `c`, also over an announcement
+    /// made at `c` after we read `hw` (it lost slot `c` to us).
+    #[inline]
+    fn advance_head(&self, mut hw: u64, c: u64, n: u64) {
+        let next = self.geometry.advance(c, n);
+        loop {
+            // Release pairs with the Acquire head loads of readers: slot `c`
+            // (committed by us, or seen by us with an Acquire load) is
+            // visible to whoever sees the new head.
+            match self
+                .head
+                .compare_exchange(hw, next, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                // Someone helped, or the head now carries an announcement.
+                Err(current) if head::index(current) == c => hw = current,
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Writes deadline `d` into slots `c + 1 .. c + n` of the batch committed
+    /// at `c`, then moves `head` from `announced` to `c + n`. Idempotent: any
+    /// number of helpers may run it, however late.
+    fn fill(&self, announced: u64, c: u64, pos: usize, n: u64, d: u64) {
+        let g = self.geometry;
+        for k in 1..n {
+            let at = g.position_plus(pos, k);
+            let stamp = g.stamp(g.advance(c, k));
+            let word = slot::pack(d, stamp, false);
+            let mut current = self.slot(at).load(Ordering::Acquire);
+            // The slot holds either admission (c + k - L), whose deadline is
+            // <= d - W (it was expired at the batch's t_eff), or our fill
+            // (deadline d), or — for a helper that arrives a lap late — a
+            // later admission, whose deadline is >= d + W. Only the first
+            // is ours to overwrite; deadlines never repeat, so no ABA.
+            while current != slot::CLOSED && slot::deadline(current) < d {
+                // Release/Acquire as for a single commit: whoever advances
+                // head has seen this write.
+                match self.slot(at).compare_exchange(
+                    current,
+                    word,
+                    Ordering::Release,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(now_there) => current = now_there,
+                }
+            }
+        }
+        let next = head::index(g.advance(c, n));
+        // Release: the fills above (ours, or seen with Acquire) happen-before
+        // any reader that sees `c + n`. Failure: another helper finished.
+        let _ = self
+            .head
+            .compare_exchange(announced, next, Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// `L` minus the admissions in the window `(t_eff - W, t_eff]` after
+    /// admitting `n` units at index `c`. Exact for sequential use; under
+    /// concurrency newer admissions may already overwrite the slots read here
+    /// (they only make the answer smaller). Loads only, no retry.
+    #[inline]
+    fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> u32 {
+        let g = self.geometry;
+        let free = g.limit - n;
+        // Fast path: the previous admission expired, so all older ones did.
+        if free == 0 || slot::deadline(prev) <= t_eff {
+            return free as u32;
+        }
+        self.remaining_slow(c, n, t_eff)
+    }
+
+    #[cold]
+    fn remaining_slow(&self, c: u64, n: u64, t_eff: u64) -> u32 {
+        let g = self.geometry;
+        let free = g.limit - n;
+        // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
+        // first, at positions pos(c + n) + k. Their deadlines are
+        // non-decreasing, so "alive" is false ... false, true ... true, and
+        // the answer is the index of the first alive one.
+        let base = g.position(g.advance(c, n));
+        let alive = |k: u64| {
+            // Relaxed: an estimate that publishes nothing.
+            slot::deadline(self.slot(g.position_plus(base, k)).load(Ordering::Relaxed)) > t_eff
+        };
+        // A full window: the oldest candidate sits right after our slot,
+        // usually on the same cache line.
+        if alive(0) {
+            return 0;
+        }
+        // Otherwise gallop back from the newest candidate (the previous
+        // admission, alive on this path): a sparse key's live entries are
+        // the newest few, next to `head`, so this touches lines already hot.
+        let mut hi = free - 1; // alive
+        let mut step = 1;
+        let lo = loop {
+            let probe = hi.saturating_sub(step);
+            if probe == 0 {
+                break 0; // known expired
+            }
+            if !alive(probe) {
+                break probe;
+            }
+            hi = probe;
+            step *= 2;
+        };
+        // Binary search: candidate `lo` expired, candidate `hi` alive.
+        let mut lo = lo;
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if alive(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi as u32
+    }
+
+    /// Closes the ring for eviction if its newest admission expired at least
+    /// `margin` nanoseconds before `now`: CASes the slot at `head` (still
+    /// holding its previous-lap word) to [`slot::CLOSED`], which makes every
+    /// concurrent or later admission on this ring fail. `Ok` if the ring is
+    /// closed; otherwise `Err` with the earliest time it could be closed.
+    pub(crate) fn close_if_idle(&self, now: u64, margin: u64) -> Result<(), u64> {
+        loop {
+            let Some(snap) = self.snapshot() else {
+                continue;
+            };
+            if snap.s == slot::CLOSED {
+                return Ok(());
+            }
+            if self.claimed(&snap) {
+                self.help(&snap);
+                continue;
+            }
+            // Deadlines grow along the log: the newest admission is c - 1.
+            let idle_at = slot::deadline(snap.p).saturating_add(margin);
+            if idle_at > now {
+                return Err(idle_at);
+            }
+            if self.geometry.flaw() == Flaw::FakeClose {
+                return Ok(());
+            }
+            // Release: orders the CLOSED word after our snapshot like any
+            // commit; Relaxed on failure (we retry with fresh loads).
+            if self
+                .slot(snap.pos)
+                .compare_exchange(snap.s, slot::CLOSED, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(());
+            }
+        }
+    }
+}

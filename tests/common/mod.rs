@@ -1,0 +1,132 @@
+//! The reference model of DESIGN.md §1: a deque of admitted timestamps.
+//!
+//! This is the test oracle. It lives in the test tree, never in `src/`.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+
+/// What the model decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelDecision {
+    /// Admitted with `remaining` left.
+    Admitted { remaining: u32 },
+    /// Denied: admissible after `retry_after` ns.
+    Denied { retry_after: u64 },
+    /// `n > limit`: never admissible.
+    ExceedsLimit,
+}
+
+/// The classic sliding-window log.
+#[derive(Clone, Debug)]
+pub struct Model {
+    limit: u32,
+    window: u64,
+    log: VecDeque<u64>,
+}
+
+impl Model {
+    pub fn new(limit: u32, window: u64) -> Self {
+        Model {
+            limit,
+            window,
+            log: VecDeque::new(),
+        }
+    }
+
+    /// `decide(t, n)` exactly as DESIGN.md §1 writes it.
+    pub fn decide(&mut self, t: u64, n: u32) -> ModelDecision {
+        if n > self.limit {
+            return ModelDecision::ExceedsLimit;
+        }
+        // `front <= t - W`, written without underflow.
+        while let Some(&front) = self.log.front() {
+            if front + self.window <= t {
+                self.log.pop_front();
+            } else {
+                break;
+            }
+        }
+        let len = self.log.len() as u32;
+        if len + n <= self.limit {
+            for _ in 0..n {
+                self.log.push_back(t);
+            }
+            ModelDecision::Admitted {
+                remaining: self.limit - self.log.len() as u32,
+            }
+        } else {
+            let idx = (len + n - self.limit - 1) as usize;
+            ModelDecision::Denied {
+                retry_after: self.log[idx] + self.window - t,
+            }
+        }
+    }
+
+    /// Admissions currently in the log (after the last purge).
+    pub fn len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Newest admission time, if any.
+    pub fn newest(&self) -> Option<u64> {
+        self.log.back().copied()
+    }
+}
+
+/// One model per key.
+#[derive(Debug)]
+pub struct KeyedModel<K> {
+    limit: u32,
+    window: u64,
+    keys: HashMap<K, Model>,
+}
+
+impl<K: Hash + Eq + Clone> KeyedModel<K> {
+    pub fn new(limit: u32, window: u64) -> Self {
+        KeyedModel {
+            limit,
+            window,
+            keys: HashMap::new(),
+        }
+    }
+
+    pub fn decide(&mut self, key: &K, t: u64, n: u32) -> ModelDecision {
+        let (limit, window) = (self.limit, self.window);
+        self.keys
+            .entry(key.clone())
+            .or_insert_with(|| Model::new(limit, window))
+            .decide(t, n)
+    }
+}
+
+/// Converts a limiter result into the model's terms.
+pub fn observed(result: Result<slidelog::Admitted, slidelog::Denied>) -> ModelDecision {
+    match result {
+        Ok(a) => ModelDecision::Admitted {
+            remaining: a.remaining(),
+        },
+        Err(d) => match d.reason() {
+            slidelog::DenyReason::ExceedsLimit { .. } => ModelDecision::ExceedsLimit,
+            _ => ModelDecision::Denied {
+                retry_after: d.retry_after_nanos(),
+            },
+        },
+    }
+}
+
+/// The largest number of timestamps in any window `(t - W, t]` (sorts `times`).
+pub fn max_in_window(times: &mut [u64], window: u64) -> usize {
+    times.sort_unstable();
+    let mut best = 0;
+    let mut lo = 0;
+    for hi in 0..times.len() {
+        // Entries at or before times[hi] - W have expired at times[hi].
+        while times[lo] + window <= times[hi] {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
+}
