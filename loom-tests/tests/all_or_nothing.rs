@@ -15,12 +15,23 @@ use slidelog::{Limiter, ManualClock};
 /// A weighted request racing singles: the units the limiter holds afterwards
 /// are exactly the units it reported admitted, and the results are
 /// linearizable.
-fn weighted_vs_single(limit: u32, weighted: &'static [u32], singles: usize, prefill: u32, flaw: Flaw) {
+fn weighted_vs_single(
+    limit: u32,
+    weighted: &'static [u32],
+    singles: usize,
+    prefill: u32,
+    flaw: Flaw,
+) {
     loom::model(move || {
         let window = 10;
         let limiter = Arc::new(
-            Limiter::with_flaw(limit, Duration::from_nanos(window), ManualClock::new(), flaw)
-                .unwrap(),
+            Limiter::with_flaw(
+                limit,
+                Duration::from_nanos(window),
+                ManualClock::new(),
+                flaw,
+            )
+            .unwrap(),
         );
         for _ in 0..prefill {
             limiter.check_at(0).unwrap();
@@ -30,13 +41,21 @@ fn weighted_vs_single(limit: u32, weighted: &'static [u32], singles: usize, pref
         let w = thread::spawn(move || {
             weighted
                 .iter()
-                .map(|&n| Call { now, n, result: l.check_n_at(n, now) })
+                .map(|&n| Call {
+                    now,
+                    n,
+                    result: l.check_n_at(n, now),
+                })
                 .collect::<Vec<_>>()
         });
         let l = Arc::clone(&limiter);
         let s = thread::spawn(move || {
             (0..singles)
-                .map(|_| Call { now, n: 1, result: l.check_at(now) })
+                .map(|_| Call {
+                    now,
+                    n: 1,
+                    result: l.check_at(now),
+                })
                 .collect::<Vec<_>>()
         });
         let threads = vec![w.join().unwrap(), s.join().unwrap()];
@@ -95,7 +114,13 @@ fn weighted_vs_weighted() {
             .into_iter()
             .map(|n| {
                 let l = Arc::clone(&limiter);
-                thread::spawn(move || vec![Call { now: 0, n, result: l.check_n_at(n, 0) }])
+                thread::spawn(move || {
+                    vec![Call {
+                        now: 0,
+                        n,
+                        result: l.check_n_at(n, 0),
+                    }]
+                })
             })
             .collect();
         let threads: Vec<Vec<Call>> = handles.into_iter().map(|h| h.join().unwrap()).collect();

@@ -21,10 +21,20 @@ fn evict_while_admitting(flaw: Flaw) {
     loom::model(move || {
         let (limit, window, margin) = (1, 10, 10);
         let rings = Arc::new([
-            Limiter::with_flaw(limit, Duration::from_nanos(window), ManualClock::new(), flaw)
-                .unwrap(),
-            Limiter::with_flaw(limit, Duration::from_nanos(window), ManualClock::new(), flaw)
-                .unwrap(),
+            Limiter::with_flaw(
+                limit,
+                Duration::from_nanos(window),
+                ManualClock::new(),
+                flaw,
+            )
+            .unwrap(),
+            Limiter::with_flaw(
+                limit,
+                Duration::from_nanos(window),
+                ManualClock::new(),
+                flaw,
+            )
+            .unwrap(),
         ]);
         // The old ring holds one admission at t = 0: idle from t = 20.
         rings[0].check_at(0).unwrap();
@@ -43,7 +53,8 @@ fn evict_while_admitting(flaw: Flaw) {
                         // keyed limiter does: remove it, insert a fresh one;
                         // whoever comes first wins) and look again.
                         None => {
-                            let _ = current.compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
+                            let _ =
+                                current.compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
                         }
                     }
                 }

@@ -17,8 +17,13 @@ use slidelog::{Limiter, ManualClock};
 fn run(limit: u32, window: u64, threads: &'static [&'static [u64]], flaw: Flaw) {
     loom::model(move || {
         let limiter = Arc::new(
-            Limiter::with_flaw(limit, Duration::from_nanos(window), ManualClock::new(), flaw)
-                .unwrap(),
+            Limiter::with_flaw(
+                limit,
+                Duration::from_nanos(window),
+                ManualClock::new(),
+                flaw,
+            )
+            .unwrap(),
         );
         let handles: Vec<_> = threads
             .iter()
@@ -27,7 +32,11 @@ fn run(limit: u32, window: u64, threads: &'static [&'static [u64]], flaw: Flaw) 
                 thread::spawn(move || {
                     times
                         .iter()
-                        .map(|&now| Call { now, n: 1, result: l.check_at(now) })
+                        .map(|&now| Call {
+                            now,
+                            n: 1,
+                            result: l.check_at(now),
+                        })
                         .collect::<Vec<_>>()
                 })
             })

@@ -18,15 +18,24 @@ fn straddle(flaw: Flaw) {
     loom::model(move || {
         let (limit, window) = (1, 10);
         let limiter = Arc::new(
-            Limiter::with_flaw(limit, Duration::from_nanos(window), ManualClock::new(), flaw)
-                .unwrap(),
+            Limiter::with_flaw(
+                limit,
+                Duration::from_nanos(window),
+                ManualClock::new(),
+                flaw,
+            )
+            .unwrap(),
         );
         let spawn = |times: &'static [u64]| {
             let l = Arc::clone(&limiter);
             thread::spawn(move || {
                 times
                     .iter()
-                    .map(|&now| Call { now, n: 1, result: l.check_at(now) })
+                    .map(|&now| Call {
+                        now,
+                        n: 1,
+                        result: l.check_at(now),
+                    })
                     .collect::<Vec<_>>()
             })
         };
@@ -49,8 +58,9 @@ fn clock_advanced_while_checking() {
     loom::model(|| {
         let (limit, window) = (2, 10);
         let clock = ManualClock::new();
-        let limiter =
-            Arc::new(Limiter::with_clock(limit, Duration::from_nanos(window), clock.clone()).unwrap());
+        let limiter = Arc::new(
+            Limiter::with_clock(limit, Duration::from_nanos(window), clock.clone()).unwrap(),
+        );
         let ticker = thread::spawn(move || {
             clock.advance(Duration::from_nanos(6));
             clock.advance(Duration::from_nanos(6));
@@ -62,14 +72,21 @@ fn clock_advanced_while_checking() {
                     (0..2)
                         .map(|_| {
                             let result = l.check();
-                            Call { now: 0, n: 1, result }
+                            Call {
+                                now: 0,
+                                n: 1,
+                                result,
+                            }
                         })
                         .collect::<Vec<_>>()
                 })
             })
             .collect();
         ticker.join().unwrap();
-        let calls: Vec<Call> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        let calls: Vec<Call> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
         assert_no_over_admission(&calls, limit, window);
     });
 }
@@ -93,7 +110,11 @@ fn control_load_then_store_is_caught() {
         let handles: Vec<_> = (0..2)
             .map(|_| {
                 let l = Arc::clone(&limiter);
-                thread::spawn(move || Call { now: 5, n: 1, result: l.check_at(5) })
+                thread::spawn(move || Call {
+                    now: 5,
+                    n: 1,
+                    result: l.check_at(5),
+                })
             })
             .collect();
         let calls: Vec<Call> = handles.into_iter().map(|h| h.join().unwrap()).collect();

@@ -16,8 +16,13 @@ fn race(limit: u32, threads: usize, prefill: bool, flaw: Flaw) {
     loom::model(move || {
         let window = 10;
         let limiter = Arc::new(
-            Limiter::with_flaw(limit, Duration::from_nanos(window), ManualClock::new(), flaw)
-                .unwrap(),
+            Limiter::with_flaw(
+                limit,
+                Duration::from_nanos(window),
+                ManualClock::new(),
+                flaw,
+            )
+            .unwrap(),
         );
         // Fill the ring and let it expire: the race then runs on lap 1.
         let now = if prefill {

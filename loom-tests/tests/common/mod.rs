@@ -106,7 +106,11 @@ fn search(
             _ => false,
         };
         if fits {
-            let next_last = if call.result.is_ok() && call.n > 0 { eff } else { last_at };
+            let next_last = if call.result.is_ok() && call.n > 0 {
+                eff
+            } else {
+                last_at
+            };
             cursor[t] += 1;
             if search(threads, cursor, model, next_last, left - 1) {
                 return true;
@@ -120,9 +124,5 @@ fn search(
 
 /// Admitted units in a list of calls.
 pub fn admitted_units(calls: &[Call]) -> u32 {
-    calls
-        .iter()
-        .filter(|c| c.result.is_ok())
-        .map(|c| c.n)
-        .sum()
+    calls.iter().filter(|c| c.result.is_ok()).map(|c| c.n).sum()
 }
