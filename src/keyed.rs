@@ -1,0 +1,822 @@
+//! [`KeyedLimiter`]: one exact ring per key on a `papaya` map, with idle-key
+//! eviction and a hard cap on live keys.
+
+use core::borrow::Borrow;
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use std::collections::hash_map::RandomState;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use papaya::{Guard, HashMap, ResizeMode};
+
+use crate::clock::{Clock, QuantaClock};
+use crate::config;
+use crate::decision::{Admitted, Denied, DenyReason};
+use crate::error::ConfigError;
+use crate::ring::{Geometry, Outcome, RingRef};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
+/// 256 MiB of rings and map entries, between 1,024 and 1,048,576.
+const DEFAULT_BUDGET_BYTES: usize = 256 << 20;
+const DEFAULT_MAX_KEYS_CAP: usize = 1 << 20;
+const DEFAULT_MAX_KEYS_FLOOR: usize = 1 << 10;
+
+/// Bytes of map bookkeeping per key besides the ring itself, measured with a
+/// counting allocator at 100k `u64` keys (papaya's entry box with the key
+/// and the ring pointer, plus its table slots at its load factor).
+const MAP_BYTES_PER_KEY: usize = 48;
+
+/// An automatic sweep runs after this many new keys, or after half the live
+/// keys' worth, whichever is more (so sweeping costs O(1) amortised per
+/// new key).
+const SWEEP_MIN_INSERTS: usize = 64;
+
+/// A key's ring: one allocation of `L + 1` words, `head` in word 0.
+struct KeyRing(Box<[AtomicU64]>);
+
+impl KeyRing {
+    fn new(geometry: &Geometry) -> Self {
+        KeyRing((0..=geometry.limit()).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    #[inline]
+    fn ring<'a>(&'a self, geometry: &'a Geometry) -> RingRef<'a> {
+        let (head, slots) = self
+            .0
+            .split_first()
+            .expect("a key ring has L + 1 >= 2 words");
+        RingRef {
+            geometry,
+            head,
+            slots,
+        }
+    }
+}
+
+/// Housekeeping state, written only when keys come and go: its own cache
+/// line so it does not bounce the read-mostly fields every check reads.
+#[derive(Default)]
+struct Housekeeping {
+    /// Keys in the map plus insertions in flight (each holds a reservation).
+    live: AtomicUsize,
+    /// New keys since the last sweep.
+    inserts: AtomicUsize,
+    /// A sweep is running (one at a time).
+    sweeping: AtomicBool,
+    /// When the last sweep started (clock nanoseconds).
+    last_sweep: AtomicU64,
+    /// No live key can become idle before this time (a lower bound found by
+    /// the last sweep: admissions only push idle times later, and keys
+    /// created since then become idle later still).
+    next_idle: AtomicU64,
+    /// New-key requests refused at the cap since the last sweep.
+    refused: AtomicUsize,
+}
+
+/// An exact sliding-window-log limiter per key: at most `limit` admissions
+/// of each key in any window `(t - W, t]`.
+///
+/// Each key owns one ring of `limit` 8-byte slots (plus an 8-byte head),
+/// created on first touch in a [`papaya`] concurrent map; lookups are
+/// lock-free. Concurrent first requests for one key share one ring.
+///
+/// **Eviction.** A key whose newest admission is older than the window plus
+/// an idle margin (default: one more window) is indistinguishable from an
+/// absent key, so it can be dropped without changing any decision. Its ring
+/// is closed first (a compare-and-swap that makes every late admission on it
+/// fail and look the key up again), then removed. Sweeps run inside the
+/// calls that create keys, amortised O(1) per new key, and on demand with
+/// [`retain_recent`](Self::retain_recent).
+///
+/// **Memory bound.** At most `max_keys` keys live at once (default: as many
+/// as fit in 256 MiB, see [`KeyedBuilder::max_keys`]). A new key that would
+/// exceed it is denied with [`DenyReason::KeyCapacity`] when no idle key can
+/// be evicted; existing keys are never evicted while they hold admissions in
+/// their window. Memory is bounded by `max_keys x (8 (limit + 1) + ~48 +
+/// key)` bytes.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{KeyedLimiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let limiter = KeyedLimiter::<String, ManualClock>::with_clock(2, Duration::from_secs(1), clock.clone())?;
+/// assert!(limiter.check("alice").is_ok());
+/// assert!(limiter.check("alice").is_ok());
+/// assert!(limiter.check("alice").is_err());
+/// assert!(limiter.check("bob").is_ok()); // every key has its own log
+///
+/// clock.advance(Duration::from_secs(1));
+/// assert!(limiter.check("alice").is_ok());
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState> {
+    map: HashMap<K, KeyRing, S>,
+    geometry: Geometry,
+    clock: C,
+    max_keys: usize,
+    idle_margin: u64,
+    house: CachePadded<Housekeeping>,
+}
+
+impl<K: Hash + Eq> KeyedLimiter<K, QuantaClock, RandomState> {
+    /// A keyed limiter admitting at most `limit` requests per `window` for
+    /// each key, on the default [`QuantaClock`], with default options.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::new`](crate::Limiter::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<u64>::new(100, Duration::from_secs(1))?;
+    /// assert!(limiter.check(&42).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn new(limit: u32, window: Duration) -> Result<Self, ConfigError> {
+        KeyedLimiter::builder(limit, window).build()
+    }
+
+    /// A builder for the options: `max_keys`, idle margin, initial capacity,
+    /// clock and hasher.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64>::builder(10, Duration::from_secs(1))
+    ///     .max_keys(10_000)
+    ///     .idle_margin(Duration::from_secs(2))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(limiter.max_keys(), 10_000);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn builder(limit: u32, window: Duration) -> KeyedBuilder<K, QuantaClock, RandomState> {
+        KeyedBuilder {
+            limit,
+            window,
+            max_keys: None,
+            idle_margin: None,
+            capacity: 0,
+            clock: QuantaClock::new(),
+            hasher: RandomState::new(),
+            _keys: core::marker::PhantomData,
+        }
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C, RandomState> {
+    /// A keyed limiter on the given clock.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Limiter::new`](crate::Limiter::new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let keyed = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_secs(1), clock.clone())?;
+    /// assert!(keyed.check(&7).is_ok());
+    /// assert!(keyed.check(&7).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn with_clock(limit: u32, window: Duration, clock: C) -> Result<Self, ConfigError> {
+        KeyedLimiter::builder(limit, window).clock(clock).build()
+    }
+}
+
+/// Options for a [`KeyedLimiter`]; see [`KeyedLimiter::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+///
+/// let limiter = KeyedLimiter::<String>::builder(5, Duration::from_secs(10))
+///     .max_keys(1_000)
+///     .capacity(100)
+///     .build()?;
+/// assert!(limiter.check("k").is_ok());
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub struct KeyedBuilder<K, C, S> {
+    limit: u32,
+    window: Duration,
+    max_keys: Option<usize>,
+    idle_margin: Option<Duration>,
+    capacity: usize,
+    clock: C,
+    hasher: S,
+    _keys: core::marker::PhantomData<fn(K)>,
+}
+
+impl<K, C, S> fmt::Debug for KeyedBuilder<K, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBuilder")
+            .field("limit", &self.limit)
+            .field("window", &self.window)
+            .field("max_keys", &self.max_keys)
+            .field("idle_margin", &self.idle_margin)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
+    /// The most keys held at once (the memory bound). Default: as many as
+    /// fit in 256 MiB at this limit, between 1,024 and 1,048,576.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let l = slidelog::KeyedLimiter::<u32>::builder(1, Duration::from_secs(1)).max_keys(3).build()?;
+    /// assert_eq!(l.max_keys(), 3);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// How long after its newest admission expires a key counts as idle and
+    /// may be evicted. Default: one window; shorter values are raised to one
+    /// window (a thread whose clock reading is older than the margin when it
+    /// reaches an evicted key could otherwise see a fresh ring).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let l = slidelog::KeyedLimiter::<u32>::builder(1, Duration::from_secs(1))
+    ///     .idle_margin(Duration::from_secs(5))
+    ///     .build()?;
+    /// # let _ = l;
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn idle_margin(mut self, margin: Duration) -> Self {
+        self.idle_margin = Some(margin);
+        self
+    }
+
+    /// Pre-sizes the map for `capacity` keys (avoids resizes while warming up).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let l = slidelog::KeyedLimiter::<u32>::builder(1, Duration::from_secs(1)).capacity(4096).build()?;
+    /// assert!(l.is_empty());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Uses another clock, e.g. a [`ManualClock`](crate::ManualClock).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    /// let l = KeyedLimiter::<u32>::builder(1, Duration::from_secs(1)).clock(ManualClock::new()).build()?;
+    /// assert_eq!(l.check(&1).unwrap().at(), 0);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2, S> {
+        KeyedBuilder {
+            limit: self.limit,
+            window: self.window,
+            max_keys: self.max_keys,
+            idle_margin: self.idle_margin,
+            capacity: self.capacity,
+            clock,
+            hasher: self.hasher,
+            _keys: core::marker::PhantomData,
+        }
+    }
+
+    /// Uses another hasher. The default, `RandomState`, is randomly keyed
+    /// SipHash, which resists hash flooding; only trade it for a faster one
+    /// if keys cannot be chosen by an attacker.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use std::collections::hash_map::RandomState;
+    /// let l = slidelog::KeyedLimiter::<u32>::builder(1, Duration::from_secs(1))
+    ///     .hasher(RandomState::new())
+    ///     .build()?;
+    /// # let _ = l;
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, C, S2> {
+        KeyedBuilder {
+            limit: self.limit,
+            window: self.window,
+            max_keys: self.max_keys,
+            idle_margin: self.idle_margin,
+            capacity: self.capacity,
+            clock: self.clock,
+            hasher,
+            _keys: core::marker::PhantomData,
+        }
+    }
+}
+
+impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
+    /// Builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a bad limit or window, or `max_keys == 0`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{ConfigError, KeyedLimiter};
+    /// let err = KeyedLimiter::<u32>::builder(1, Duration::from_secs(1)).max_keys(0).build().unwrap_err();
+    /// assert_eq!(err, ConfigError::ZeroMaxKeys);
+    /// ```
+    pub fn build(self) -> Result<KeyedLimiter<K, C, S>, ConfigError> {
+        let geometry = config::geometry(self.limit, self.window)?;
+        let window = geometry.window();
+        let per_key = KeyedLimiter::<K, C, S>::bytes_per_key_for(geometry.limit());
+        let max_keys = match self.max_keys {
+            Some(0) => return Err(ConfigError::ZeroMaxKeys),
+            Some(n) => n,
+            None => {
+                (DEFAULT_BUDGET_BYTES / per_key).clamp(DEFAULT_MAX_KEYS_FLOOR, DEFAULT_MAX_KEYS_CAP)
+            }
+        };
+        let idle_margin = self
+            .idle_margin
+            .map(|m| u64::try_from(m.as_nanos()).unwrap_or(u64::MAX))
+            .unwrap_or(window)
+            .max(window);
+        let map = HashMap::builder()
+            .hasher(self.hasher)
+            .capacity(self.capacity.min(max_keys))
+            // An unfinished incremental resize made every later lookup ~10x
+            // slower in the feasibility study (DESIGN.md §6).
+            .resize_mode(ResizeMode::Blocking)
+            .build();
+        Ok(KeyedLimiter {
+            map,
+            geometry,
+            clock: self.clock,
+            max_keys,
+            idle_margin,
+            house: CachePadded::new(Housekeeping::default()),
+        })
+    }
+}
+
+impl<K, C, S> KeyedLimiter<K, C, S>
+where
+    K: Hash + Eq,
+    C: Clock,
+    S: BuildHasher,
+{
+    /// Checks one request for `key` now. Keys may be borrowed forms, as with
+    /// std maps (`&str` for `String` keys).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<String>::new(1, Duration::from_secs(60))?;
+    /// assert!(limiter.check("10.0.0.1").is_ok());
+    /// assert!(limiter.check("10.0.0.1").is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check<Q>(&self, key: &Q) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n_at(key, 1, self.clock.now())
+    }
+
+    /// Checks `n` units for `key` now, all or nothing (see
+    /// [`Limiter::check_n`](crate::Limiter::check_n)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<u64>::new(5, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.check_n(&1, 3).unwrap().remaining(), 2);
+    /// assert!(limiter.check_n(&1, 3).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check_n<Q>(&self, key: &Q, n: u32) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n_at(key, n, self.clock.now())
+    }
+
+    /// Checks one request for `key` at `now` (clock nanoseconds).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert!(limiter.check_at(&1, 0).is_ok());
+    /// assert_eq!(limiter.check_at(&1, 4).unwrap_err().retry_after_nanos(), 6);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check_at<Q>(&self, key: &Q, now: u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n_at(key, 1, now)
+    }
+
+    /// Checks `n` units for `key` at `now`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{DenyReason, KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(2, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert!(limiter.check_n_at(&1, 2, 0).is_ok());
+    /// assert!(matches!(
+    ///     limiter.check_n_at(&1, 3, 0).unwrap_err().reason(),
+    ///     DenyReason::ExceedsLimit { .. }
+    /// ));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn check_n_at<Q>(&self, key: &Q, n: u32, now: u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let limit = self.geometry.limit();
+        if n > limit {
+            return Err(Denied::exceeds_limit(n, limit));
+        }
+        // Pin once per call (DESIGN.md §6).
+        let guard = self.map.guard();
+        loop {
+            let ring = match self.map.get(key, &guard) {
+                Some(ring) => ring,
+                None if n == 0 => {
+                    // An absent key is a fresh ring: nothing to record.
+                    return Ok(Admitted {
+                        at: self.geometry.clamp_now(now),
+                        remaining: limit,
+                    });
+                }
+                None => self.insert(key, now, &guard)?,
+            };
+            match ring.ring(&self.geometry).check(now, n) {
+                Outcome::Admitted { at, remaining } => return Ok(Admitted { at, remaining }),
+                Outcome::Denied { available_at } => {
+                    return Err(Denied::rate_limited(
+                        available_at.saturating_sub(self.geometry.clamp_now(now)),
+                    ));
+                }
+                Outcome::Closed => self.unlink(key, ring, &guard),
+            }
+        }
+    }
+
+    /// Inserts a fresh ring for `key`, or returns the ring a racing thread
+    /// inserted first. Cold: it runs once per key lifetime.
+    #[cold]
+    #[inline(never)]
+    fn insert<'g, Q>(&self, key: &Q, now: u64, guard: &'g impl Guard) -> Result<&'g KeyRing, Denied>
+    where
+        K: Borrow<Q> + 'g,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if !self.reserve() {
+            // At the cap: try to make room, then try once more.
+            self.sweep(now, true);
+            if !self.reserve() {
+                // Racing inserters may have created this very key.
+                if let Some(ring) = self.map.get(key, guard) {
+                    return Ok(ring);
+                }
+                // Relaxed: heuristics (see `sweep`).
+                self.house.refused.fetch_add(1, Ordering::Relaxed);
+                let next_idle = self.house.next_idle.load(Ordering::Relaxed);
+                let next_sweep = self
+                    .house
+                    .last_sweep
+                    .load(Ordering::Relaxed)
+                    .saturating_add(self.idle_margin / 4);
+                return Err(Denied {
+                    retry_after: next_idle.max(next_sweep).saturating_sub(now).max(1),
+                    reason: DenyReason::KeyCapacity,
+                });
+            }
+        }
+        let geometry = &self.geometry;
+        match self
+            .map
+            .try_insert_with(key.to_owned(), || KeyRing::new(geometry), guard)
+        {
+            Ok(ring) => {
+                // Relaxed: a heuristic counter.
+                let inserts = self.house.inserts.fetch_add(1, Ordering::Relaxed) + 1;
+                let live = self.house.live.load(Ordering::Relaxed);
+                if inserts >= SWEEP_MIN_INSERTS.max(live / 2) {
+                    self.sweep(now, false);
+                }
+                Ok(ring)
+            }
+            Err(existing) => {
+                // Another thread created the key first: share its ring.
+                self.release();
+                Ok(existing)
+            }
+        }
+    }
+
+    /// Takes one place under `max_keys`.
+    #[inline]
+    fn reserve(&self) -> bool {
+        // Relaxed: the count guards memory, not other data; the map's own
+        // synchronisation orders the insertions themselves.
+        self.house
+            .live
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |live| {
+                (live < self.max_keys).then_some(live + 1)
+            })
+            .is_ok()
+    }
+
+    #[inline]
+    fn release(&self) {
+        // Relaxed: see `reserve`.
+        self.house.live.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Removes `key` if it still maps to the closed `ring` (whoever removes
+    /// it releases its place).
+    fn unlink<Q>(&self, key: &Q, ring: &KeyRing, guard: &impl Guard)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if let Ok(Some(_)) =
+            self.map
+                .remove_if(key, |_, current| core::ptr::eq(current, ring), guard)
+        {
+            self.release();
+        }
+    }
+
+    /// Evicts idle keys; at most one sweep runs at a time.
+    ///
+    /// An automatic sweep (`at_cap == false`) runs after every
+    /// `max(64, live / 2)` new keys. At the cap (`at_cap`), a sweep runs only
+    /// if some key may be idle by now (`next_idle`) and it is paid for:
+    /// `live / 8` refusals since the last one, or a quarter margin of time.
+    /// So a flood of new keys at the cap costs O(1) amortised per request,
+    /// never a full scan each.
+    fn sweep(&self, now: u64, at_cap: bool) -> usize {
+        let house = &*self.house;
+        // Relaxed throughout: heuristics that only decide when to scan.
+        if at_cap {
+            if now < house.next_idle.load(Ordering::Relaxed) {
+                return 0;
+            }
+            let last = house.last_sweep.load(Ordering::Relaxed);
+            let refused = house.refused.load(Ordering::Relaxed);
+            let live = house.live.load(Ordering::Relaxed);
+            if refused < live / 8 && now < last.saturating_add(self.idle_margin / 4) {
+                return 0;
+            }
+        }
+        // Acquire/Release make successive sweeps ordered (a try-lock).
+        if house
+            .sweeping
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return 0;
+        }
+        let (evicted, next_idle) = self.evict_idle(now);
+        house.last_sweep.store(now, Ordering::Relaxed);
+        house.next_idle.store(next_idle, Ordering::Relaxed);
+        house.inserts.store(0, Ordering::Relaxed);
+        house.refused.store(0, Ordering::Relaxed);
+        house.sweeping.store(false, Ordering::Release);
+        evicted
+    }
+
+    /// Closes and removes every key idle at `now`; returns how many, and a
+    /// lower bound on when the next key can become idle.
+    fn evict_idle(&self, now: u64) -> (usize, u64) {
+        let now = self.geometry.clamp_now(now);
+        // A key admitted from now on becomes idle at or after this.
+        let mut next_idle = now
+            .saturating_add(self.geometry.window())
+            .saturating_add(self.idle_margin);
+        let guard = self.map.guard();
+        let mut evicted = 0;
+        for (key, ring) in self.map.iter(&guard) {
+            match ring
+                .ring(&self.geometry)
+                .close_if_idle(now, self.idle_margin)
+            {
+                // Closed: no admission can land in it any more.
+                Ok(()) => {
+                    if let Ok(Some(_)) =
+                        self.map
+                            .remove_if(key, |_, current| core::ptr::eq(current, ring), &guard)
+                    {
+                        self.release();
+                        evicted += 1;
+                    }
+                }
+                Err(idle_at) => next_idle = next_idle.min(idle_at),
+            }
+        }
+        (evicted, next_idle)
+    }
+
+    /// Evicts every idle key now (a key whose newest admission expired more
+    /// than the idle margin ago); returns how many were evicted. Decisions
+    /// are unchanged: an idle key behaves exactly like an absent one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_secs(1), clock.clone())?;
+    /// limiter.check(&1).unwrap();
+    /// limiter.check(&2).unwrap();
+    /// assert_eq!(limiter.len(), 2);
+    /// clock.advance(Duration::from_secs(2)); // window + idle margin (one window)
+    /// assert_eq!(limiter.retain_recent(), 2);
+    /// assert!(limiter.is_empty());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn retain_recent(&self) -> usize {
+        let now = self.clock.now();
+        let house = &*self.house;
+        // Acquire/Release: as in `sweep`. Without the flag (an automatic
+        // sweep is running) scan anyway, but leave its statistics alone.
+        if house
+            .sweeping
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            let (evicted, next_idle) = self.evict_idle(now);
+            house.last_sweep.store(now, Ordering::Relaxed);
+            house.next_idle.store(next_idle, Ordering::Relaxed);
+            house.sweeping.store(false, Ordering::Release);
+            evicted
+        } else {
+            self.evict_idle(now).0
+        }
+    }
+
+    /// The number of live keys. Approximate under concurrency (insertions and
+    /// evictions in flight).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(1, Duration::from_secs(1))?;
+    /// limiter.check(&1).unwrap();
+    /// assert_eq!(limiter.len(), 1);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no key is live. Approximate under concurrency.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(1, Duration::from_secs(1))?;
+    /// assert!(limiter.is_empty());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// An estimate of the heap bytes held: `len() x bytes_per_key()`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
+    /// limiter.check(&1).unwrap();
+    /// assert_eq!(limiter.memory_bytes(), limiter.bytes_per_key());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn memory_bytes(&self) -> usize {
+        self.len() * self.bytes_per_key()
+    }
+
+    /// Bytes per live key: the ring (`8 (limit + 1)`) plus the map entry
+    /// (key, ring pointer, table slot), measured at about 48 bytes for
+    /// 8-byte keys plus `size_of::<K>()` beyond that.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.bytes_per_key(), 8 * 11 + 48);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn bytes_per_key(&self) -> usize {
+        Self::bytes_per_key_for(self.geometry.limit())
+    }
+
+    fn bytes_per_key_for(limit: u32) -> usize {
+        8 * (limit as usize + 1) + MAP_BYTES_PER_KEY + core::mem::size_of::<K>().saturating_sub(8)
+    }
+
+    /// The most keys held at once.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
+    /// assert!(limiter.max_keys() >= 1024);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// The per-key limit.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.limit(), 10);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn limit(&self) -> u32 {
+        self.geometry.limit()
+    }
+
+    /// The window.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.window(), Duration::from_secs(1));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.geometry.window())
+    }
+
+    /// The limiter's clock.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{Clock, KeyedLimiter, ManualClock};
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_secs(1), ManualClock::new())?;
+    /// assert_eq!(limiter.clock().now(), 0);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+impl<K: Hash + Eq, C: Clock + fmt::Debug, S: BuildHasher> fmt::Debug for KeyedLimiter<K, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("limit", &self.geometry.limit())
+            .field("window", &Duration::from_nanos(self.geometry.window()))
+            .field("max_keys", &self.max_keys)
+            .field("keys", &self.map.len())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}

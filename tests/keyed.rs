@@ -1,0 +1,243 @@
+//! KeyedLimiter against a map of reference models, eviction included, and
+//! real-thread stress on few and many keys.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use common::{KeyedModel, max_in_window, observed};
+use proptest::prelude::*;
+use slidelog::{Clock, DenyReason, KeyedLimiter, ManualClock};
+
+fn keyed(limit: u32, window: u64, clock: &ManualClock) -> KeyedLimiter<u64, ManualClock> {
+    KeyedLimiter::<u64, ManualClock>::with_clock(limit, Duration::from_nanos(window), clock.clone())
+        .unwrap()
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Check { key: u64, dt: u64, n: u32 },
+    Sweep { dt: u64 },
+}
+
+fn ops(limit: u32, window: u64) -> impl Strategy<Value = Vec<Op>> {
+    let dt = prop_oneof![
+        4 => Just(0u64),
+        2 => Just(window),
+        1 => Just(window - 1),
+        1 => Just(window + 1),
+        2 => 0..=window,
+        1 => Just(2 * window),
+        1 => Just(3 * window + 1),
+    ];
+    let op = prop_oneof![
+        10 => (0..6u64, dt.clone(), 0..=limit + 1).prop_map(|(key, dt, n)| Op::Check { key, dt, n }),
+        1 => dt.prop_map(|dt| Op::Sweep { dt }),
+    ];
+    prop::collection::vec(op, 1..250)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Identical decisions to one reference log per key, while idle keys are
+    /// evicted both by explicit sweeps and by the automatic sweep that a
+    /// small `max_keys` forces.
+    #[test]
+    fn keyed_equals_models(
+        (limit, window, ops, max_keys) in (1..5u32, 1..50u64, 1..8usize)
+            .prop_flat_map(|(l, w, m)| (Just(l), Just(w), ops(l, w), Just(m)))
+    ) {
+        let clock = ManualClock::new();
+        let limiter = KeyedLimiter::<u64>::builder(limit, Duration::from_nanos(window))
+            .clock(clock.clone())
+            .max_keys(max_keys)
+            .build()
+            .unwrap();
+        let mut model = KeyedModel::new(limit, window);
+        let mut last_admit: HashMap<u64, u64> = HashMap::new();
+        for op in ops {
+            match op {
+                Op::Sweep { dt } => {
+                    clock.advance(Duration::from_nanos(dt));
+                    limiter.retain_recent();
+                }
+                Op::Check { key, dt, n } => {
+                    clock.advance(Duration::from_nanos(dt));
+                    let now = clock.now();
+                    let got = limiter.check_n(&key, n);
+                    if let Err(d) = got {
+                        if d.reason() == DenyReason::KeyCapacity {
+                            // Refused only when every live key is busy:
+                            // the cap counts keys that still hold admissions.
+                            let busy = last_admit.values().filter(|&&t| t + 2 * window > now).count();
+                            prop_assert!(busy >= max_keys, "refused with only {busy} busy keys");
+                            continue;
+                        }
+                    }
+                    let expect = model.decide(&key, now, n);
+                    prop_assert_eq!(observed(got), expect, "key {} at {}", key, now);
+                    if got.is_ok() && n > 0 {
+                        last_admit.insert(key, now);
+                    }
+                }
+            }
+            prop_assert!(limiter.len() <= max_keys);
+        }
+    }
+}
+
+#[test]
+fn borrowed_keys_and_first_touch() {
+    let limiter = KeyedLimiter::<String>::new(2, Duration::from_secs(60)).unwrap();
+    assert!(limiter.is_empty());
+    assert!(limiter.check_n("a", 0).is_ok());
+    assert!(limiter.is_empty(), "n = 0 records nothing, creates nothing");
+    assert!(limiter.check("a").is_ok());
+    assert!(limiter.check(&"a".to_string()).is_ok());
+    assert!(limiter.check("a").is_err());
+    assert_eq!(limiter.len(), 1);
+    assert!(matches!(
+        limiter.check_n("b", 3).unwrap_err().reason(),
+        DenyReason::ExceedsLimit {
+            requested: 3,
+            limit: 2
+        }
+    ));
+    assert_eq!(limiter.len(), 1, "an impossible request creates no key");
+}
+
+#[test]
+fn cap_denies_new_keys_and_never_evicts_busy_ones() {
+    let clock = ManualClock::new();
+    let limiter = KeyedLimiter::<u64>::builder(1, Duration::from_secs(1))
+        .clock(clock.clone())
+        .max_keys(3)
+        .build()
+        .unwrap();
+    for k in 0..3 {
+        limiter.check(&k).unwrap();
+    }
+    let refused = limiter.check(&99).unwrap_err();
+    assert_eq!(refused.reason(), DenyReason::KeyCapacity);
+    assert!(!refused.is_rate_limited());
+    assert_eq!(limiter.len(), 3);
+    // The busy keys kept their admissions.
+    for k in 0..3 {
+        assert!(limiter.check(&k).unwrap_err().is_rate_limited());
+    }
+    // Once idle (window + margin), they make room for new keys.
+    clock.advance(Duration::from_secs(2));
+    assert!(limiter.check(&99).is_ok());
+    assert!(limiter.len() <= 3);
+}
+
+#[test]
+fn eviction_does_not_change_decisions() {
+    let clock = ManualClock::new();
+    let limiter = keyed(2, 100, &clock);
+    limiter.check(&1).unwrap();
+    clock.advance(Duration::from_nanos(150));
+    assert_eq!(
+        limiter.retain_recent(),
+        0,
+        "not idle yet: expired 50 ns ago, margin 100"
+    );
+    clock.advance(Duration::from_nanos(50));
+    assert_eq!(limiter.retain_recent(), 1);
+    assert!(limiter.is_empty());
+    assert_eq!(limiter.check(&1).unwrap().remaining(), 1);
+}
+
+/// Many threads on few keys, with one thread sweeping and a small cap:
+/// no window of any key holds more than `limit` admissions.
+#[test]
+fn stress_few_keys_with_eviction_racing() {
+    let (limit, window) = (3u32, 1_000u64);
+    let clock = ManualClock::new();
+    let limiter = Arc::new(
+        KeyedLimiter::<u64>::builder(limit, Duration::from_nanos(window))
+            .clock(clock.clone())
+            .max_keys(4)
+            .build()
+            .unwrap(),
+    );
+    let ops = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        200_000
+    };
+    let seen = Arc::new(Mutex::new(HashMap::<u64, Vec<u64>>::new()));
+    let barrier = Arc::new(Barrier::new(4));
+    let handles: Vec<_> = (0..4u64)
+        .map(|i| {
+            let (limiter, seen, barrier) = (
+                Arc::clone(&limiter),
+                Arc::clone(&seen),
+                Arc::clone(&barrier),
+            );
+            thread::spawn(move || {
+                let mut mine: HashMap<u64, Vec<u64>> = HashMap::new();
+                barrier.wait();
+                for k in 0..ops {
+                    if i == 0 && k % 5 == 0 {
+                        limiter.clock().advance(Duration::from_nanos(97));
+                    }
+                    if i == 1 && k % 1_000 == 0 {
+                        limiter.retain_recent();
+                    }
+                    let key = (k as u64 * 7 + i) % 6;
+                    if let Ok(a) = limiter.check(&key) {
+                        mine.entry(key).or_default().push(a.at());
+                    }
+                }
+                let mut seen = seen.lock().unwrap();
+                for (k, v) in mine {
+                    seen.entry(k).or_default().extend(v);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let seen = Arc::try_unwrap(seen).unwrap().into_inner().unwrap();
+    assert!(!seen.is_empty());
+    for (key, mut times) in seen {
+        let max = max_in_window(&mut times, window);
+        assert!(
+            max <= limit as usize,
+            "key {key}: {max} admissions in one window"
+        );
+    }
+    assert!(limiter.len() <= 4);
+}
+
+/// Many threads on many keys with the real clock; concurrent first requests
+/// for one key share one ring (exactly `limit` admitted per key).
+#[test]
+fn stress_first_touch_shares_one_ring() {
+    let limit = 2u32;
+    let limiter = Arc::new(KeyedLimiter::<u64>::new(limit, Duration::from_secs(3600)).unwrap());
+    let keys = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        20_000
+    };
+    let barrier = Arc::new(Barrier::new(4));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (limiter, barrier) = (Arc::clone(&limiter), Arc::clone(&barrier));
+            thread::spawn(move || {
+                barrier.wait();
+                (0..keys).filter(|k| limiter.check(k).is_ok()).count()
+            })
+        })
+        .collect();
+    let admitted: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(admitted, keys as usize * limit as usize);
+    assert_eq!(limiter.len(), keys as usize);
+}

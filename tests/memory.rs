@@ -1,0 +1,140 @@
+//! Memory: bytes per key measured with a counting allocator, and a flood of
+//! 1,000,000 distinct keys against a capped map stays bounded.
+
+// A global allocator cannot be written without `unsafe`; this test-only one
+// forwards to `System` and counts bytes.
+#![allow(unsafe_code)]
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Duration;
+
+use slidelog::{DenyReason, KeyedLimiter, Limiter, ManualClock};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Resident set size in bytes (Linux), for the record.
+fn rss() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// One test, run in sequence, so the global counter is not shared between
+/// concurrently running tests.
+#[test]
+fn memory() {
+    // The flood first, so its RSS is not inflated by the larger maps below.
+    flood_of_new_keys_stays_bounded();
+    bytes_per_key();
+}
+
+fn bytes_per_key() {
+    for limit in [10u32, 100, 1000] {
+        let before = live();
+        let limiter = Limiter::new(limit, Duration::from_secs(1)).unwrap();
+        let single = live() - before;
+        assert_eq!(
+            single as usize,
+            8 * limit as usize,
+            "one Limiter allocates only its slots"
+        );
+        assert!(limiter.memory_bytes() >= single as usize);
+
+        let keys = 100_000u64;
+        // A manual clock that never moves: no key becomes idle mid-measurement.
+        let keyed = KeyedLimiter::<u64>::builder(limit, Duration::from_secs(1))
+            .clock(ManualClock::new())
+            .max_keys(keys as usize)
+            .build()
+            .unwrap();
+        let before = live();
+        for k in 0..keys {
+            keyed.check(&k).unwrap();
+        }
+        assert_eq!(keyed.len(), keys as usize);
+        let per_key = (live() - before) as f64 / keys as f64;
+        let ring = 8.0 * (limit as f64 + 1.0);
+        println!(
+            "limit {limit}: {per_key:.1} bytes per key (ring {ring}, map {:.1}); estimate {}",
+            per_key - ring,
+            keyed.bytes_per_key()
+        );
+        assert!(per_key >= ring, "{per_key}");
+        // The documented estimate is within 50% of the measurement.
+        let estimate = keyed.bytes_per_key() as f64;
+        assert!(
+            (per_key - estimate).abs() / per_key < 0.5,
+            "estimate {estimate} vs measured {per_key}"
+        );
+    }
+}
+
+fn flood_of_new_keys_stays_bounded() {
+    let (limit, cap) = (10u32, 10_000usize);
+    let clock = ManualClock::new();
+    let keyed = KeyedLimiter::<u64>::builder(limit, Duration::from_millis(10))
+        .clock(clock.clone())
+        .max_keys(cap)
+        .build()
+        .unwrap();
+    let start = live();
+    let rss_start = rss();
+    let flood = 1_000_000u64;
+    let (mut admitted, mut refused, mut peak) = (0u64, 0u64, 0isize);
+    for k in 0..flood {
+        // 1,000 new keys per millisecond: ~20,000 per window + margin, twice the cap.
+        if k % 1_000 == 0 {
+            clock.advance(Duration::from_millis(1));
+        }
+        match keyed.check(&k) {
+            Ok(_) => admitted += 1,
+            Err(d) => {
+                assert_eq!(d.reason(), DenyReason::KeyCapacity);
+                refused += 1;
+            }
+        }
+        assert!(keyed.len() <= cap);
+        if k % 10_000 == 0 {
+            peak = peak.max(live() - start);
+        }
+    }
+    peak = peak.max(live() - start);
+    let bound = (cap * keyed.bytes_per_key()) as isize * 3;
+    println!(
+        "flood: {admitted} admitted, {refused} refused, peak heap {} KiB (cap x per-key = {} KiB), \
+         RSS {:?} -> {:?} KiB",
+        peak / 1024,
+        cap * keyed.bytes_per_key() / 1024,
+        rss_start.map(|r| r / 1024),
+        rss().map(|r| r / 1024)
+    );
+    assert!(
+        admitted > cap as u64,
+        "idle keys were evicted to admit new ones"
+    );
+    assert!(refused > 0, "the flood ran above the cap");
+    assert!(peak <= bound, "heap grew to {peak} bytes, bound {bound}");
+}
