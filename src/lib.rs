@@ -1,6 +1,97 @@
 //! An exact, lock-free sliding-window-log rate limiter.
 //!
-//! (Crate guide: see the README; written out in full below once the API is complete.)
+//! `slidelog` admits at most `limit` requests in **any** window `(t - W, t]`
+//! — exactly, not approximately — with one compare-and-swap per admission and
+//! loads only per denial. Its concurrent protocol is model-checked with
+//! [loom](https://docs.rs/loom).
+//!
+//! # Usage
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidelog::{KeyedLimiter, Limiter};
+//!
+//! // One limit for everything: 100 requests per second.
+//! let limiter = Limiter::new(100, Duration::from_secs(1))?;
+//! match limiter.check() {
+//!     Ok(admitted) => println!("go ahead, {} left", admitted.remaining()),
+//!     Err(denied) => println!("slow down, retry in {:?}", denied.retry_after()),
+//! }
+//!
+//! // One limit per user, IP or API key.
+//! let per_user = KeyedLimiter::<String>::new(10, Duration::from_secs(60))?;
+//! assert!(per_user.check("alice").is_ok());
+//!
+//! // Weighted requests are all-or-nothing.
+//! assert!(limiter.check_n(5).is_ok());
+//! # Ok::<(), slidelog::ConfigError>(())
+//! ```
+//!
+//! Share limiters between threads with `Arc`: [`Limiter`] and
+//! [`KeyedLimiter`] are `Send + Sync`.
+//!
+//! # Guarantees
+//!
+//! * **Exact.** Called sequentially with non-decreasing time, every decision,
+//!   every [`Admitted::remaining`] and every [`Denied::retry_after`] equals
+//!   the classic sliding-window log (a deque of admitted timestamps, purged
+//!   of entries at or before `t - W`). `retry_after` is exact: at
+//!   `now + retry_after` the same request is admitted if nothing else is.
+//! * **Never over-admits**, under any interleaving of threads and any
+//!   timestamps, including clocks that go backwards: every admission is
+//!   recorded at an effective time ([`Admitted::at`]) and no window of length
+//!   `W` holds more than `limit` of them. Admission `k` claims slot `k mod L`
+//!   of a ring only if admission `k - L` in that slot is at least `W` older —
+//!   with one CAS, the linearization point.
+//! * **Never spuriously denies**: threads racing at one instant on `L` free
+//!   slots admit exactly `L`.
+//! * **Linearizable**: every concurrent history equals some sequential order
+//!   of the same calls fed to the reference model at their effective times.
+//! * **All or nothing**: [`Limiter::check_n`] takes `n` slots or none.
+//! * **Denials record nothing** and write nothing: an overloaded key does not
+//!   bounce its cache line between cores.
+//!
+//! These are checked by loom models of the shipped ring code (with negative
+//! controls: deliberately broken variants that the same models catch), by
+//! property tests against the reference model, and by real-thread stress
+//! tests. Loom does not cover `papaya` (real-thread stress tests do) nor real
+//! clocks (the ring never reads one).
+//!
+//! # Clocks
+//!
+//! Time is nanoseconds from an arbitrary origin, as a `u64`, from a
+//! [`Clock`]:
+//!
+//! * [`QuantaClock`] (the default) reads the calibrated TSC (~10 ns);
+//!   [`QuantaClock::recent`] reads a time updated by an upkeep thread instead
+//!   (under 1 ns, at the upkeep interval's granularity).
+//! * [`ManualClock`] moves only when told to: tests, simulations, replay.
+//! * Every check has an `_at` form taking the time directly, for callers that
+//!   already hold a timestamp.
+//!
+//! # Memory
+//!
+//! A limiter of limit `L` holds `L` slots of 8 bytes plus a small header: a
+//! [`Limiter`] of `L = 100` is about 1 KiB. A [`KeyedLimiter`] stores each
+//! key's ring inline as one allocation of `8 (L + 1)` bytes, plus about 48
+//! bytes of map entry (measured: 136 bytes per key at `L = 10`). Idle keys
+//! are evicted without changing any decision, and `max_keys` caps the live
+//! keys, so a flood of new keys cannot exhaust memory.
+//!
+//! For limits in the millions per window, where 8 bytes per admission is too
+//! much, use an approximate counter instead.
+//!
+//! # Performance
+//!
+//! An admission is one CAS on the slot plus one on `head`; a denial is four
+//! loads. No lock, no allocation and no division on any check (the ring index
+//! is laid out in mixed radix: `lap << bits | position`). See `BENCHMARKS.md`
+//! for measurements against `governor` and a `Mutex<VecDeque>` log.
+//!
+//! # Cargo features
+//!
+//! * `cli` (default): the `slidelog` command-line tool. Library users can
+//!   turn it off with `default-features = false`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -8,6 +99,8 @@ mod clock;
 mod config;
 mod decision;
 mod error;
+#[cfg(not(slidelog_loom))]
+mod keyed;
 mod limiter;
 mod ring;
 mod sync;
@@ -16,6 +109,8 @@ pub use crate::clock::{Clock, ManualClock, QuantaClock, Upkeep};
 pub use crate::config::{MAX_LIMIT, MAX_WINDOW};
 pub use crate::decision::{Admitted, Denied, DenyReason};
 pub use crate::error::ConfigError;
+#[cfg(not(slidelog_loom))]
+pub use crate::keyed::{KeyedBuilder, KeyedLimiter};
 pub use crate::limiter::Limiter;
 
 #[cfg(slidelog_loom)]
@@ -23,4 +118,19 @@ pub use crate::limiter::Limiter;
 pub mod loom_hooks {
     //! Only under `--cfg slidelog_loom`: the deliberately broken variants.
     pub use crate::ring::Flaw;
+}
+
+#[cfg(all(test, not(slidelog_loom)))]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn limiters_are_send_and_sync() {
+        assert_send_sync::<Limiter>();
+        assert_send_sync::<Limiter<ManualClock>>();
+        assert_send_sync::<KeyedLimiter<u64>>();
+        assert_send_sync::<KeyedLimiter<String, ManualClock>>();
+    }
 }

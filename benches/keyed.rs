@@ -1,0 +1,132 @@
+//! Keyed: 10k and 1M keys, one thread and two threads on disjoint keys,
+//! allow and deny — slidelog on papaya against governor's DashMap store —
+//! and a flood of fresh keys (insert + eviction path).
+
+// criterion's macros generate undocumented `pub fn`s.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::parallel;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use governor::{Quota, RateLimiter};
+use slidelog::{KeyedLimiter, ManualClock};
+
+const LIMIT: u32 = 10;
+
+/// The `i`-th key of thread `t` of `threads`, spread over `keys` (a
+/// multiplicative hash, so consecutive calls hit unrelated keys).
+#[inline]
+fn key(i: u64, t: usize, threads: usize, keys: u64) -> u64 {
+    let per = keys / threads as u64;
+    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * threads as u64 + t as u64
+}
+
+fn keyed(c: &mut Criterion) {
+    for keys in [10_000u64, 1_000_000] {
+        for case in ["allow", "deny"] {
+            let mut g = c.benchmark_group(format!("keyed_{case}_{}k", keys / 1000));
+            g.throughput(Throughput::Elements(1));
+            if keys > 10_000 {
+                g.sample_size(20);
+            }
+            // allow: 10 per 10 ns (each key is revisited far later than that);
+            // deny: 10 per hour, every key filled first.
+            let window = if case == "allow" {
+                Duration::from_nanos(10)
+            } else {
+                Duration::from_secs(3600)
+            };
+            let quota = if case == "allow" {
+                Quota::with_period(Duration::from_nanos(1))
+                    .unwrap()
+                    .allow_burst(NonZeroU32::new(LIMIT).unwrap())
+            } else {
+                Quota::per_hour(NonZeroU32::new(LIMIT).unwrap())
+            };
+
+            let slide = Arc::new(
+                KeyedLimiter::<u64>::builder(LIMIT, window)
+                    .max_keys(keys as usize * 2)
+                    .capacity(keys as usize)
+                    .build()
+                    .unwrap(),
+            );
+            let gov = Arc::new(RateLimiter::keyed(quota));
+            let fill = if case == "deny" { LIMIT } else { 1 };
+            for k in 0..keys {
+                for _ in 0..fill {
+                    let _ = slide.check(&k);
+                    let _ = gov.check_key(&k);
+                }
+            }
+
+            for threads in [1usize, 2] {
+                g.bench_with_input(BenchmarkId::new("slidelog", threads), &threads, |b, &t| {
+                    b.iter_custom(|iters| {
+                        let l = Arc::clone(&slide);
+                        parallel(t, iters, move |me, n| {
+                            for i in 0..n {
+                                black_box(l.check(&key(i, me, t, keys)).is_ok());
+                            }
+                        })
+                    })
+                });
+                g.bench_with_input(BenchmarkId::new("governor", threads), &threads, |b, &t| {
+                    b.iter_custom(|iters| {
+                        let l = Arc::clone(&gov);
+                        parallel(t, iters, move |me, n| {
+                            for i in 0..n {
+                                black_box(l.check_key(&key(i, me, t, keys)).is_ok());
+                            }
+                        })
+                    })
+                });
+            }
+            g.finish();
+        }
+    }
+}
+
+/// Every call a key never seen before; keys go idle and are evicted (slidelog:
+/// automatically, capped at 100k keys; governor: `retain_recent` every 64k).
+fn flood(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_flood");
+    g.throughput(Throughput::Elements(1));
+    let clock = ManualClock::new();
+    let slide = KeyedLimiter::<u64>::builder(LIMIT, Duration::from_millis(1))
+        .clock(clock.clone())
+        .max_keys(100_000)
+        .build()
+        .unwrap();
+    let mut next = 0u64;
+    g.bench_function("slidelog", |b| {
+        b.iter(|| {
+            next += 1;
+            if next % 16 == 0 {
+                clock.advance(Duration::from_micros(1));
+            }
+            black_box(slide.check(&next).is_ok())
+        })
+    });
+    let gov = RateLimiter::keyed(Quota::with_period(Duration::from_micros(100)).unwrap());
+    let mut next = 0u64;
+    g.bench_function("governor", |b| {
+        b.iter(|| {
+            next += 1;
+            if next % 65_536 == 0 {
+                gov.retain_recent();
+            }
+            black_box(gov.check_key(&next).is_ok())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, keyed, flood);
+criterion_main!(benches);
