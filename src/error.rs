@@ -43,6 +43,17 @@ pub enum ConfigError {
     },
     /// `max_keys` was 0 (a keyed limiter could hold no key).
     ZeroMaxKeys,
+    /// A [`SlidingCounter`](crate::SlidingCounter) was asked for 0 slots.
+    ZeroSlots,
+    /// A [`SlidingCounter`](crate::SlidingCounter) was asked for more slots
+    /// than [`MAX_SLOTS`](crate::MAX_SLOTS) or than its window has
+    /// nanoseconds.
+    TooManySlots {
+        /// The number of slots asked for.
+        slots: u32,
+        /// The largest number of slots for this window.
+        max: u32,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -60,6 +71,13 @@ impl fmt::Display for ConfigError {
                 )
             }
             ConfigError::ZeroMaxKeys => f.write_str("max_keys must be at least 1"),
+            ConfigError::ZeroSlots => f.write_str("a sliding counter needs at least 1 slot"),
+            ConfigError::TooManySlots { slots, max } => {
+                write!(
+                    f,
+                    "{slots} slots is more than the maximum of {max} for this window"
+                )
+            }
         }
     }
 }

@@ -292,7 +292,7 @@ impl<'a> RingRef<'a> {
     /// Slot `c - 1`, the newest committed admission. With `L == 1` it is
     /// slot `c` itself, already read as `s`: reading it twice could see two
     /// different words (e.g. `s` unclaimed and then CLOSED) under one head.
-    #[inline]
+    #[inline(always)]
     fn load_previous(&self, pos: usize, s: u64) -> u64 {
         let before = self.geometry.position_before(pos);
         if before == pos {
@@ -305,7 +305,7 @@ impl<'a> RingRef<'a> {
 
     /// Reads `head`, slot `c` and slot `c - 1`, then re-reads `head`: `None`
     /// if `head` moved meanwhile (a torn view; the caller retries).
-    #[inline]
+    #[inline(always)]
     fn snapshot(&self) -> Option<Snapshot> {
         let g = self.geometry;
         // Acquire pairs with the Release head CASes (advance, help, announce):
@@ -354,7 +354,7 @@ impl<'a> RingRef<'a> {
     }
 
     /// The single-unit fast path.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check_one(&self, now: u64) -> Outcome {
         let g = self.geometry;
         let now = g.clamp_now(now);
@@ -366,7 +366,7 @@ impl<'a> RingRef<'a> {
                 return Outcome::Closed;
             }
             if self.claimed(&snap) {
-                self.help(&snap);
+                self.help(snap.hw, snap.c, snap.pos, snap.s);
                 continue;
             }
             // The clamp: t_eff = max(now, t_eff of the previous admission).
@@ -431,7 +431,7 @@ impl<'a> RingRef<'a> {
                 return Outcome::Closed;
             }
             if self.claimed(&snap) {
-                self.help(&snap);
+                self.help(snap.hw, snap.c, snap.pos, snap.s);
                 continue;
             }
             let d = (now + g.window).max(slot::deadline(snap.p));
@@ -539,17 +539,20 @@ impl<'a> RingRef<'a> {
 
     /// Slot `c` is claimed but `head` still says `c`: finish that admission's
     /// bookkeeping (fill a batch, advance head) so that nobody waits for it.
+    /// (By value and out of line: the hot loop keeps its snapshot in
+    /// registers.)
     #[cold]
-    fn help(&self, snap: &Snapshot) {
-        if snap.s & slot::BATCH != 0 {
-            let n = head::pending(snap.hw);
+    #[inline(never)]
+    fn help(&self, hw: u64, c: u64, pos: usize, s: u64) {
+        if s & slot::BATCH != 0 {
+            let n = head::pending(hw);
             debug_assert!(
                 n >= 2,
                 "a BATCH word is committed only under an announcement"
             );
-            self.fill(snap.hw, snap.c, snap.pos, n, slot::deadline(snap.s));
+            self.fill(hw, c, pos, n, slot::deadline(s));
         } else {
-            self.advance_head(snap.hw, snap.c, 1);
+            self.advance_head(hw, c, 1);
         }
     }
 
@@ -687,7 +690,7 @@ impl<'a> RingRef<'a> {
                 return Ok(());
             }
             if self.claimed(&snap) {
-                self.help(&snap);
+                self.help(snap.hw, snap.c, snap.pos, snap.s);
                 continue;
             }
             // Deadlines grow along the log: the newest admission is c - 1.

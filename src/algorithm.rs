@@ -1,0 +1,92 @@
+//! [`RateLimit`]: what every limiter in this crate offers, so that code can
+//! take either algorithm.
+
+use std::time::Duration;
+
+use crate::clock::Clock;
+use crate::counter::SlidingCounter;
+use crate::decision::{Admitted, Denied};
+use crate::limiter::Limiter;
+
+/// A single-key rate limiter: the exact [`Limiter`] or the approximate
+/// [`SlidingCounter`], behind one interface (for the tower layer, the demo,
+/// or your own code).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock, RateLimit, SlidingCounter};
+///
+/// fn drain(limiter: &dyn RateLimit) -> u32 {
+///     let mut admitted = 0;
+///     while limiter.check_n_at(1, 0).is_ok() {
+///         admitted += 1;
+///     }
+///     admitted
+/// }
+///
+/// let exact = Limiter::with_clock(5, Duration::from_secs(1), ManualClock::new())?;
+/// let approx = SlidingCounter::with_clock(5, Duration::from_secs(1), 10, ManualClock::new())?;
+/// assert_eq!(drain(&exact), 5);
+/// assert_eq!(drain(&approx), 5);
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub trait RateLimit: Send + Sync {
+    /// Checks `n` units at `now` (nanoseconds on the limiter's clock), all or
+    /// nothing.
+    fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied>;
+
+    /// The limiter's current time.
+    fn now(&self) -> u64;
+
+    /// Admissions allowed per window.
+    fn limit(&self) -> u32;
+
+    /// The window.
+    fn window(&self) -> Duration;
+
+    /// Checks one request now.
+    fn check(&self) -> Result<Admitted, Denied> {
+        self.check_n_at(1, self.now())
+    }
+
+    /// Checks `n` units now.
+    fn check_n(&self, n: u32) -> Result<Admitted, Denied> {
+        self.check_n_at(n, self.now())
+    }
+}
+
+impl<C: Clock> RateLimit for Limiter<C> {
+    #[inline]
+    fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
+        Limiter::check_n_at(self, n, now)
+    }
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock().now()
+    }
+    fn limit(&self) -> u32 {
+        Limiter::limit(self)
+    }
+    fn window(&self) -> Duration {
+        Limiter::window(self)
+    }
+}
+
+impl<C: Clock> RateLimit for SlidingCounter<C> {
+    #[inline]
+    fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
+        SlidingCounter::check_n_at(self, n, now)
+    }
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock().now()
+    }
+    fn limit(&self) -> u32 {
+        SlidingCounter::limit(self)
+    }
+    fn window(&self) -> Duration {
+        SlidingCounter::window(self)
+    }
+}

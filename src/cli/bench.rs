@@ -1,0 +1,152 @@
+//! `slidelog bench`: the one-minute side-by-side of the crate's limiters and
+//! a `Mutex<VecDeque>` log on this machine, printed as ratios. Criterion
+//! (`cargo bench`) remains the reference.
+
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use slidelog::{Clock, Limiter, ManualClock, QuantaClock, RateLimit, SlidingCounter};
+
+/// The classic log behind a mutex (the baseline).
+struct MutexLog {
+    limit: usize,
+    window: u64,
+    log: Mutex<VecDeque<u64>>,
+}
+
+impl MutexLog {
+    fn check_at(&self, now: u64) -> bool {
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        while log.front().is_some_and(|&t| t + self.window <= now) {
+            log.pop_front();
+        }
+        if log.len() < self.limit {
+            log.push_back(now);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Nanoseconds per call of `f` run on `threads` threads for about `budget`,
+/// as aggregate wall time / total calls; the median of three rounds.
+fn measure<F>(threads: usize, budget: Duration, f: F) -> f64
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
+    let mut rounds: Vec<f64> = (0..3)
+        .map(|_| {
+            let barrier = Arc::new(Barrier::new(threads));
+            let start = Instant::now();
+            let calls: u64 = (0..threads)
+                .map(|_| {
+                    let (f, barrier) = (Arc::clone(&f), Arc::clone(&barrier));
+                    thread::spawn(move || {
+                        barrier.wait();
+                        let begin = Instant::now();
+                        let mut calls = 0u64;
+                        while begin.elapsed() < budget / 3 {
+                            for _ in 0..256 {
+                                f();
+                            }
+                            calls += 256;
+                        }
+                        calls
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|h| h.join().unwrap_or(0))
+                .sum();
+            start.elapsed().as_nanos() as f64 / calls.max(1) as f64
+        })
+        .collect();
+    rounds.sort_by(f64::total_cmp);
+    rounds[1]
+}
+
+pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds < 3600.0) {
+        return Err("--seconds must be between 0 and 3600".into());
+    }
+    let budget = Duration::from_secs_f64(seconds / 12.0);
+    let clock = QuantaClock::new();
+    println!(
+        "slidelog bench: ns per call (lower is better) and ratio to the Mutex<VecDeque> log; {threads} threads for the contended rows"
+    );
+    println!(
+        "{:<24} {:>12} {:>12} {:>12} {:>12} {:>12}",
+        "case", "log", "counter", "mutex log", "log/mutex", "counter/mutex"
+    );
+    for (case, limit, window, t) in [
+        ("allow, 1 thread", 10u32, Duration::from_nanos(10), 1usize),
+        ("deny, 1 thread", 10, Duration::from_secs(3600), 1),
+        ("allow, contended", 10, Duration::from_nanos(10), threads),
+        ("deny, contended", 10, Duration::from_secs(3600), threads),
+        (
+            "overloaded, contended",
+            100,
+            Duration::from_micros(100),
+            threads,
+        ),
+    ] {
+        let log = Arc::new(Limiter::new(limit, window).map_err(|e| e.to_string())?);
+        let counter = Arc::new(SlidingCounter::new(limit, window, 10).map_err(|e| e.to_string())?);
+        let mutex = Arc::new(MutexLog {
+            limit: limit as usize,
+            window: window.as_nanos() as u64,
+            log: Mutex::new(VecDeque::new()),
+        });
+        if window > Duration::from_secs(1) {
+            while log.check().is_ok() {}
+            while counter.check().is_ok() {}
+            while mutex.check_at(clock.now()) {}
+        }
+        let a = measure(t, budget, {
+            let l = Arc::clone(&log);
+            move || {
+                black_box(l.check().is_ok());
+            }
+        });
+        let b = measure(t, budget, {
+            let c = Arc::clone(&counter);
+            move || {
+                black_box(RateLimit::check(&*c).is_ok());
+            }
+        });
+        let m = measure(t, budget, {
+            let (m, clock) = (Arc::clone(&mutex), clock.clone());
+            move || {
+                black_box(m.check_at(clock.now()));
+            }
+        });
+        println!(
+            "{case:<24} {a:>12.1} {b:>12.1} {m:>12.1} {:>12.2} {:>12.2}",
+            a / m,
+            b / m
+        );
+    }
+    // The clock's share, for reference.
+    let manual = Arc::new(
+        Limiter::with_clock(10, Duration::from_secs(3600), ManualClock::new())
+            .map_err(|e| e.to_string())?,
+    );
+    while manual.check_at(0).is_ok() {}
+    let deny_at = measure(1, budget, move || {
+        black_box(manual.check_at(black_box(1)).is_err());
+    });
+    let quanta = measure(1, budget, move || {
+        black_box(clock.now());
+    });
+    println!();
+    println!(
+        "for reference: deny with the time passed in {deny_at:.1} ns; one quanta clock read {quanta:.1} ns"
+    );
+    println!("criterion benches (cargo bench) are the reference; see BENCHMARKS.md");
+    Ok(())
+}

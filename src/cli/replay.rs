@@ -1,0 +1,433 @@
+//! `slidelog replay`: a traffic log through the exact limiter (and, for
+//! comparison, the approximate counter), streamed one record at a time.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::time::Duration;
+
+use slidelog::{KeyedLimiter, ManualClock, SlidingCounter};
+
+use super::csv::Records;
+use super::parse::{self, Policy};
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    Table,
+    Json,
+}
+
+/// What `replay` was asked to do.
+#[derive(Debug)]
+pub(crate) struct Options {
+    pub(crate) file: String,
+    pub(crate) policies: Vec<Policy>,
+    pub(crate) time_column: String,
+    pub(crate) key_column: String,
+    pub(crate) format: Format,
+    pub(crate) delimiter: Option<char>,
+    pub(crate) tolerance: Duration,
+    pub(crate) slots: u32,
+    pub(crate) top: usize,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct KeyStats {
+    admitted: u64,
+    denied: u64,
+}
+
+/// One policy, exact and approximate.
+struct Lane {
+    policy: Policy,
+    exact: KeyedLimiter<String, ManualClock>,
+    counters: HashMap<String, SlidingCounter<ManualClock>>,
+    denied_by: u64,
+}
+
+/// The totals, for printing.
+#[derive(Debug)]
+pub(crate) struct Summary {
+    requests: u64,
+    admitted: u64,
+    denied: u64,
+    counter_admitted: u64,
+    counter_denied: u64,
+    differs: u64,
+    policies: Vec<(Policy, u64)>,
+    keys: Vec<(String, KeyStats)>,
+    slots: u32,
+}
+
+pub(crate) fn run(options: &Options) -> Result<(), String> {
+    let input: Box<dyn Read> = if options.file == "-" {
+        Box::new(io::stdin().lock())
+    } else {
+        Box::new(File::open(&options.file).map_err(|e| format!("{}: {e}", options.file))?)
+    };
+    let summary = replay(BufReader::with_capacity(1 << 20, input), options)?;
+    match options.format {
+        Format::Table => print_table(&summary, options),
+        Format::Json => println!("{}", to_json(&summary, options)),
+    }
+    Ok(())
+}
+
+/// Replays `input` (header row first) and returns the totals.
+pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summary, String> {
+    if options.policies.is_empty() {
+        return Err("give at least one --limit N/WINDOW".into());
+    }
+    let delimiter = match options.delimiter {
+        Some(d) if d.is_ascii() => d as u8,
+        Some(d) => return Err(format!("the delimiter `{d}` must be one ASCII character")),
+        None if options.file.ends_with(".tsv") => b'\t',
+        None => {
+            // Sniff the header: tabs and no commas means TSV.
+            let head = input
+                .fill_buf()
+                .map_err(|e| format!("line 1: read error: {e}"))?;
+            let first = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
+            if first.contains(&b'\t') && !first.contains(&b',') {
+                b'\t'
+            } else {
+                b','
+            }
+        }
+    };
+    let mut records = Records::new(input, delimiter);
+    let header = records
+        .next_record()?
+        .ok_or("the input is empty: expected a header row")?;
+    let find = |name: &str| {
+        header
+            .fields
+            .iter()
+            .position(|f| f.trim() == name)
+            .ok_or_else(|| {
+                format!(
+                    "line 1: no column named `{name}` (columns: {})",
+                    header.fields.join(", ")
+                )
+            })
+    };
+    let (time_idx, key_idx) = (find(&options.time_column)?, find(&options.key_column)?);
+    let tolerance = u64::try_from(options.tolerance.as_nanos())
+        .unwrap_or(u64::MAX / 4)
+        .min(u64::MAX / 4);
+
+    let clock = ManualClock::new();
+    let mut lanes = options
+        .policies
+        .iter()
+        .map(|&policy| {
+            Ok(Lane {
+                policy,
+                exact: KeyedLimiter::<String>::builder(policy.limit, policy.window)
+                    .clock(clock.clone())
+                    .max_keys(usize::MAX / 2)
+                    .build()
+                    .map_err(|e| format!("--limit {policy}: {e}"))?,
+                counters: HashMap::new(),
+                denied_by: 0,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    SlidingCounter::with_clock(
+        1,
+        options.policies[0].window,
+        options.slots,
+        ManualClock::new(),
+    )
+    .map_err(|e| format!("--slots {}: {e}", options.slots))?;
+
+    let mut stats: HashMap<String, KeyStats> = HashMap::new();
+    let (mut base, mut newest) = (None::<i128>, None::<i128>);
+    let mut summary = Summary {
+        requests: 0,
+        admitted: 0,
+        denied: 0,
+        counter_admitted: 0,
+        counter_denied: 0,
+        differs: 0,
+        policies: Vec::new(),
+        keys: Vec::new(),
+        slots: options.slots,
+    };
+    while let Some(record) = records.next_record()? {
+        let line = record.line;
+        let column = |idx: usize, name: &str| {
+            record.fields.get(idx).ok_or_else(|| {
+                format!(
+                    "line {line}: missing column `{name}` (column {} of the header)",
+                    idx + 1
+                )
+            })
+        };
+        let raw_time = column(time_idx, &options.time_column)?;
+        let key = column(key_idx, &options.key_column)?;
+        let ts = parse::timestamp(raw_time).map_err(|e| {
+            format!(
+                "line {line}, column `{}` ({}): {e}",
+                options.time_column,
+                time_idx + 1
+            )
+        })?;
+        let latest = newest.unwrap_or(ts);
+        if ts < latest - tolerance as i128 {
+            return Err(format!(
+                "line {line}, column `{}` ({}): the timestamp goes back {:?} (more than the tolerance {:?}); sort the file or raise --tolerance",
+                options.time_column,
+                time_idx + 1,
+                Duration::from_nanos(u64::try_from(latest - ts).unwrap_or(u64::MAX)),
+                options.tolerance
+            ));
+        }
+        newest = Some(latest.max(ts));
+        let base = *base.get_or_insert(ts - tolerance as i128);
+        let t = u64::try_from(ts - base).map_err(|_| {
+            format!(
+                "line {line}, column `{}`: the timestamp is out of range",
+                options.time_column
+            )
+        })?;
+        clock.set(clock_now(&clock).max(t));
+        summary.requests += 1;
+
+        // Exact: a request passes only if every policy has room (dry run
+        // with n = 0, then take one unit from each).
+        let mut pass = true;
+        for lane in &mut lanes {
+            let room = lane
+                .exact
+                .check_n_at(key.as_str(), 0, t)
+                .map(|a| a.remaining())
+                .unwrap_or(0);
+            if room == 0 {
+                lane.denied_by += 1;
+                pass = false;
+            }
+        }
+        if pass {
+            for lane in &lanes {
+                lane.exact
+                    .check_at(key.as_str(), t)
+                    .map_err(|d| format!("line {line}: internal error: {d}"))?;
+            }
+        }
+        // Approximate: the same stacking with sliding counters.
+        let mut counter_pass = true;
+        for lane in &mut lanes {
+            let policy = lane.policy;
+            let counter = match lane.counters.get(key.as_str()) {
+                Some(c) => c,
+                None => lane.counters.entry(key.clone()).or_insert(
+                    SlidingCounter::with_clock(
+                        policy.limit,
+                        policy.window,
+                        options.slots,
+                        ManualClock::new(),
+                    )
+                    .map_err(|e| format!("--limit {policy} with --slots {}: {e}", options.slots))?,
+                ),
+            };
+            if counter.check_n_at(0, t).map(|a| a.remaining()).unwrap_or(0) == 0 {
+                counter_pass = false;
+            }
+        }
+        if counter_pass {
+            for lane in &lanes {
+                let _ = lane.counters[key.as_str()].check_at(t);
+            }
+        }
+
+        let entry = stats.entry(key.clone()).or_default();
+        if pass {
+            summary.admitted += 1;
+            entry.admitted += 1;
+        } else {
+            summary.denied += 1;
+            entry.denied += 1;
+        }
+        if counter_pass {
+            summary.counter_admitted += 1;
+        } else {
+            summary.counter_denied += 1;
+        }
+        summary.differs += u64::from(pass != counter_pass);
+    }
+    summary.policies = lanes.iter().map(|l| (l.policy, l.denied_by)).collect();
+    let mut keys: Vec<(String, KeyStats)> = stats.into_iter().collect();
+    keys.sort_by(|a, b| b.1.denied.cmp(&a.1.denied).then_with(|| a.0.cmp(&b.0)));
+    summary.keys = keys;
+    Ok(summary)
+}
+
+fn clock_now(clock: &ManualClock) -> u64 {
+    slidelog::Clock::now(clock)
+}
+
+fn print_table(s: &Summary, options: &Options) {
+    println!(
+        "{:<28} {:>12} {:>12} {:>12}",
+        "", "requests", "admitted", "denied"
+    );
+    println!(
+        "{:<28} {:>12} {:>12} {:>12}",
+        "exact log", s.requests, s.admitted, s.denied
+    );
+    println!(
+        "{:<28} {:>12} {:>12} {:>12}",
+        format!("counter ({} slots)", s.slots),
+        s.requests,
+        s.counter_admitted,
+        s.counter_denied
+    );
+    println!(
+        "the counter decides differently on {} requests ({:.2}%)",
+        s.differs,
+        100.0 * s.differs as f64 / s.requests.max(1) as f64
+    );
+    println!();
+    for (policy, denied) in &s.policies {
+        println!("policy {policy}: full for {denied} requests");
+    }
+    println!();
+    println!("{} keys; top offenders:", s.keys.len());
+    println!(
+        "{:<32} {:>12} {:>12} {:>12}",
+        "key", "requests", "admitted", "denied"
+    );
+    for (key, k) in s
+        .keys
+        .iter()
+        .take(options.top)
+        .filter(|(_, k)| k.denied > 0)
+    {
+        println!(
+            "{:<32} {:>12} {:>12} {:>12}",
+            key,
+            k.admitted + k.denied,
+            k.admitted,
+            k.denied
+        );
+    }
+}
+
+/// JSON: the top-level `admitted` and `denied` are the totals.
+fn to_json(s: &Summary, options: &Options) -> String {
+    let policies: Vec<String> = s
+        .policies
+        .iter()
+        .map(|(p, denied)| {
+            format!(
+                "{{\"policy\":{},\"limit\":{},\"window_ms\":{},\"full\":{}}}",
+                json_string(&p.to_string()),
+                p.limit,
+                p.window.as_secs_f64() * 1000.0,
+                denied
+            )
+        })
+        .collect();
+    let offenders: Vec<String> = s
+        .keys
+        .iter()
+        .take(options.top)
+        .filter(|(_, k)| k.denied > 0)
+        .map(|(key, k)| {
+            format!(
+                "{{\"key\":{},\"requests\":{},\"admitted\":{},\"denied\":{}}}",
+                json_string(key),
+                k.admitted + k.denied,
+                k.admitted,
+                k.denied
+            )
+        })
+        .collect();
+    format!(
+        "{{\"requests\":{},\"admitted\":{},\"denied\":{},\"keys\":{},\"policies\":[{}],\"counter\":{{\"slots\":{},\"admitted\":{},\"denied\":{},\"differs\":{}}},\"top_offenders\":[{}]}}",
+        s.requests,
+        s.admitted,
+        s.denied,
+        s.keys.len(),
+        policies.join(","),
+        s.slots,
+        s.counter_admitted,
+        s.counter_denied,
+        s.differs,
+        offenders.join(",")
+    )
+}
+
+/// A JSON string literal.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(policies: &[&str]) -> Options {
+        Options {
+            file: "test.csv".into(),
+            policies: policies.iter().map(|p| parse::policy(p).unwrap()).collect(),
+            time_column: "ts".into(),
+            key_column: "ip".into(),
+            format: Format::Json,
+            delimiter: None,
+            tolerance: Duration::from_secs(1),
+            slots: 10,
+            top: 10,
+        }
+    }
+
+    #[test]
+    fn json_escapes() {
+        assert_eq!(json_string("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+    }
+
+    #[test]
+    fn stacked_policies_take_all_or_nothing() {
+        let csv = "ts,ip\n0,a\n0.1,a\n0.2,a\n0.3,b\n";
+        let s = replay(csv.as_bytes(), &options(&["2/1s", "10/1m"])).unwrap();
+        assert_eq!((s.requests, s.admitted, s.denied), (4, 3, 1));
+        assert_eq!(s.policies[0].1, 1);
+        assert_eq!(s.policies[1].1, 0);
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let e = replay("ts,ip\n0,a\nnope,b\n".as_bytes(), &options(&["1/1s"]))
+            .err()
+            .unwrap();
+        assert!(e.contains("line 3") && e.contains("`ts`"), "{e}");
+        let e = replay("time,ip\n0,a\n".as_bytes(), &options(&["1/1s"]))
+            .err()
+            .unwrap();
+        assert!(e.contains("line 1") && e.contains("`ts`"), "{e}");
+        let e = replay("ts,ip\n10,a\n5,b\n".as_bytes(), &options(&["1/1s"]))
+            .err()
+            .unwrap();
+        assert!(e.contains("line 3") && e.contains("back"), "{e}");
+        let e = replay("ts,ip\n10\n".as_bytes(), &options(&["1/1s"]))
+            .err()
+            .unwrap();
+        assert!(e.contains("line 2") && e.contains("`ip`"), "{e}");
+    }
+}

@@ -1,0 +1,252 @@
+//! The `slidelog` binary: demo, replay (numbers checked against the reference
+//! model), and clear errors on malformed input.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use common::{Model, ModelDecision};
+
+fn slidelog() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_slidelog"))
+}
+
+/// The integer after `"name":` at the top level of our JSON (the totals come
+/// first in the object).
+fn json_number(json: &str, name: &str) -> u64 {
+    let key = format!("\"{name}\":");
+    let at = json
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {json}"))
+        + key.len();
+    json[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
+
+fn write_temp(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("slidelog-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+/// Random traffic over a few keys, with RFC 3339 or epoch timestamps.
+fn traffic(seed: u64, rows: usize, rfc3339: bool) -> (String, Vec<(u64, String)>) {
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut csv = String::from("when,client,path\n");
+    let mut events = Vec::new();
+    let mut t_ms = 1_714_564_800_000u64; // 2024-05-01T12:00:00Z
+    for _ in 0..rows {
+        t_ms += next() % 120;
+        let key = format!("10.0.0.{}", next() % 5);
+        let secs = t_ms / 1000;
+        let ms = t_ms % 1000;
+        let stamp = if rfc3339 {
+            // Seconds within 2024-05-01 (same day for these row counts).
+            let sod = secs - 1_714_521_600;
+            format!(
+                "2024-05-01T{:02}:{:02}:{:02}.{ms:03}Z",
+                sod / 3600,
+                sod % 3600 / 60,
+                sod % 60
+            )
+        } else {
+            format!("{secs}.{ms:03}")
+        };
+        csv.push_str(&format!("{stamp},\"{key}\",/api\n"));
+        events.push((t_ms * 1_000_000, key));
+    }
+    (csv, events)
+}
+
+#[test]
+fn replay_matches_the_reference_model() {
+    for (seed, rfc3339) in [(1u64, true), (2, false), (3, true)] {
+        let (csv, events) = traffic(seed, 3_000, rfc3339);
+        let path = write_temp(&format!("traffic-{seed}.csv"), &csv);
+        let out = slidelog()
+            .args([
+                "replay",
+                path.to_str().unwrap(),
+                "--limit",
+                "5/1s",
+                "--time-column",
+                "when",
+            ])
+            .args(["--key-column", "client", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json = String::from_utf8(out.stdout).unwrap();
+
+        let mut models: HashMap<String, Model> = HashMap::new();
+        let (mut admitted, mut denied) = (0, 0);
+        for (t, key) in &events {
+            let model = models
+                .entry(key.clone())
+                .or_insert_with(|| Model::new(5, 1_000_000_000));
+            match model.decide(*t, 1) {
+                ModelDecision::Admitted { .. } => admitted += 1,
+                _ => denied += 1,
+            }
+        }
+        assert!(
+            denied > 0 && admitted > 0,
+            "the traffic should exercise both"
+        );
+        assert_eq!(json_number(&json, "requests"), events.len() as u64);
+        assert_eq!(json_number(&json, "admitted"), admitted, "{json}");
+        assert_eq!(json_number(&json, "denied"), denied, "{json}");
+    }
+}
+
+#[test]
+fn replay_reads_stdin_and_tsv() {
+    let mut child = slidelog()
+        .args([
+            "replay",
+            "-",
+            "--limit",
+            "1/1m",
+            "--time-column",
+            "t",
+            "--key-column",
+            "k",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"t\tk\n1\ta\n2\ta\n3\tb\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("exact log"), "{table}");
+    let line = table.lines().find(|l| l.starts_with("exact log")).unwrap();
+    let numbers: Vec<&str> = line.split_whitespace().skip(2).collect();
+    assert_eq!(numbers, ["3", "2", "1"], "{table}");
+}
+
+#[test]
+fn malformed_input_fails_with_line_and_column() {
+    let cases = [
+        ("when,client\n1,a\nsoon,b\n", "line 3"),
+        ("when,client\n2024-13-01T00:00:00Z,a\n", "line 2"),
+        ("time,client\n1,a\n", "line 1"),
+        ("when,client\n100,a\n1,b\n", "line 3"),
+        ("when,client\n1,\"a\n", "line 2"),
+        ("", "empty"),
+    ];
+    for (i, (contents, expect)) in cases.into_iter().enumerate() {
+        let path = write_temp(&format!("bad-{i}.csv"), contents);
+        let out = slidelog()
+            .args(["replay", path.to_str().unwrap(), "--limit", "5/1s"])
+            .args(["--time-column", "when", "--key-column", "client"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "case {i} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "case {i}: {err}");
+        assert!(!err.contains("panicked"), "case {i}: {err}");
+    }
+    let out = slidelog()
+        .args([
+            "replay",
+            "/nonexistent/file.csv",
+            "--limit",
+            "1/1s",
+            "--time-column",
+            "a",
+            "--key-column",
+            "b",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let out = slidelog()
+        .args([
+            "replay",
+            "-",
+            "--limit",
+            "0/1s",
+            "--time-column",
+            "a",
+            "--key-column",
+            "b",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 1"));
+}
+
+#[test]
+fn demo_proves_itself() {
+    let out = slidelog()
+        .args([
+            "demo",
+            "--duration",
+            "200ms",
+            "--threads",
+            "2",
+            "--keys",
+            "100",
+            "--limit",
+            "5",
+            "--window",
+            "1ms",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for word in [
+        "checks/s",
+        "admitted",
+        "denied",
+        "max in window",
+        "exact: yes",
+    ] {
+        assert!(text.contains(word), "missing {word}: {text}");
+    }
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in [
+        vec!["--help"],
+        vec!["demo", "--help"],
+        vec!["bench", "--help"],
+        vec!["replay", "--help"],
+    ] {
+        let out = slidelog().args(&sub).output().unwrap();
+        assert!(out.status.success(), "{sub:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"));
+    }
+}

@@ -1,0 +1,245 @@
+//! The approximate sliding-window counter: its guarantees, and how often and
+//! by how much it disagrees with the exact log on random traffic.
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use common::Model;
+use proptest::prelude::*;
+use slidelog::{ConfigError, CounterMode, Limiter, ManualClock, RateLimit, SlidingCounter};
+
+fn counter(limit: u32, window: u64, mode: CounterMode) -> SlidingCounter<ManualClock> {
+    let w = Duration::from_nanos(window);
+    match mode {
+        CounterMode::Slots(n) => SlidingCounter::with_clock(limit, w, n, ManualClock::new()),
+        _ => SlidingCounter::two_window_with_clock(limit, w, ManualClock::new()),
+    }
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Slots mode: (1) any N consecutive slots hold at most `limit`
+    /// admissions; (2) against the exact rule applied to the counter's own
+    /// admissions, a decision differs only when an admission expires within
+    /// one slot width of the request.
+    #[test]
+    fn slots_guarantee(
+        limit in 1..8u32,
+        slots in 1..8u32,
+        width in 1..20u64,
+        steps in prop::collection::vec((0..30u64, 1..3u32), 1..300),
+    ) {
+        let window = width * u64::from(slots);
+        let c = counter(limit, window, CounterMode::Slots(slots));
+        let mut admitted: Vec<u64> = Vec::new();
+        let mut t = 0;
+        for (dt, n) in steps {
+            t += dt;
+            let n = n.min(limit);
+            let got = c.check_n_at(n, t).is_ok();
+            let live = admitted.iter().filter(|&&a| a + window > t).count() as u32;
+            let exact = live + n <= limit;
+            if got != exact {
+                let near = admitted.iter().any(|&a| a + window + width > t && a + window <= t + width);
+                prop_assert!(near, "differs at t={} with no expiry within one slot width", t);
+            }
+            if got {
+                admitted.extend(std::iter::repeat_n(t, n as usize));
+            }
+        }
+        // (1): per aligned span of N slots.
+        let last_slot = t / width;
+        for start in 0..=last_slot {
+            let (lo, hi) = (start * width, (start + u64::from(slots)) * width);
+            let in_span = admitted.iter().filter(|&&a| a >= lo && a < hi).count();
+            prop_assert!(in_span <= limit as usize, "{} admissions in slots {}..{}", in_span, start, start + u64::from(slots));
+        }
+    }
+
+    /// Both modes: never more than `limit` admissions at one instant, and
+    /// `retry_after` never sends a caller back before anything changed.
+    #[test]
+    fn both_modes_respect_the_limit_at_an_instant(
+        limit in 1..10u32,
+        two in any::<bool>(),
+        attempts in 1..40u32,
+    ) {
+        let mode = if two { CounterMode::TwoWindow } else { CounterMode::Slots(4) };
+        let c = counter(limit, 1_000, mode);
+        let admitted = (0..attempts).filter(|_| c.check_at(500).is_ok()).count();
+        prop_assert_eq!(admitted, (limit as usize).min(attempts as usize));
+        if let Err(d) = c.check_at(500) {
+            prop_assert!(d.retry_after_nanos() > 0);
+        }
+    }
+}
+
+/// How often each mode disagrees with the exact log on random traffic
+/// offered at about 1.5x the limit (printed; the figures are in the docs),
+/// and a sanity bound: more slots never disagree much more than fewer.
+#[test]
+fn disagreement_with_the_exact_log() {
+    let (limit, window) = (100u32, 1_000_000u64);
+    let requests = 200_000;
+    // A deterministic pseudo-random stream: exponential gaps, mean W / 150.
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut times = Vec::with_capacity(requests);
+    let mut t = 0u64;
+    for _ in 0..requests {
+        t += (-(1.0 - next()).ln() * window as f64 / 150.0) as u64;
+        times.push(t);
+    }
+    let mut model = Model::new(limit, window);
+    let exact: Vec<bool> = times
+        .iter()
+        .map(|&t| matches!(model.decide(t, 1), common::ModelDecision::Admitted { .. }))
+        .collect();
+    let exact_limiter =
+        Limiter::with_clock(limit, Duration::from_nanos(window), ManualClock::new()).unwrap();
+    assert!(
+        times
+            .iter()
+            .zip(&exact)
+            .all(|(&t, &e)| exact_limiter.check_at(t).is_ok() == e)
+    );
+
+    let exact_total = exact.iter().filter(|&&e| e).count();
+    let mut rates = Vec::new();
+    for mode in [
+        CounterMode::Slots(1),
+        CounterMode::Slots(4),
+        CounterMode::Slots(10),
+        CounterMode::Slots(60),
+        CounterMode::TwoWindow,
+    ] {
+        let c = counter(limit, window, mode);
+        // Judge each decision by the exact rule on the counter's own history
+        // (the per-decision error), and record how full its windows got.
+        let mut own: std::collections::VecDeque<u64> = Default::default();
+        let (mut more, mut fewer, mut admitted, mut worst) = (0, 0, 0, 0);
+        for &t in &times {
+            while own.front().is_some_and(|&a| a + window <= t) {
+                own.pop_front();
+            }
+            let exact_says = own.len() < limit as usize;
+            let got = c.check_at(t).is_ok();
+            match (got, exact_says) {
+                (true, false) => more += 1,
+                (false, true) => fewer += 1,
+                _ => {}
+            }
+            if got {
+                own.push_back(t);
+                admitted += 1;
+                worst = worst.max(own.len());
+            }
+        }
+        let rate = (more + fewer) as f64 / requests as f64;
+        println!(
+            "{mode:?}: {:.2}% of decisions differ from the exact rule ({more} over, {fewer} under); \
+             admitted {admitted} vs {exact_total} for the log; fullest window {worst} (limit {limit})",
+            rate * 100.0
+        );
+        rates.push(rate);
+    }
+    // One slot is a fixed window: far worse than 60 slots.
+    assert!(
+        rates[3] < rates[0],
+        "60 slots ({}) should beat 1 slot ({})",
+        rates[3],
+        rates[0]
+    );
+}
+
+#[test]
+fn config_errors() {
+    let w = Duration::from_secs(1);
+    assert_eq!(
+        SlidingCounter::new(0, w, 4).unwrap_err(),
+        ConfigError::ZeroLimit
+    );
+    assert_eq!(
+        SlidingCounter::new(1, w, 0).unwrap_err(),
+        ConfigError::ZeroSlots
+    );
+    assert_eq!(
+        SlidingCounter::new(1, Duration::ZERO, 4).unwrap_err(),
+        ConfigError::ZeroWindow
+    );
+    assert!(matches!(
+        SlidingCounter::new(1, Duration::from_nanos(3), 4).unwrap_err(),
+        ConfigError::TooManySlots { slots: 4, max: 3 }
+    ));
+    assert!(matches!(
+        SlidingCounter::new(u32::MAX, w, 4).unwrap_err(),
+        ConfigError::LimitTooLarge { .. }
+    ));
+}
+
+#[test]
+fn stale_timestamps_are_clamped_not_lost() {
+    let c = counter(2, 100, CounterMode::Slots(10));
+    assert!(c.check_at(500).is_ok());
+    // A thread whose clock read 50 ns ago: counted in the newest slot.
+    let a = c.check_at(450).unwrap();
+    assert!(a.at() >= 500);
+    assert!(c.check_at(501).is_err());
+}
+
+/// Threads on one counter never put more than `limit` in one N-slot span.
+#[test]
+fn concurrent_admissions_respect_the_limit() {
+    let (limit, slots, width) = (50u32, 5u32, 1_000u64);
+    let clock = ManualClock::new();
+    let c = Arc::new(
+        SlidingCounter::with_clock(
+            limit,
+            Duration::from_nanos(width * u64::from(slots)),
+            slots,
+            clock.clone(),
+        )
+        .unwrap(),
+    );
+    let barrier = Arc::new(Barrier::new(4));
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let (c, barrier) = (Arc::clone(&c), Arc::clone(&barrier));
+            thread::spawn(move || {
+                barrier.wait();
+                let mut ats = Vec::new();
+                for k in 0..20_000u64 {
+                    if i == 0 && k % 10 == 0 {
+                        c.clock().advance(Duration::from_nanos(37));
+                    }
+                    if let Ok(a) = RateLimit::check(&*c) {
+                        ats.push(a.at());
+                    }
+                }
+                ats
+            })
+        })
+        .collect();
+    let mut ats: Vec<u64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    ats.sort_unstable();
+    assert!(!ats.is_empty());
+    let last = ats.last().unwrap() / width;
+    for start in 0..=last {
+        let (lo, hi) = (start * width, (start + u64::from(slots)) * width);
+        let n = ats.iter().filter(|&&a| a >= lo && a < hi).count();
+        assert!(n <= limit as usize, "{n} admissions in slots {start}..");
+    }
+}
