@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{MutexLog, parallel};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
-use slidelog::{Clock, Limiter, QuantaClock};
+use slidelog::{Clock, Limiter, QuantaClock, SlidingCounter};
 
 /// `(name, limit, window)` and the equivalent governor quota.
 fn scenario(name: &str) -> (u32, Duration, Quota) {
@@ -74,6 +74,21 @@ fn contention(c: &mut Criterion) {
             g.bench_with_input(BenchmarkId::new("governor", threads), &threads, |b, &t| {
                 b.iter_custom(|iters| {
                     let l = Arc::clone(&gov);
+                    parallel(t, iters, move |_, n| {
+                        for _ in 0..n {
+                            black_box(l.check().is_ok());
+                        }
+                    })
+                })
+            });
+
+            let counter = Arc::new(SlidingCounter::new(limit, window, 10).unwrap());
+            if case == "deny" {
+                while counter.check().is_ok() {}
+            }
+            g.bench_with_input(BenchmarkId::new("counter", threads), &threads, |b, &t| {
+                b.iter_custom(|iters| {
+                    let l = Arc::clone(&counter);
                     parallel(t, iters, move |_, n| {
                         for _ in 0..n {
                             black_box(l.check().is_ok());

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::MutexLog;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
-use slidelog::{Clock, Limiter, ManualClock, QuantaClock};
+use slidelog::{Clock, Limiter, ManualClock, QuantaClock, SlidingCounter};
 
 /// Allow path: every call admitted. A limit of 10 per 10 ns with time moving
 /// at least 1 ns per call (`check_at`) or at the real clock's pace.
@@ -86,6 +86,22 @@ fn deny(c: &mut Criterion) {
     while gov.check().is_ok() {}
     g.bench_function("governor/clock", |b| {
         b.iter(|| black_box(gov.check().is_err()))
+    });
+
+    let counter = SlidingCounter::new(10, Duration::from_secs(3600), 10).unwrap();
+    while counter.check().is_ok() {}
+    g.bench_function("counter/clock", |b| {
+        b.iter(|| black_box(counter.check().is_err()))
+    });
+    let counter =
+        SlidingCounter::with_clock(10, Duration::from_secs(3600), 10, ManualClock::new()).unwrap();
+    while counter.check_at(0).is_ok() {}
+    let mut t = 0u64;
+    g.bench_function("counter/check_at", |b| {
+        b.iter(|| {
+            t += 1;
+            black_box(counter.check_at(black_box(t)).is_err())
+        })
     });
 
     let log = MutexLog::new(10, 3_600_000_000_000);

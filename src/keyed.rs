@@ -505,6 +505,49 @@ where
         }
     }
 
+    /// What [`check_n_at`](Self::check_n_at) would answer for `key`,
+    /// recording nothing and creating no key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert!(limiter.peek_n_at(&1, 1, 0).is_ok());
+    /// assert!(limiter.is_empty());
+    /// limiter.check_at(&1, 0).unwrap();
+    /// assert_eq!(limiter.peek_n_at(&1, 1, 3).unwrap_err().retry_after_nanos(), 7);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn peek_n_at<Q>(&self, key: &Q, n: u32, now: u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let limit = self.geometry.limit();
+        if n > limit {
+            return Err(Denied::exceeds_limit(n, limit));
+        }
+        let guard = self.map.guard();
+        let outcome = match self.map.get(key, &guard) {
+            Some(ring) => ring.ring(&self.geometry).peek(now, n),
+            None => Outcome::Closed,
+        };
+        match outcome {
+            Outcome::Admitted { at, remaining } => Ok(Admitted { at, remaining }),
+            Outcome::Denied { available_at } => Err(Denied::rate_limited(
+                available_at.saturating_sub(self.geometry.clamp_now(now)),
+            )),
+            // Absent or being evicted: a fresh ring.
+            Outcome::Closed => Ok(Admitted {
+                at: self.geometry.clamp_now(now),
+                remaining: limit - n,
+            }),
+        }
+    }
+
     /// Inserts a fresh ring for `key`, or returns the ring a racing thread
     /// inserted first. Cold: it runs once per key lifetime.
     #[cold]

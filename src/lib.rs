@@ -108,6 +108,11 @@
 //!
 //! * `cli` (default): the `slidelog` command-line tool. Library users can
 //!   turn it off with `default-features = false`.
+//! * `async`: `until_ready()` / `until_n_ready(n)` on every limiter, sleeping
+//!   exactly `retry_after` on tokio timers (cancel-safe).
+//! * `tower`: [`tower::RateLimitLayer`](crate::tower), answering 429 with
+//!   `Retry-After` and IETF `RateLimit` headers (implies `async`).
+//! * `axum`: lets `tower::PeerIp` read axum's `ConnectInfo<SocketAddr>`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -122,6 +127,10 @@ mod keyed;
 mod limiter;
 mod ring;
 mod sync;
+#[cfg(all(feature = "tower", not(slidelog_loom)))]
+pub mod tower;
+#[cfg(all(feature = "async", not(slidelog_loom)))]
+mod wait;
 
 pub use crate::algorithm::RateLimit;
 pub use crate::clock::{Clock, ManualClock, QuantaClock, Upkeep};

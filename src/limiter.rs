@@ -205,6 +205,31 @@ impl<C: Clock> Limiter<C> {
         self.decide(outcome, now)
     }
 
+    /// What [`check_n_at`](Self::check_n_at) would answer, recording
+    /// nothing: for dry runs, stacked limits and rate-limit headers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::with_clock(2, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert_eq!(limiter.peek_n_at(1, 0).unwrap().remaining(), 1);
+    /// limiter.check_n_at(2, 0).unwrap();
+    /// assert_eq!(limiter.peek_n_at(1, 4).unwrap_err().retry_after_nanos(), 6);
+    /// assert_eq!(limiter.peek_n_at(0, 4).unwrap().remaining(), 0);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn peek_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
+        let limit = self.geometry.limit();
+        if n > limit {
+            return Err(Denied::exceeds_limit(n, limit));
+        }
+        let outcome = self.ring().peek(now, n);
+        self.decide(outcome, now)
+    }
+
     #[inline]
     fn decide(&self, outcome: Outcome, now: u64) -> Result<Admitted, Denied> {
         match outcome {

@@ -488,6 +488,38 @@ impl<'a> RingRef<'a> {
         }
     }
 
+    /// What `check(now, n)` would answer now, recording nothing. Loads
+    /// only (unless it finds a lagging head to help along).
+    pub(crate) fn peek(&self, now: u64, n: u32) -> Outcome {
+        let g = self.geometry;
+        let now = g.clamp_now(now);
+        let n64 = u64::from(n);
+        loop {
+            let hw = self.head.load(Ordering::Acquire);
+            let Some((snap, last)) = self.snapshot_from(hw, n64) else {
+                continue;
+            };
+            if snap.s == slot::CLOSED {
+                return Outcome::Closed;
+            }
+            if self.claimed(&snap) {
+                self.help(snap.hw, snap.c, snap.pos, snap.s);
+                continue;
+            }
+            let d = (now + g.window).max(slot::deadline(snap.p));
+            let t_eff = d - g.window;
+            if n > 0 && slot::deadline(last) > t_eff {
+                return Outcome::Denied {
+                    available_at: slot::deadline(last),
+                };
+            }
+            return Outcome::Admitted {
+                at: t_eff,
+                remaining: self.remaining_after(snap.c, n64, snap.p, t_eff),
+            };
+        }
+    }
+
     /// Like [`snapshot`](Self::snapshot), also reading the slot of admission
     /// `c + n - 1` (the newest word a weighted request would overwrite).
     #[inline]

@@ -1,0 +1,916 @@
+//! A [`tower::Layer`] that rate-limits HTTP (and gRPC) requests per key and
+//! answers `429 Too Many Requests` with exact `Retry-After` and IETF
+//! `RateLimit` headers. Feature `tower`.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use slidelog::KeyedLimiter;
+//! use slidelog::tower::{HeaderKey, RateLimitLayer};
+//!
+//! // 5 requests per 10 seconds per API key (requests without one share a key).
+//! let limiter = Arc::new(KeyedLimiter::<String>::new(5, Duration::from_secs(10))?);
+//! let layer = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"));
+//! // axum: Router::new().route("/", get(handler)).layer(layer)
+//! # let _ = layer;
+//! # Ok::<(), slidelog::ConfigError>(())
+//! ```
+
+use core::fmt;
+use core::future::Future;
+use core::hash::{BuildHasher, Hash};
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use crate::clock::Clock;
+use crate::decision::{Admitted, Denied, DenyReason};
+use crate::keyed::KeyedLimiter;
+
+/// Picks the key a request is limited by.
+///
+/// `None` means "no key could be found": the request is then limited under
+/// the layer's fallback key (see [`RateLimitLayer::fallback_key`]), never
+/// let through unlimited.
+pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
+    /// The key type.
+    type Key: Hash + Eq + Clone + Send + Sync + 'static;
+
+    /// The key of `request`, if it has one.
+    fn extract(&self, request: &Request<B>) -> Option<Self::Key>;
+}
+
+/// One key for every request: a global limit.
+///
+/// ```
+/// use slidelog::tower::{GlobalKey, KeyExtractor};
+/// let request = http::Request::new(());
+/// assert_eq!(GlobalKey.extract(&request), Some(()));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlobalKey;
+
+impl<B> KeyExtractor<B> for GlobalKey {
+    type Key = ();
+    fn extract(&self, _: &Request<B>) -> Option<()> {
+        Some(())
+    }
+}
+
+/// The peer's IP address, from a [`SocketAddr`] or [`IpAddr`] request
+/// extension (axum: [`ConnectInfo`] with `into_make_service_with_connect_info`
+/// inserts one when the `axum` feature is on; hyper: insert the accepted
+/// connection's address yourself).
+///
+/// Forwarding headers are **ignored** unless you opt in with
+/// [`trust_forwarded`](Self::trust_forwarded): anyone can send
+/// `X-Forwarded-For: 1.2.3.4`, so trusting it without a proxy that
+/// overwrites it lets a client pick its own key.
+///
+/// [`ConnectInfo`]: https://docs.rs/axum/latest/axum/extract/struct.ConnectInfo.html
+///
+/// ```
+/// use std::net::{IpAddr, SocketAddr};
+/// use slidelog::tower::{KeyExtractor, PeerIp};
+///
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(SocketAddr::from(([10, 0, 0, 1], 4242)));
+/// request.headers_mut().insert("x-forwarded-for", "1.2.3.4".parse().unwrap());
+/// assert_eq!(PeerIp::new().extract(&request), Some(IpAddr::from([10, 0, 0, 1])));
+/// assert_eq!(PeerIp::new().trust_forwarded().extract(&request), Some(IpAddr::from([1, 2, 3, 4])));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeerIp {
+    trust_forwarded: bool,
+}
+
+impl PeerIp {
+    /// The connection's peer address; forwarding headers ignored.
+    ///
+    /// ```
+    /// let _ = slidelog::tower::PeerIp::new();
+    /// ```
+    pub fn new() -> Self {
+        PeerIp::default()
+    }
+
+    /// Also trust `X-Forwarded-For` (its first address) and `Forwarded`
+    /// (`for=`), before the peer address. Only behind a proxy that sets
+    /// them; otherwise clients choose their own key.
+    ///
+    /// ```
+    /// let _ = slidelog::tower::PeerIp::new().trust_forwarded();
+    /// ```
+    pub fn trust_forwarded(mut self) -> Self {
+        self.trust_forwarded = true;
+        self
+    }
+}
+
+impl<B> KeyExtractor<B> for PeerIp {
+    type Key = IpAddr;
+
+    fn extract(&self, request: &Request<B>) -> Option<IpAddr> {
+        if self.trust_forwarded {
+            if let Some(ip) = forwarded_ip(request.headers()) {
+                return Some(ip);
+            }
+        }
+        let ext = request.extensions();
+        if let Some(addr) = ext.get::<SocketAddr>() {
+            return Some(addr.ip());
+        }
+        if let Some(ip) = ext.get::<IpAddr>() {
+            return Some(*ip);
+        }
+        #[cfg(feature = "axum")]
+        if let Some(info) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+            return Some(info.0.ip());
+        }
+        None
+    }
+}
+
+/// The client address from `Forwarded: for=...` or `X-Forwarded-For`, if one
+/// parses. Malformed values are ignored, never an error.
+pub(crate) fn forwarded_ip(headers: &HeaderMap) -> Option<IpAddr> {
+    for value in headers.get_all("forwarded") {
+        let Ok(text) = value.to_str() else { continue };
+        for part in text.split([';', ',']) {
+            let Some((name, v)) = part.split_once('=') else {
+                continue;
+            };
+            if name.trim().eq_ignore_ascii_case("for") {
+                if let Some(ip) = parse_node(v.trim().trim_matches('"')) {
+                    return Some(ip);
+                }
+            }
+        }
+    }
+    let first = headers
+        .get("x-forwarded-for")?
+        .to_str()
+        .ok()?
+        .split(',')
+        .next()?;
+    parse_node(first.trim())
+}
+
+/// `1.2.3.4`, `1.2.3.4:80`, `[::1]`, `[::1]:80` or `::1`.
+fn parse_node(text: &str) -> Option<IpAddr> {
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    text.strip_prefix('[')?.split(']').next()?.parse().ok()
+}
+
+/// The value of a request header, e.g. an API key.
+///
+/// ```
+/// use slidelog::tower::{HeaderKey, KeyExtractor};
+/// let request = http::Request::builder().header("x-api-key", "k1").body(()).unwrap();
+/// assert_eq!(HeaderKey::new("x-api-key").extract(&request), Some("k1".to_string()));
+/// ```
+#[derive(Clone, Debug)]
+pub struct HeaderKey {
+    name: HeaderName,
+}
+
+impl HeaderKey {
+    /// Keys requests by the header `name`.
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not a valid header name; use [`try_new`](Self::try_new)
+    /// for names that come from configuration.
+    ///
+    /// ```
+    /// let _ = slidelog::tower::HeaderKey::new("authorization");
+    /// ```
+    pub fn new(name: &'static str) -> Self {
+        HeaderKey {
+            name: HeaderName::from_static(name),
+        }
+    }
+
+    /// Keys requests by the header `name`, if it is a valid header name.
+    ///
+    /// # Errors
+    ///
+    /// `name` is not a valid HTTP header name.
+    ///
+    /// ```
+    /// assert!(slidelog::tower::HeaderKey::try_new("x-api-key").is_ok());
+    /// assert!(slidelog::tower::HeaderKey::try_new("not a header").is_err());
+    /// ```
+    pub fn try_new(name: &str) -> Result<Self, http::header::InvalidHeaderName> {
+        Ok(HeaderKey {
+            name: HeaderName::from_bytes(name.as_bytes())?,
+        })
+    }
+}
+
+impl<B> KeyExtractor<B> for HeaderKey {
+    type Key = String;
+
+    fn extract(&self, request: &Request<B>) -> Option<String> {
+        // Non-UTF-8 values are keyed by their bytes, lossily: still distinct
+        // from every valid value that differs.
+        let value = request.headers().get(&self.name)?;
+        Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+    }
+}
+
+/// Keys requests with a closure.
+///
+/// ```
+/// use slidelog::tower::{KeyExtractor, KeyFn};
+/// let by_path = KeyFn::new(|req: &http::Request<()>| Some(req.uri().path().to_string()));
+/// let request = http::Request::builder().uri("/a").body(()).unwrap();
+/// assert_eq!(by_path.extract(&request), Some("/a".to_string()));
+/// ```
+#[derive(Clone)]
+pub struct KeyFn<F>(F);
+
+impl<F> KeyFn<F> {
+    /// Wraps `f`.
+    ///
+    /// ```
+    /// let _ = slidelog::tower::KeyFn::new(|_: &http::Request<()>| Some(1u8));
+    /// ```
+    pub fn new(f: F) -> Self {
+        KeyFn(f)
+    }
+}
+
+impl<F> fmt::Debug for KeyFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyFn")
+    }
+}
+
+impl<B, K, F> KeyExtractor<B> for KeyFn<F>
+where
+    F: Fn(&Request<B>) -> Option<K> + Clone + Send + Sync + 'static,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    type Key = K;
+    fn extract(&self, request: &Request<B>) -> Option<K> {
+        (self.0)(request)
+    }
+}
+
+/// Which rate-limit headers to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HeaderStyle {
+    /// IETF httpapi: `RateLimit-Policy: "default";q=5;w=10` and
+    /// `RateLimit: "default";r=4;t=0`.
+    #[default]
+    Ietf,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
+    /// (seconds until a request can be admitted).
+    Legacy,
+    /// Only `Retry-After` on denials.
+    None,
+}
+
+/// How a denial is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DenyStyle {
+    /// HTTP `429 Too Many Requests` with a short text body.
+    #[default]
+    Http,
+    /// gRPC: HTTP 200 with `grpc-status: 8` (`RESOURCE_EXHAUSTED`) and a
+    /// `grpc-message`, as tonic clients expect.
+    Grpc,
+}
+
+/// Whole seconds, rounded **up** (a 300 ms wait is `1`, never `0`).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::tower::ceil_seconds;
+/// assert_eq!(ceil_seconds(Duration::from_millis(300)), 1);
+/// assert_eq!(ceil_seconds(Duration::from_secs(2)), 2);
+/// assert_eq!(ceil_seconds(Duration::from_nanos(2_000_000_001)), 3);
+/// assert_eq!(ceil_seconds(Duration::ZERO), 0);
+/// ```
+pub fn ceil_seconds(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// The header values for one decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Headers(pub(crate) Vec<(HeaderName, HeaderValue)>);
+
+/// Builds the rate-limit headers. `wait` is the time until one more request
+/// would be admitted (zero if one would be now).
+pub(crate) fn rate_limit_headers(
+    style: HeaderStyle,
+    quota: u32,
+    window: Duration,
+    remaining: u32,
+    wait: Duration,
+) -> Headers {
+    let num = |n: u64| HeaderValue::from(n);
+    let mut out = Vec::new();
+    match style {
+        HeaderStyle::Ietf => {
+            let policy = format!("\"default\";q={quota};w={}", ceil_seconds(window));
+            let state = format!("\"default\";r={remaining};t={}", ceil_seconds(wait));
+            // Only digits and fixed ASCII: always valid header values.
+            if let (Ok(p), Ok(s)) = (
+                HeaderValue::from_str(&policy),
+                HeaderValue::from_str(&state),
+            ) {
+                out.push((HeaderName::from_static("ratelimit-policy"), p));
+                out.push((HeaderName::from_static("ratelimit"), s));
+            }
+        }
+        HeaderStyle::Legacy => {
+            out.push((
+                HeaderName::from_static("x-ratelimit-limit"),
+                num(u64::from(quota)),
+            ));
+            out.push((
+                HeaderName::from_static("x-ratelimit-remaining"),
+                num(u64::from(remaining)),
+            ));
+            out.push((
+                HeaderName::from_static("x-ratelimit-reset"),
+                num(ceil_seconds(wait)),
+            ));
+        }
+        HeaderStyle::None => {}
+    }
+    Headers(out)
+}
+
+/// What a backend answers for one request.
+#[derive(Clone, Copy, Debug)]
+pub struct Verdict {
+    /// The decision.
+    pub decision: Result<Admitted, Denied>,
+    /// For an admission: how long until one more request would be admitted
+    /// (zero when `remaining > 0`).
+    pub wait: Duration,
+}
+
+/// A keyed limiter the layer can ask: the in-process [`KeyedLimiter`], or
+/// (feature `redis`) the Redis limiter.
+pub trait Backend<K>: Send + Sync + 'static {
+    /// The future of one check.
+    type Future: Future<Output = Verdict> + Send + 'static;
+    /// Checks one request for `key`.
+    fn check(&self, key: K) -> Self::Future;
+    /// `(quota, window)` for the `RateLimit-Policy` header.
+    fn policy(&self) -> (u32, Duration);
+}
+
+impl<K, C, S> Backend<K> for KeyedLimiter<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Future = core::future::Ready<Verdict>;
+
+    fn check(&self, key: K) -> Self::Future {
+        let now = self.clock().now();
+        let decision = self.check_n_at(&key, 1, now);
+        let wait = match decision {
+            Ok(a) if a.remaining() == 0 => self
+                .peek_n_at(&key, 1, now)
+                .err()
+                .map_or(Duration::ZERO, |d| d.retry_after()),
+            _ => Duration::ZERO,
+        };
+        core::future::ready(Verdict { decision, wait })
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+}
+
+/// The [`tower::Layer`]: wraps a service so that each request is first
+/// checked against a keyed limiter.
+///
+/// Denied requests never reach the inner service; admitted requests pass
+/// untouched (body, errors), with rate-limit headers added to the response.
+/// Cloning the layer or the service shares the same limiter.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::{DenyStyle, HeaderStyle, PeerIp, RateLimitLayer};
+///
+/// let limiter = Arc::new(KeyedLimiter::<std::net::IpAddr>::new(100, Duration::from_secs(60))?);
+/// let layer = RateLimitLayer::new(limiter, PeerIp::new())
+///     .header_style(HeaderStyle::Legacy)
+///     .deny_style(DenyStyle::Http);
+/// # let _ = layer;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub struct RateLimitLayer<L, X, K> {
+    backend: Arc<L>,
+    extractor: X,
+    fallback: Option<K>,
+    headers: HeaderStyle,
+    deny: DenyStyle,
+}
+
+impl<L, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            backend: Arc::clone(&self.backend),
+            extractor: self.extractor.clone(),
+            fallback: self.fallback.clone(),
+            headers: self.headers,
+            deny: self.deny,
+        }
+    }
+}
+
+impl<L, X, K> fmt::Debug for RateLimitLayer<L, X, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("headers", &self.headers)
+            .field("deny", &self.deny)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L, X, K> RateLimitLayer<L, X, K>
+where
+    L: Backend<K>,
+{
+    /// Limits requests by the key `extractor` finds, against `backend`.
+    /// A request for which no key is found is **denied** (429, "no
+    /// rate-limit key") unless a shared fallback key is set with
+    /// [`fallback_key`](Self::fallback_key): it is never let through
+    /// unlimited.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{GlobalKey, RateLimitLayer};
+    /// let limiter = Arc::new(KeyedLimiter::<()>::new(1000, Duration::from_secs(1))?);
+    /// let _global = RateLimitLayer::new(limiter, GlobalKey);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn new(backend: Arc<L>, extractor: X) -> Self {
+        RateLimitLayer {
+            backend,
+            extractor,
+            fallback: None,
+            headers: HeaderStyle::default(),
+            deny: DenyStyle::default(),
+        }
+    }
+}
+
+impl<L, X, K> RateLimitLayer<L, X, K> {
+    /// The key shared by requests without one (`None`, the default: such
+    /// requests are denied with 429).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{HeaderKey, RateLimitLayer};
+    /// let limiter = Arc::new(KeyedLimiter::<String>::new(10, Duration::from_secs(1))?);
+    /// let _shared = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"))
+    ///     .fallback_key(Some("anonymous".to_string()));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn fallback_key(mut self, key: Option<K>) -> Self {
+        self.fallback = key;
+        self
+    }
+
+    /// Which rate-limit headers to send (default: IETF).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use std::time::Duration;
+    /// # use slidelog::{KeyedLimiter, tower::{GlobalKey, HeaderStyle, RateLimitLayer}};
+    /// # let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+    /// let _ = RateLimitLayer::new(limiter, GlobalKey).header_style(HeaderStyle::None);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn header_style(mut self, style: HeaderStyle) -> Self {
+        self.headers = style;
+        self
+    }
+
+    /// How denials are answered (default: HTTP 429).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use std::time::Duration;
+    /// # use slidelog::{KeyedLimiter, tower::{DenyStyle, GlobalKey, RateLimitLayer}};
+    /// # let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+    /// let _grpc = RateLimitLayer::new(limiter, GlobalKey).deny_style(DenyStyle::Grpc);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn deny_style(mut self, style: DenyStyle) -> Self {
+        self.deny = style;
+        self
+    }
+}
+
+impl<S, L, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, K> {
+    type Service = RateLimit<S, L, X, K>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service built by [`RateLimitLayer`].
+pub struct RateLimit<S, L, X, K> {
+    inner: S,
+    layer: RateLimitLayer<L, X, K>,
+}
+
+impl<S: Clone, L, X: Clone, K: Clone> Clone for RateLimit<S, L, X, K> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            layer: self.layer.clone(),
+        }
+    }
+}
+
+impl<S, L, X, K> fmt::Debug for RateLimit<S, L, X, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, L, X, K, ReqBody, ResBody> tower::Service<Request<ReqBody>> for RateLimit<S, L, X, K>
+where
+    S: tower::Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    L: Backend<K>,
+    X: KeyExtractor<ReqBody, Key = K>,
+    K: Clone,
+{
+    type Response = Response<RateLimitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<L::Future, S, ReqBody, ResBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let key = self
+            .layer
+            .extractor
+            .extract(&request)
+            .or_else(|| self.layer.fallback.clone());
+        // Hand the ready service to the future, keep a fresh clone here
+        // (tower's readiness contract).
+        let ready = self.inner.clone();
+        let inner = core::mem::replace(&mut self.inner, ready);
+        let (quota, window) = self.layer.backend.policy();
+        let style = (self.layer.headers, self.layer.deny, quota, window);
+        match key {
+            Some(key) => ResponseFuture {
+                state: State::Checking {
+                    check: self.layer.backend.check(key),
+                    request: Some((request, inner)),
+                },
+                style,
+            },
+            None => ResponseFuture {
+                state: State::Done {
+                    response: Some(denial(style, None)),
+                },
+                style,
+            },
+        }
+    }
+}
+
+type Style = (HeaderStyle, DenyStyle, u32, Duration);
+
+/// The 429 (or gRPC) answer for a denial. `denied == None`: no key.
+fn denial<B>(style: Style, denied: Option<Denied>) -> Response<RateLimitBody<B>> {
+    let (headers, deny, quota, window) = style;
+    let wait = denied.map_or(window, |d| {
+        if d.reason() == DenyReason::RateLimited {
+            d.retry_after()
+        } else {
+            window
+        }
+    });
+    let message = match denied.map(|d| d.reason()) {
+        Some(DenyReason::RateLimited) => "Too Many Requests: rate limit exceeded",
+        Some(DenyReason::KeyCapacity) => "Too Many Requests: too many clients",
+        _ => "Too Many Requests: no rate-limit key",
+    };
+    let mut response = Response::new(RateLimitBody::full(match deny {
+        DenyStyle::Http => Bytes::from(format!("{message}\n")),
+        DenyStyle::Grpc => Bytes::new(),
+    }));
+    let h = response.headers_mut();
+    match deny {
+        DenyStyle::Http => {
+            *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+            let h = response.headers_mut();
+            h.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+        }
+        DenyStyle::Grpc => {
+            h.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/grpc"),
+            );
+            h.insert("grpc-status", HeaderValue::from_static("8"));
+            h.insert(
+                "grpc-message",
+                HeaderValue::from_static("rate%20limit%20exceeded"),
+            );
+        }
+    }
+    let h = response.headers_mut();
+    h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
+    for (name, value) in rate_limit_headers(headers, quota, window, 0, wait).0 {
+        h.insert(name, value);
+    }
+    response
+}
+
+pin_project! {
+    /// The future of [`RateLimit`]: checks the limiter, then calls the inner
+    /// service or answers the denial.
+    pub struct ResponseFuture<F, S, ReqBody, ResBody>
+    where
+        S: tower::Service<Request<ReqBody>>,
+    {
+        #[pin]
+        state: State<F, S, ReqBody, ResBody>,
+        style: Style,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, S, ReqBody, ResBody>
+    where
+        S: tower::Service<Request<ReqBody>>,
+    {
+        Checking { #[pin] check: F, request: Option<(Request<ReqBody>, S)> },
+        Calling { #[pin] call: S::Future, headers: Headers },
+        Done { response: Option<Response<RateLimitBody<ResBody>>> },
+    }
+}
+
+impl<F, S, ReqBody, ResBody> fmt::Debug for ResponseFuture<F, S, ReqBody, ResBody>
+where
+    S: tower::Service<Request<ReqBody>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<F, S, ReqBody, ResBody> Future for ResponseFuture<F, S, ReqBody, ResBody>
+where
+    F: Future<Output = Verdict>,
+    S: tower::Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Output = Result<Response<RateLimitBody<ResBody>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Checking { check, request } => {
+                    let verdict = core::task::ready!(check.poll(cx));
+                    let Some((request, mut inner)) = request.take() else {
+                        unreachable!("polled after completion")
+                    };
+                    let (style, _, quota, window) = *this.style;
+                    match verdict.decision {
+                        Ok(admitted) => {
+                            let headers = rate_limit_headers(
+                                style,
+                                quota,
+                                window,
+                                admitted.remaining(),
+                                verdict.wait,
+                            );
+                            let call = inner.call(request);
+                            this.state.set(State::Calling { call, headers });
+                        }
+                        Err(denied) => {
+                            let response = denial(*this.style, Some(denied));
+                            this.state.set(State::Done {
+                                response: Some(response),
+                            });
+                        }
+                    }
+                }
+                StateProj::Calling { call, headers } => {
+                    let response = core::task::ready!(call.poll(cx))?;
+                    let (mut parts, body) = response.into_parts();
+                    for (name, value) in core::mem::take(&mut headers.0) {
+                        parts.headers.insert(name, value);
+                    }
+                    return Poll::Ready(Ok(Response::from_parts(
+                        parts,
+                        RateLimitBody::inner(body),
+                    )));
+                }
+                StateProj::Done { response } => {
+                    let Some(response) = response.take() else {
+                        unreachable!("polled after completion")
+                    };
+                    return Poll::Ready(Ok(response));
+                }
+            }
+        }
+    }
+}
+
+pin_project! {
+    /// The response body: the inner service's, untouched, or the short body
+    /// of a denial.
+    pub struct RateLimitBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Inner { #[pin] body: B },
+        Full { data: Option<Bytes> },
+    }
+}
+
+impl<B> RateLimitBody<B> {
+    fn inner(body: B) -> Self {
+        RateLimitBody {
+            kind: Kind::Inner { body },
+        }
+    }
+
+    fn full(data: Bytes) -> Self {
+        RateLimitBody {
+            kind: Kind::Full {
+                data: (!data.is_empty()).then_some(data),
+            },
+        }
+    }
+}
+
+impl<B> fmt::Debug for RateLimitBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RateLimitBody")
+    }
+}
+
+impl<B> Body for RateLimitBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Full { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Full { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn ietf_headers() {
+        let h = rate_limit_headers(
+            HeaderStyle::Ietf,
+            5,
+            Duration::from_secs(10),
+            4,
+            Duration::ZERO,
+        );
+        assert_eq!(h.0[0].1, "\"default\";q=5;w=10");
+        assert_eq!(h.0[1].1, "\"default\";r=4;t=0");
+        let h = rate_limit_headers(
+            HeaderStyle::Legacy,
+            5,
+            Duration::from_millis(1500),
+            0,
+            Duration::from_millis(300),
+        );
+        assert_eq!(h.0[2].1, "1");
+        assert!(
+            rate_limit_headers(
+                HeaderStyle::None,
+                5,
+                Duration::from_secs(1),
+                0,
+                Duration::ZERO
+            )
+            .0
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn forwarded_parsing() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "forwarded",
+            "for=\"[2001:db8::1]:4711\";proto=https".parse().unwrap(),
+        );
+        assert_eq!(forwarded_ip(&h), Some("2001:db8::1".parse().unwrap()));
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "203.0.113.7, 10.0.0.1".parse().unwrap());
+        assert_eq!(forwarded_ip(&h), Some("203.0.113.7".parse().unwrap()));
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "garbage".parse().unwrap());
+        h.insert("forwarded", "for=unknown".parse().unwrap());
+        assert_eq!(forwarded_ip(&h), None);
+    }
+
+    proptest! {
+        /// Malformed, huge or non-UTF-8 headers: a key or the fallback,
+        /// never a panic.
+        #[test]
+        fn extractors_never_panic(
+            xff in prop::collection::vec(any::<u8>(), 0..300),
+            fwd in "\\PC{0,200}",
+            api in prop::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut builder = http::Request::builder();
+            if let Ok(v) = HeaderValue::from_bytes(&xff) { builder = builder.header("x-forwarded-for", v); }
+            if let Ok(v) = HeaderValue::from_str(&fwd) { builder = builder.header("forwarded", v); }
+            if let Ok(v) = HeaderValue::from_bytes(&api) { builder = builder.header("x-api-key", v); }
+            let request = builder.body(()).unwrap();
+            let _ = PeerIp::new().trust_forwarded().extract(&request);
+            let _ = HeaderKey::new("x-api-key").extract(&request);
+        }
+
+        /// Header formatting always yields valid header values.
+        #[test]
+        fn headers_always_valid(q in any::<u32>(), r in any::<u32>(), w in any::<u64>(), t in any::<u64>()) {
+            for style in [HeaderStyle::Ietf, HeaderStyle::Legacy] {
+                let h = rate_limit_headers(style, q, Duration::from_nanos(w), r, Duration::from_nanos(t));
+                prop_assert!(!h.0.is_empty());
+            }
+            prop_assert!(ceil_seconds(Duration::from_nanos(t)) * 1_000_000_000 >= t);
+        }
+    }
+}
