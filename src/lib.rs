@@ -112,6 +112,8 @@
 //!   exactly `retry_after` on tokio timers (cancel-safe).
 //! * `tower`: [`tower::RateLimitLayer`](crate::tower), answering 429 with
 //!   `Retry-After` and IETF `RateLimit` headers (implies `async`).
+//! * `redis`: [`redis::RedisLimiter`](crate::redis), the same exact log on
+//!   Redis, shared across processes (sorted set or ring layout).
 //! * `axum`: lets `tower::PeerIp` read axum's `ConnectInfo<SocketAddr>`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -125,6 +127,8 @@ mod error;
 #[cfg(not(slidelog_loom))]
 mod keyed;
 mod limiter;
+#[cfg(all(feature = "redis", not(slidelog_loom)))]
+pub mod redis;
 mod ring;
 mod sync;
 #[cfg(all(feature = "tower", not(slidelog_loom)))]

@@ -1,0 +1,540 @@
+//! The same exact sliding-window log across processes, on Redis (7+).
+//! Feature `redis`.
+//!
+//! One Redis key per limited entity (so it works on Redis Cluster), server
+//! `TIME` as the only clock, one round trip per check (a Lua script loaded
+//! once and called with `EVALSHA`, reloaded on `NOSCRIPT`), `PEXPIRE` so idle
+//! keys vanish, and denials that record nothing. Two layouts:
+//!
+//! * [`Layout::SortedSet`]: the classic sorted set, one member per admission
+//!   (score: server time in microseconds; members are unique, so two
+//!   requests in the same microsecond both count). `O(log n)` per check.
+//! * [`Layout::Ring`]: the in-process ring stored in one Redis string,
+//!   8 bytes per slot plus an 8-byte head, `O(1)` per admission (`O(log L)`
+//!   to count `remaining`).
+//!
+//! Keys are `prefix + key`. To keep several keys in one cluster slot, put a
+//! hash tag in them: `rl:{user42}:search`, `rl:{user42}:upload`.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), slidelog::redis::RedisLimitError> {
+//! use std::time::Duration;
+//! use slidelog::redis::{FailurePolicy, Layout, RedisLimiter};
+//!
+//! let limiter = RedisLimiter::builder("redis://127.0.0.1/", 100, Duration::from_secs(60))
+//!     .layout(Layout::Ring)
+//!     .failure_policy(FailurePolicy::Closed)
+//!     .local_precheck(true)
+//!     .connect()
+//!     .await?;
+//! match limiter.check("user42").await? {
+//!     Ok(admitted) => println!("{} left", admitted.remaining()),
+//!     Err(denied) => println!("retry in {:?}", denied.retry_after()),
+//! }
+//! # Ok(()) }
+//! ```
+
+use core::fmt;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::{Client, Script};
+
+use crate::clock::{Clock, QuantaClock};
+use crate::config;
+use crate::decision::{Admitted, Denied};
+use crate::error::ConfigError;
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+/// How admissions are stored in Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Layout {
+    /// A sorted set, one member per admission (the classic layout).
+    #[default]
+    SortedSet,
+    /// A ring of `limit` 8-byte slots in one string.
+    Ring,
+}
+
+/// What a check answers when Redis cannot be reached, times out or fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Return the error to the caller (`Err(RedisLimitError)`).
+    #[default]
+    Error,
+    /// Fail open: admit (with `remaining` 0 and `at` 0).
+    Open,
+    /// Fail closed: deny, with `retry_after` equal to the timeout.
+    Closed,
+}
+
+/// Why a Redis check failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RedisLimitError {
+    /// The limit or window is invalid.
+    Config(ConfigError),
+    /// Redis answered with an error, or the connection failed.
+    Redis(::redis::RedisError),
+    /// No answer within the configured timeout.
+    Timeout(Duration),
+    /// The script answered something unexpected.
+    Protocol(String),
+}
+
+impl fmt::Display for RedisLimitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisLimitError::Config(e) => write!(f, "invalid configuration: {e}"),
+            RedisLimitError::Redis(e) => write!(f, "redis: {e}"),
+            RedisLimitError::Timeout(t) => write!(f, "redis did not answer within {t:?}"),
+            RedisLimitError::Protocol(m) => write!(f, "unexpected answer from the script: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for RedisLimitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RedisLimitError::Config(e) => Some(e),
+            RedisLimitError::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<::redis::RedisError> for RedisLimitError {
+    fn from(e: ::redis::RedisError) -> Self {
+        RedisLimitError::Redis(e)
+    }
+}
+
+impl From<ConfigError> for RedisLimitError {
+    fn from(e: ConfigError) -> Self {
+        RedisLimitError::Config(e)
+    }
+}
+
+/// `{1, remaining, t_eff}` or `{0, retry_after, now}`, all in microseconds.
+const SORTED_SET: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if ARGV[5] then now = tonumber(ARGV[5]) end
+local limit, window, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+if count + n <= limit then
+  for i = 1, n do
+    redis.call('ZADD', KEYS[1], now, ARGV[4] .. ':' .. i)
+  end
+  if n > 0 then
+    redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000) + 1)
+  end
+  return {1, limit - count - n, now}
+end
+local e = redis.call('ZRANGE', KEYS[1], count + n - limit - 1, count + n - limit - 1, 'WITHSCORES')
+return {0, tonumber(e[2]) + window - now, now}
+"#;
+
+/// The ring of DESIGN.md §2 in one string: an 8-byte head (admissions so
+/// far), then `limit` 8-byte deadlines (`t_eff + W`), big-endian doubles
+/// (exact for integers below 2^53 µs).
+const RING: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if ARGV[5] then now = tonumber(ARGV[5]) end
+local L, W, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local raw = redis.call('GET', KEYS[1])
+local function word(off)
+  if (not raw) or #raw < off + 8 then return 0 end
+  return (struct.unpack('>d', raw, off + 1))
+end
+local head = word(0)
+local function slot(i) return word(8 + 8 * (i % L)) end
+local teff = now
+local prev = slot(head + L - 1)
+if prev - W > teff then teff = prev - W end
+if n > 0 then
+  local last = slot(head + n - 1)
+  if last > teff then return {0, last - now, now} end
+end
+local lo, hi = 0, L - n
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  if slot(head + n + mid) > teff then hi = mid else lo = mid + 1 end
+end
+if n > 0 then
+  local d = struct.pack('>d', teff + W)
+  for i = 0, n - 1 do
+    redis.call('SETRANGE', KEYS[1], 8 + 8 * ((head + i) % L), d)
+  end
+  redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n))
+  redis.call('PEXPIRE', KEYS[1], math.ceil(W / 1000) + 1)
+end
+return {1, lo, teff}
+"#;
+
+/// Counters for observability.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RedisStats {
+    /// Checks that went to Redis.
+    pub round_trips: u64,
+    /// Checks denied locally by the pre-check tier (no round trip).
+    pub local_denials: u64,
+    /// Checks that failed (connection, timeout, script), whatever the policy.
+    pub failures: u64,
+}
+
+/// Options for a [`RedisLimiter`]; see [`RedisLimiter::builder`].
+#[derive(Debug, Clone)]
+pub struct RedisBuilder {
+    url: String,
+    limit: u32,
+    window: Duration,
+    layout: Layout,
+    prefix: String,
+    policy: FailurePolicy,
+    timeout: Duration,
+    precheck: bool,
+}
+
+impl RedisBuilder {
+    /// The storage layout (default: sorted set).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The prefix of every Redis key (default `slidelog:`).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// What to answer when Redis fails (default: return the error).
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The longest a check (or the connection) may take (default 1 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Deny locally, without a round trip, a request that is certain to be
+    /// denied: one for at least as many units as a denial Redis gave this
+    /// process, before that denial's retry time. It never denies what Redis
+    /// would admit (entries only leave Redis at their deadline).
+    pub fn local_precheck(mut self, on: bool) -> Self {
+        self.precheck = on;
+        self
+    }
+
+    /// Connects (one multiplexed connection, reconnecting as needed).
+    ///
+    /// # Errors
+    ///
+    /// An invalid limit, window or URL, or no connection within the timeout.
+    pub async fn connect(self) -> Result<RedisLimiter, RedisLimitError> {
+        let window_ns = config::window_nanos(self.window)?;
+        config::geometry(self.limit, self.window)?;
+        let window_us = window_ns.div_ceil(1_000);
+        let client = Client::open(self.url.as_str())?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(self.timeout);
+        let conn = tokio::time::timeout(
+            self.timeout,
+            ConnectionManager::new_with_config(client, manager_config),
+        )
+        .await
+        .map_err(|_| RedisLimitError::Timeout(self.timeout))??;
+        let script = Script::new(match self.layout {
+            Layout::SortedSet => SORTED_SET,
+            Layout::Ring => RING,
+        });
+        Ok(RedisLimiter {
+            conn,
+            shared: std::sync::Arc::new(Shared {
+                script,
+                limit: self.limit,
+                window_us,
+                layout: self.layout,
+                prefix: self.prefix,
+                policy: self.policy,
+                timeout: self.timeout,
+                precheck: self.precheck.then(papaya::HashMap::new),
+                clock: QuantaClock::new(),
+                member: format!("{:016x}", RandomState::new().hash_one(std::process::id())),
+                sequence: AtomicU64::new(0),
+                round_trips: AtomicU64::new(0),
+                local_denials: AtomicU64::new(0),
+                failures: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+/// An async limiter whose state lives in Redis: the same specification as
+/// [`KeyedLimiter`](crate::KeyedLimiter), shared by every process that uses
+/// the same Redis keys.
+///
+/// `Admitted::at()` is the server's time in nanoseconds since the Unix epoch
+/// (microsecond precision, from Redis `TIME`).
+#[derive(Clone)]
+pub struct RedisLimiter {
+    conn: ConnectionManager,
+    shared: std::sync::Arc<Shared>,
+}
+
+/// Everything but the connection, shared by clones.
+struct Shared {
+    script: Script,
+    limit: u32,
+    window_us: u64,
+    layout: Layout,
+    prefix: String,
+    policy: FailurePolicy,
+    timeout: Duration,
+    /// Per key: (local time before which it is certainly denied, units).
+    precheck: Option<papaya::HashMap<String, (u64, u32)>>,
+    clock: QuantaClock,
+    member: String,
+    sequence: AtomicU64,
+    round_trips: AtomicU64,
+    local_denials: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl fmt::Debug for RedisLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLimiter")
+            .field("limit", &self.shared.limit)
+            .field("window_us", &self.shared.window_us)
+            .field("layout", &self.shared.layout)
+            .field("prefix", &self.shared.prefix)
+            .field("policy", &self.shared.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Most pre-check entries kept before expired ones are swept.
+const PRECHECK_CAP: usize = 100_000;
+
+impl RedisLimiter {
+    /// Options for a limiter of `limit` admissions per `window` per key on
+    /// the Redis at `url` (`redis://host:port/db`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let _builder = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, Duration::from_secs(1));
+    /// ```
+    pub fn builder(url: impl Into<String>, limit: u32, window: Duration) -> RedisBuilder {
+        RedisBuilder {
+            url: url.into(),
+            limit,
+            window,
+            layout: Layout::default(),
+            prefix: "slidelog:".into(),
+            policy: FailurePolicy::default(),
+            timeout: Duration::from_secs(1),
+            precheck: false,
+        }
+    }
+
+    /// Checks one request for `key`.
+    ///
+    /// # Errors
+    ///
+    /// With [`FailurePolicy::Error`], a connection error, timeout or script
+    /// error; the other policies answer instead.
+    pub async fn check(&self, key: &str) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        self.check_n(key, 1).await
+    }
+
+    /// Checks `n` units for `key`, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    pub async fn check_n(
+        &self,
+        key: &str,
+        n: u32,
+    ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        self.run(key, n, None).await
+    }
+
+    /// Test hook: the scripts with the server's time replaced by `now_us`
+    /// (the public calls never pass a time: Redis `TIME` is the only clock).
+    #[doc(hidden)]
+    pub async fn check_n_at_server_time_override(
+        &self,
+        key: &str,
+        n: u32,
+        now_us: u64,
+    ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        self.run(key, n, Some(now_us)).await
+    }
+
+    async fn run(
+        &self,
+        key: &str,
+        n: u32,
+        now_us: Option<u64>,
+    ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        if n > self.shared.limit {
+            return Ok(Err(Denied::exceeds_limit(n, self.shared.limit)));
+        }
+        let full_key = format!("{}{}", self.shared.prefix, key);
+        let local_now = self.shared.clock.now();
+        if let Some(map) = &self.shared.precheck {
+            if now_us.is_none() {
+                if let Some(&(until, units)) = map.pin().get(&full_key) {
+                    if n >= units && local_now < until {
+                        // Relaxed: a statistic.
+                        self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
+                        return Ok(Err(Denied::rate_limited(until - local_now)));
+                    }
+                }
+            }
+        }
+        // Relaxed: statistics and a unique-member counter.
+        self.shared.round_trips.fetch_add(1, Ordering::Relaxed);
+        let member = format!(
+            "{}:{}",
+            self.shared.member,
+            self.shared.sequence.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut invocation = self.shared.script.key(&full_key);
+        invocation
+            .arg(self.shared.limit)
+            .arg(self.shared.window_us)
+            .arg(n)
+            .arg(member);
+        if let Some(now) = now_us {
+            invocation.arg(now);
+        }
+        let mut conn = self.conn.clone();
+        let answer = tokio::time::timeout(
+            self.shared.timeout,
+            invocation.invoke_async::<Vec<i64>>(&mut conn),
+        )
+        .await;
+        let answer = match answer {
+            Ok(Ok(values)) => values,
+            Ok(Err(e)) => return self.fail(RedisLimitError::Redis(e)),
+            Err(_) => return self.fail(RedisLimitError::Timeout(self.shared.timeout)),
+        };
+        let [admitted, value, at] = answer[..] else {
+            return self.fail(RedisLimitError::Protocol(format!("{answer:?}")));
+        };
+        let value = u64::try_from(value).unwrap_or(0);
+        let at_ns = u64::try_from(at).unwrap_or(0).saturating_mul(1_000);
+        if admitted == 1 {
+            Ok(Ok(Admitted {
+                at: at_ns,
+                remaining: u32::try_from(value).unwrap_or(0),
+            }))
+        } else {
+            let retry_ns = value.saturating_mul(1_000);
+            if let Some(map) = &self.shared.precheck {
+                let map = map.pin();
+                if map.len() > PRECHECK_CAP {
+                    map.retain(|_, &(until, _)| until > local_now);
+                }
+                // From the time we *sent* the request: Redis judged it
+                // later, so the true retry time is no earlier than this.
+                map.insert(full_key, (local_now.saturating_add(retry_ns), n));
+            }
+            Ok(Err(Denied::rate_limited(retry_ns.max(1))))
+        }
+    }
+
+    fn fail(&self, error: RedisLimitError) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        // Relaxed: a statistic.
+        self.shared.failures.fetch_add(1, Ordering::Relaxed);
+        match self.shared.policy {
+            FailurePolicy::Error => Err(error),
+            FailurePolicy::Open => Ok(Ok(Admitted {
+                at: 0,
+                remaining: 0,
+            })),
+            FailurePolicy::Closed => Ok(Err(Denied::rate_limited(
+                u64::try_from(self.shared.timeout.as_nanos())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            ))),
+        }
+    }
+
+    /// Round trips, local denials and failures so far.
+    pub fn stats(&self) -> RedisStats {
+        // Relaxed: statistics.
+        RedisStats {
+            round_trips: self.shared.round_trips.load(Ordering::Relaxed),
+            local_denials: self.shared.local_denials.load(Ordering::Relaxed),
+            failures: self.shared.failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The per-key limit.
+    pub fn limit(&self) -> u32 {
+        self.shared.limit
+    }
+
+    /// The window (microsecond precision).
+    pub fn window(&self) -> Duration {
+        Duration::from_micros(self.shared.window_us)
+    }
+
+    /// The storage layout.
+    pub fn layout(&self) -> Layout {
+        self.shared.layout
+    }
+
+    /// The Redis key for `key` (prefix included), e.g. for `MEMORY USAGE`.
+    pub fn redis_key(&self, key: &str) -> String {
+        format!("{}{}", self.shared.prefix, key)
+    }
+}
+
+#[cfg(feature = "tower")]
+impl crate::tower::Backend<String> for RedisLimiter {
+    type Future =
+        core::pin::Pin<Box<dyn core::future::Future<Output = crate::tower::Verdict> + Send>>;
+
+    fn check(&self, key: String) -> Self::Future {
+        let limiter = self.clone();
+        Box::pin(async move {
+            let decision = match limiter.check(&key).await {
+                Ok(decision) => decision,
+                // FailurePolicy::Error behind HTTP: deny (a 429 is safer than
+                // letting a request through unlimited).
+                Err(_) => Err(Denied::rate_limited(
+                    u64::try_from(limiter.shared.timeout.as_nanos())
+                        .unwrap_or(u64::MAX)
+                        .max(1),
+                )),
+            };
+            crate::tower::Verdict {
+                decision,
+                wait: Duration::ZERO,
+            }
+        })
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.shared.limit, self.window())
+    }
+}
