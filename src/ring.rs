@@ -97,6 +97,9 @@ pub(crate) mod head {
     }
 }
 
+/// The most a lazy `head` lags the frontier (DESIGN.md §3: `B < L`).
+const MAX_LAG: u64 = 4;
+
 /// The largest limit: positions take at most 20 bits, so the lap keeps at
 /// least 23 bits and the `PENDING` field (21 bits) can hold any weight.
 pub(crate) const MAX_LIMIT: u32 = 1 << 20;
@@ -137,6 +140,8 @@ pub(crate) struct Geometry {
     bits: u32,
     /// `2^bits - L`: added when an index steps past position `L - 1`.
     gap: u64,
+    /// `B`: how far `head` may lag the frontier (`min(L - 1, MAX_LAG)`).
+    lag: u64,
     /// Larger timestamps saturate here, so `now + W <= MAX_DEADLINE`.
     max_now: u64,
     flaw: Flaw,
@@ -182,6 +187,7 @@ impl Geometry {
             window,
             bits,
             gap: (1u64 << bits) - u64::from(limit),
+            lag: u64::from(limit - 1).min(MAX_LAG),
             max_now: slot::MAX_DEADLINE - window,
             flaw: Flaw::None,
         }
@@ -353,60 +359,119 @@ impl<'a> RingRef<'a> {
         }
     }
 
-    /// The single-unit fast path.
+    /// The single-unit fast path, with a lazy head: `head` may lag the
+    /// frontier (the first unclaimed index) by up to `B = min(L - 1, 4)`
+    /// admissions. A reader scans forward from `head` over slots already
+    /// claimed for their index to find the frontier, and `head` is moved only
+    /// every `B` admissions, so an admission is usually one CAS on one slot.
+    ///
+    /// Why the scan is sound: admission `j` is committed only by a reader
+    /// that validated some head `h >= j - B`, so the frontier is never more
+    /// than `B + 1` ahead of `head`, and with `B < L` the scanned slots
+    /// (`head ..= head + B`) hold either their previous lap's word or their
+    /// own: the stamp tells which. Claims happen in index order (a reader
+    /// only claims `j` after seeing `j - 1` claimed), so the first unclaimed
+    /// slot is the frontier. A slot of a later lap would need a head beyond
+    /// ours, which the seqlock re-validation catches.
     #[inline(always)]
     pub(crate) fn check_one(&self, now: u64) -> Outcome {
         let g = self.geometry;
         let now = g.clamp_now(now);
         loop {
-            let Some(snap) = self.snapshot() else {
-                continue;
-            };
-            if snap.s == slot::CLOSED {
-                return Outcome::Closed;
+            // Acquire: see `snapshot`.
+            let hw = self.head.load(Ordering::Acquire);
+            let c = head::index(hw);
+            let mut idx = c;
+            let mut pos = g.position(c);
+            // Acquire on every slot load: see `snapshot`.
+            let mut s = self.slot(pos).load(Ordering::Acquire);
+            let mut p = self.load_previous(pos, s);
+            let mut k = 0u64;
+            let mut stuck = false;
+            while s != slot::CLOSED && g.flaw() != Flaw::NoHelp && (s & slot::STAMP) == g.stamp(idx)
+            {
+                if s & slot::BATCH != 0 || k == g.lag {
+                    // A batch to fill first, or the frontier is B + 1 ahead:
+                    // move head along, then look again.
+                    stuck = true;
+                    break;
+                }
+                k += 1;
+                p = s;
+                idx = g.advance(idx, 1);
+                pos = g.position(idx);
+                s = self.slot(pos).load(Ordering::Acquire);
             }
-            if self.claimed(&snap) {
-                self.help(snap.hw, snap.c, snap.pos, snap.s);
+            // The seqlock's closing read (Relaxed: see `snapshot`).
+            if g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw {
                 continue;
+            }
+            if stuck {
+                self.unstick(hw, c, idx, s);
+                continue;
+            }
+            if s == slot::CLOSED {
+                return Outcome::Closed;
             }
             // The clamp: t_eff = max(now, t_eff of the previous admission).
             let d = if g.flaw() == Flaw::NoClamp {
                 now + g.window
             } else {
-                (now + g.window).max(slot::deadline(snap.p))
+                (now + g.window).max(slot::deadline(p))
             };
             let t_eff = d - g.window;
-            let oldest = slot::deadline(snap.s);
+            let oldest = slot::deadline(s);
             if oldest > t_eff {
                 // The L-th most recent admission is still in the window.
                 return Outcome::Denied {
                     available_at: oldest,
                 };
             }
-            let word = slot::pack(d, snap.stamp, false);
+            let word = slot::pack(d, g.stamp(idx), false);
             let committed = if g.flaw() == Flaw::LoadThenStore {
-                if self.slot(snap.pos).load(Ordering::Acquire) == snap.s {
-                    self.slot(snap.pos).store(word, Ordering::Release);
+                if self.slot(pos).load(Ordering::Acquire) == s {
+                    self.slot(pos).store(word, Ordering::Release);
                     true
                 } else {
                     false
                 }
             } else {
                 // Release pairs with the Acquire slot loads of readers: the
-                // head value we read (and, for helpers, our view) happens-
-                // before anyone who sees this word. Relaxed on failure: we
-                // start over with fresh Acquire loads.
-                self.slot(snap.pos)
-                    .compare_exchange(snap.s, word, Ordering::Release, Ordering::Relaxed)
+                // head value we read happens-before anyone who sees this
+                // word. Relaxed on failure: we start over with fresh loads.
+                self.slot(pos)
+                    .compare_exchange(s, word, Ordering::Release, Ordering::Relaxed)
                     .is_ok()
             };
             if committed {
-                self.advance_head(snap.hw, snap.c, 1);
+                let remaining = self.remaining_after(idx, 1, p, t_eff);
+                if k + 1 >= g.lag || remaining == 0 {
+                    // The lag reached B, or the window is now full (so the
+                    // denials that follow find the frontier at `head`, with
+                    // no scan): move head to the new frontier.
+                    self.advance_head(hw, c, idx, 1);
+                }
                 return Outcome::Admitted {
                     at: t_eff,
-                    remaining: self.remaining_after(snap.c, 1, snap.p, t_eff),
+                    remaining,
                 };
             }
+        }
+    }
+
+    /// The scan from `head` (word `hw`, index `c`) stopped at `idx` on the
+    /// claimed word `s`: fill a batch committed at `c`, or move head past
+    /// `idx` (every slot from `c` to `idx` is claimed).
+    #[cold]
+    #[inline(never)]
+    fn unstick(&self, hw: u64, c: u64, idx: u64, s: u64) {
+        if s & slot::BATCH != 0 {
+            // A batch is announced with head exactly at its index, so it
+            // can only be at `c`.
+            debug_assert_eq!(idx, c);
+            self.help(hw, c, self.geometry.position(c), s);
+        } else {
+            self.advance_head(hw, c, idx, 1);
         }
     }
 
@@ -584,26 +649,28 @@ impl<'a> RingRef<'a> {
             );
             self.fill(hw, c, pos, n, slot::deadline(s));
         } else {
-            self.advance_head(hw, c, 1);
+            self.advance_head(hw, c, c, 1);
         }
     }
 
-    /// Moves `head` past the single admission `c`, also over an announcement
-    /// made at `c` after we read `hw` (it lost slot `c` to us).
+    /// Moves `head` (word `hw`, index `c`) to `idx + n`, the index after an
+    /// admission that is committed; also over an announcement made at `c`
+    /// after we read `hw` (it lost slot `c`). Failing otherwise is fine:
+    /// someone moved head on.
     #[inline]
-    fn advance_head(&self, mut hw: u64, c: u64, n: u64) {
-        let next = self.geometry.advance(c, n);
+    fn advance_head(&self, mut hw: u64, c: u64, idx: u64, n: u64) {
+        let next = self.geometry.advance(idx, n);
         loop {
-            // Release pairs with the Acquire head loads of readers: slot `c`
-            // (committed by us, or seen by us with an Acquire load) is
-            // visible to whoever sees the new head.
+            // Release pairs with the Acquire head loads of readers: the
+            // slots up to `idx` (committed by us, or seen by us with Acquire
+            // loads) are visible to whoever sees the new head.
             match self
                 .head
                 .compare_exchange(hw, next, Ordering::Release, Ordering::Relaxed)
             {
                 Ok(_) => return,
-                // Someone helped, or the head now carries an announcement.
-                Err(current) if head::index(current) == c => hw = current,
+                // The head now carries an announcement at `c`: retry over it.
+                Err(current) if head::index(current) == c && current != hw => hw = current,
                 Err(_) => return,
             }
         }

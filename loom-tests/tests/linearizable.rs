@@ -67,6 +67,13 @@ fn reader_across_a_lap() {
     run(2, 10, &[&[0, 10, 20], &[25]], Flaw::None);
 }
 
+/// The lazy head: with L = 3 head may lag the frontier by B = 2; one
+/// thread fills the ring (forcing a head move) while another scans it.
+#[test]
+fn lazy_head_scan() {
+    run(3, 10, &[&[0, 0, 0], &[5, 12]], Flaw::None);
+}
+
 /// Negative control: without the seqlock re-validation, the sleeping reader
 /// judges by the slot of a later lap and denies spuriously.
 #[test]

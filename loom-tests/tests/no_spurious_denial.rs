@@ -68,6 +68,12 @@ fn two_slots_three_threads_after_wrap() {
     race(2, 3, true, Flaw::None);
 }
 
+/// Three slots: the lazy head lags, readers scan past claimed slots.
+#[test]
+fn three_slots_three_threads() {
+    race(3, 3, false, Flaw::None);
+}
+
 #[test]
 fn three_slots_three_threads_after_wrap() {
     race(3, 3, true, Flaw::None);
