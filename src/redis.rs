@@ -51,6 +51,11 @@ use crate::error::ConfigError;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// How admissions are stored in Redis.
+///
+/// ```
+/// use slidelog::redis::Layout;
+/// assert_eq!(Layout::default(), Layout::SortedSet);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Layout {
@@ -62,6 +67,11 @@ pub enum Layout {
 }
 
 /// What a check answers when Redis cannot be reached, times out or fails.
+///
+/// ```
+/// use slidelog::redis::FailurePolicy;
+/// assert_eq!(FailurePolicy::default(), FailurePolicy::Error);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum FailurePolicy {
@@ -75,6 +85,13 @@ pub enum FailurePolicy {
 }
 
 /// Why a Redis check failed.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::redis::RedisLimitError;
+/// let e = RedisLimitError::Timeout(Duration::from_millis(5));
+/// assert!(e.to_string().contains("5ms"));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RedisLimitError {
@@ -181,6 +198,11 @@ return {1, lo, teff}
 "#;
 
 /// Counters for observability.
+///
+/// ```
+/// let stats = slidelog::redis::RedisStats::default();
+/// assert_eq!(stats.round_trips, 0);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RedisStats {
     /// Checks that went to Redis.
@@ -192,6 +214,12 @@ pub struct RedisStats {
 }
 
 /// Options for a [`RedisLimiter`]; see [`RedisLimiter::builder`].
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::redis::{Layout, RedisLimiter};
+/// let _builder = RedisLimiter::builder("redis://127.0.0.1/", 10, Duration::from_secs(1)).layout(Layout::Ring);
+/// ```
 #[derive(Debug, Clone)]
 pub struct RedisBuilder {
     url: String,
@@ -206,24 +234,44 @@ pub struct RedisBuilder {
 
 impl RedisBuilder {
     /// The storage layout (default: sorted set).
+    ///
+    /// ```
+    /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
+    /// let _ = b.layout(slidelog::redis::Layout::Ring);
+    /// ```
     pub fn layout(mut self, layout: Layout) -> Self {
         self.layout = layout;
         self
     }
 
     /// The prefix of every Redis key (default `slidelog:`).
+    ///
+    /// ```
+    /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
+    /// let _ = b.prefix("rl:{tenant7}:"); // a hash tag keeps a tenant's keys in one slot
+    /// ```
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
     }
 
     /// What to answer when Redis fails (default: return the error).
+    ///
+    /// ```
+    /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
+    /// let _ = b.failure_policy(slidelog::redis::FailurePolicy::Open);
+    /// ```
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
         self.policy = policy;
         self
     }
 
     /// The longest a check (or the connection) may take (default 1 s).
+    ///
+    /// ```
+    /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
+    /// let _ = b.timeout(std::time::Duration::from_millis(50));
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -233,6 +281,11 @@ impl RedisBuilder {
     /// denied: one for at least as many units as a denial Redis gave this
     /// process, before that denial's retry time. It never denies what Redis
     /// would admit (entries only leave Redis at their deadline).
+    ///
+    /// ```
+    /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
+    /// let _ = b.local_precheck(true);
+    /// ```
     pub fn local_precheck(mut self, on: bool) -> Self {
         self.precheck = on;
         self
@@ -243,6 +296,16 @@ impl RedisBuilder {
     /// # Errors
     ///
     /// An invalid limit, window or URL, or no connection within the timeout.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let unreachable = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1:1/", 10, std::time::Duration::from_secs(1))
+    ///     .timeout(std::time::Duration::from_millis(200))
+    ///     .connect()
+    ///     .await;
+    /// assert!(unreachable.is_err());
+    /// # });
+    /// ```
     pub async fn connect(self) -> Result<RedisLimiter, RedisLimitError> {
         let window_ns = config::window_nanos(self.window)?;
         config::geometry(self.limit, self.window)?;
@@ -291,6 +354,16 @@ impl RedisBuilder {
 ///
 /// `Admitted::at()` is the server's time in nanoseconds since the Unix epoch
 /// (microsecond precision, from Redis `TIME`).
+///
+/// ```no_run
+/// # async fn f() -> Result<(), slidelog::redis::RedisLimitError> {
+/// use std::time::Duration;
+/// let limiter = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, Duration::from_secs(1))
+///     .connect()
+///     .await?;
+/// assert!(limiter.check("k").await?.is_ok());
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RedisLimiter {
     conn: ConnectionManager,
@@ -358,6 +431,14 @@ impl RedisLimiter {
     ///
     /// With [`FailurePolicy::Error`], a connection error, timeout or script
     /// error; the other policies answer instead.
+    ///
+    /// ```
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// if let Err(denied) = limiter.check("user42").await? {
+    ///     println!("retry in {:?}", denied.retry_after());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn check(&self, key: &str) -> Result<Result<Admitted, Denied>, RedisLimitError> {
         self.check_n(key, 1).await
     }
@@ -367,6 +448,12 @@ impl RedisLimiter {
     /// # Errors
     ///
     /// As for [`check`](Self::check).
+    ///
+    /// ```
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// let upload = limiter.check_n("user42", 5).await?; // 5 units, all or nothing
+    /// # let _ = upload; Ok(()) }
+    /// ```
     pub async fn check_n(
         &self,
         key: &str,
@@ -479,6 +566,13 @@ impl RedisLimiter {
     }
 
     /// Round trips, local denials and failures so far.
+    ///
+    /// ```
+    /// # fn f(limiter: &slidelog::redis::RedisLimiter) {
+    /// let stats = limiter.stats();
+    /// println!("{} round trips saved", stats.local_denials);
+    /// # }
+    /// ```
     pub fn stats(&self) -> RedisStats {
         // Relaxed: statistics.
         RedisStats {
@@ -489,21 +583,37 @@ impl RedisLimiter {
     }
 
     /// The per-key limit.
+    ///
+    /// ```
+    /// # fn f(limiter: &slidelog::redis::RedisLimiter) { assert!(limiter.limit() >= 1); }
+    /// ```
     pub fn limit(&self) -> u32 {
         self.shared.limit
     }
 
     /// The window (microsecond precision).
+    ///
+    /// ```
+    /// # fn f(limiter: &slidelog::redis::RedisLimiter) { let _ = limiter.window(); }
+    /// ```
     pub fn window(&self) -> Duration {
         Duration::from_micros(self.shared.window_us)
     }
 
     /// The storage layout.
+    ///
+    /// ```
+    /// # fn f(limiter: &slidelog::redis::RedisLimiter) { let _ = limiter.layout(); }
+    /// ```
     pub fn layout(&self) -> Layout {
         self.shared.layout
     }
 
     /// The Redis key for `key` (prefix included), e.g. for `MEMORY USAGE`.
+    ///
+    /// ```
+    /// # fn f(limiter: &slidelog::redis::RedisLimiter) { assert!(limiter.redis_key("u").ends_with('u')); }
+    /// ```
     pub fn redis_key(&self, key: &str) -> String {
         format!("{}{}", self.shared.prefix, key)
     }

@@ -377,7 +377,7 @@ impl<'a> RingRef<'a> {
     pub(crate) fn check_one(&self, now: u64) -> Outcome {
         let g = self.geometry;
         let now = g.clamp_now(now);
-        loop {
+        'fresh: loop {
             // Acquire: see `snapshot`.
             let hw = self.head.load(Ordering::Acquire);
             let c = head::index(hw);
@@ -387,63 +387,71 @@ impl<'a> RingRef<'a> {
             let mut s = self.slot(pos).load(Ordering::Acquire);
             let mut p = self.load_previous(pos, s);
             let mut k = 0u64;
-            let mut stuck = false;
-            while s != slot::CLOSED && g.flaw() != Flaw::NoHelp && (s & slot::STAMP) == g.stamp(idx)
-            {
-                if s & slot::BATCH != 0 || k == g.lag {
-                    // A batch to fill first, or the frontier is B + 1 ahead:
-                    // move head along, then look again.
-                    stuck = true;
-                    break;
+            loop {
+                let mut stuck = false;
+                while s != slot::CLOSED
+                    && g.flaw() != Flaw::NoHelp
+                    && (s & slot::STAMP) == g.stamp(idx)
+                {
+                    if s & slot::BATCH != 0 || k == g.lag {
+                        // A batch to fill first, or the frontier is B + 1
+                        // ahead: move head along, then look again.
+                        stuck = true;
+                        break;
+                    }
+                    k += 1;
+                    p = s;
+                    idx = g.advance(idx, 1);
+                    pos = g.position(idx);
+                    s = self.slot(pos).load(Ordering::Acquire);
                 }
-                k += 1;
-                p = s;
-                idx = g.advance(idx, 1);
-                pos = g.position(idx);
-                s = self.slot(pos).load(Ordering::Acquire);
-            }
-            // The seqlock's closing read (Relaxed: see `snapshot`).
-            if g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw {
-                continue;
-            }
-            if stuck {
-                self.unstick(hw, c, idx, s);
-                continue;
-            }
-            if s == slot::CLOSED {
-                return Outcome::Closed;
-            }
-            // The clamp: t_eff = max(now, t_eff of the previous admission).
-            let d = if g.flaw() == Flaw::NoClamp {
-                now + g.window
-            } else {
-                (now + g.window).max(slot::deadline(p))
-            };
-            let t_eff = d - g.window;
-            let oldest = slot::deadline(s);
-            if oldest > t_eff {
-                // The L-th most recent admission is still in the window.
-                return Outcome::Denied {
-                    available_at: oldest,
-                };
-            }
-            let word = slot::pack(d, g.stamp(idx), false);
-            let committed = if g.flaw() == Flaw::LoadThenStore {
-                if self.slot(pos).load(Ordering::Acquire) == s {
-                    self.slot(pos).store(word, Ordering::Release);
-                    true
+                // The seqlock's closing read (Relaxed: see `snapshot`).
+                if g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw {
+                    continue 'fresh;
+                }
+                if stuck {
+                    self.unstick(hw, c, idx, s);
+                    continue 'fresh;
+                }
+                if s == slot::CLOSED {
+                    return Outcome::Closed;
+                }
+                // The clamp: t_eff = max(now, t_eff of the previous admission).
+                let d = if g.flaw() == Flaw::NoClamp {
+                    now + g.window
                 } else {
-                    false
+                    (now + g.window).max(slot::deadline(p))
+                };
+                let t_eff = d - g.window;
+                let oldest = slot::deadline(s);
+                if oldest > t_eff {
+                    // The L-th most recent admission is still in the window.
+                    return Outcome::Denied {
+                        available_at: oldest,
+                    };
                 }
-            } else {
-                // Release pairs with the Acquire slot loads of readers: the
-                // head value we read happens-before anyone who sees this
-                // word. Relaxed on failure: we start over with fresh loads.
-                self.slot(pos)
-                    .compare_exchange(s, word, Ordering::Release, Ordering::Relaxed)
-                    .is_ok()
-            };
-            if committed {
+                let word = slot::pack(d, g.stamp(idx), false);
+                if g.flaw() == Flaw::LoadThenStore {
+                    if self.slot(pos).load(Ordering::Acquire) != s {
+                        continue 'fresh;
+                    }
+                    self.slot(pos).store(word, Ordering::Release);
+                } else {
+                    // Release pairs with the Acquire slot loads of readers:
+                    // the head value we read happens-before anyone who sees
+                    // this word. Acquire on failure, as for any slot load:
+                    // we scan on from the word that beat us (usually the
+                    // admission that took `idx`), re-validating head again.
+                    if let Err(beaten) = self.slot(pos).compare_exchange(
+                        s,
+                        word,
+                        Ordering::Release,
+                        Ordering::Acquire,
+                    ) {
+                        s = beaten;
+                        continue;
+                    }
+                }
                 let remaining = self.remaining_after(idx, 1, p, t_eff);
                 if k + 1 >= g.lag || remaining == 0 {
                     // The lag reached B, or the window is now full (so the

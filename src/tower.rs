@@ -362,6 +362,20 @@ pub(crate) fn rate_limit_headers(
 }
 
 /// What a backend answers for one request.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::Backend;
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = KeyedLimiter::<u64>::new(1, Duration::from_secs(60))?;
+/// let verdict = Backend::check(&limiter, 7).await;
+/// assert_eq!(verdict.decision.unwrap().remaining(), 0);
+/// assert_eq!(verdict.wait, Duration::from_secs(60)); // until one more fits
+/// # Ok::<(), slidelog::ConfigError>(())
+/// # }).unwrap();
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Verdict {
     /// The decision.
@@ -373,6 +387,15 @@ pub struct Verdict {
 
 /// A keyed limiter the layer can ask: the in-process [`KeyedLimiter`], or
 /// (feature `redis`) the Redis limiter.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::Backend;
+/// let limiter = KeyedLimiter::<String>::new(5, Duration::from_secs(10))?;
+/// assert_eq!(Backend::<String>::policy(&limiter), (5, Duration::from_secs(10)));
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
 pub trait Backend<K>: Send + Sync + 'static {
     /// The future of one check.
     type Future: Future<Output = Verdict> + Send + 'static;
@@ -547,6 +570,20 @@ impl<S, L, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, K> {
 }
 
 /// The service built by [`RateLimitLayer`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::{GlobalKey, RateLimitLayer};
+/// use tower::Layer;
+/// let limiter = Arc::new(KeyedLimiter::<()>::new(1, Duration::from_secs(1))?);
+/// let inner = tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+/// });
+/// let _service = RateLimitLayer::new(limiter, GlobalKey).layer(inner);
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
 pub struct RateLimit<S, L, X, K> {
     inner: S,
     layer: RateLimitLayer<L, X, K>,
@@ -667,7 +704,8 @@ fn denial<B>(style: Style, denied: Option<Denied>) -> Response<RateLimitBody<B>>
 
 pin_project! {
     /// The future of [`RateLimit`]: checks the limiter, then calls the inner
-    /// service or answers the denial.
+    /// service or answers the denial. Returned by `RateLimit::call`; see
+    /// [`RateLimit`] for an example.
     pub struct ResponseFuture<F, S, ReqBody, ResBody>
     where
         S: tower::Service<Request<ReqBody>>,
@@ -760,7 +798,8 @@ where
 
 pin_project! {
     /// The response body: the inner service's, untouched, or the short body
-    /// of a denial.
+    /// of a denial. Produced by [`RateLimit`] (see its example); implements
+    /// [`http_body::Body`].
     pub struct RateLimitBody<B> {
         #[pin]
         kind: Kind<B>,
