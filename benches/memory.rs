@@ -2,46 +2,28 @@
 //! slidelog against governor and the `Mutex<VecDeque>` log. Prints a table
 //! (`cargo bench --bench memory`); no timing.
 
-// A global allocator cannot be written without `unsafe`; this one forwards to
-// `System` and counts bytes.
-#![allow(unsafe_code)]
-
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use governor::{Quota, RateLimiter};
 use slidelog::{KeyedLimiter, Limiter, ManualClock};
 
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+#[path = "../tests/common/counting.rs"]
+mod counting;
 
-// SAFETY: forwards to the system allocator unchanged; only counts bytes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use counting::{Counting, live};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
 fn measure<T>(make: impl FnOnce() -> T) -> (T, isize) {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     let value = make();
-    (value, LIVE.load(Ordering::Relaxed) - before)
+    (value, live() - before)
 }
 
 fn main() {

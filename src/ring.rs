@@ -495,19 +495,9 @@ impl<'a> RingRef<'a> {
         let n64 = u64::from(n);
         let backoff = Backoff::new();
         loop {
-            let hw = self.head.load(Ordering::Acquire);
-            let Some(snap) = self.snapshot_from(hw, n64) else {
-                continue;
-            };
-            let (snap, last) = snap;
-            if snap.s == slot::CLOSED {
+            let Some((snap, last, d)) = self.frontier(now, n64) else {
                 return Outcome::Closed;
-            }
-            if self.claimed(&snap) {
-                self.help(snap.hw, snap.c, snap.pos, snap.s);
-                continue;
-            }
-            let d = (now + g.window).max(slot::deadline(snap.p));
+            };
             let t_eff = d - g.window;
             if n == 0 {
                 return Outcome::Admitted {
@@ -567,29 +557,42 @@ impl<'a> RingRef<'a> {
         let g = self.geometry;
         let now = g.clamp_now(now);
         let n64 = u64::from(n);
+        let Some((snap, last, d)) = self.frontier(now, n64) else {
+            return Outcome::Closed;
+        };
+        let t_eff = d - g.window;
+        if n > 0 && slot::deadline(last) > t_eff {
+            return Outcome::Denied {
+                available_at: slot::deadline(last),
+            };
+        }
+        Outcome::Admitted {
+            at: t_eff,
+            remaining: self.remaining_after(snap.c, n64, snap.p, t_eff),
+        }
+    }
+
+    /// A validated view with `head` at the frontier (slot `c` unclaimed,
+    /// lagging heads helped along), the word of admission `c + n - 1 - L`
+    /// (the newest a request of `n` units would overwrite), and the deadline
+    /// `d = t_eff + W` a request at `now` gets (the clamp). `None` if the
+    /// ring is closed.
+    fn frontier(&self, now: u64, n: u64) -> Option<(Snapshot, u64, u64)> {
         loop {
+            // Acquire: see `snapshot`.
             let hw = self.head.load(Ordering::Acquire);
-            let Some((snap, last)) = self.snapshot_from(hw, n64) else {
+            let Some((snap, last)) = self.snapshot_from(hw, n) else {
                 continue;
             };
             if snap.s == slot::CLOSED {
-                return Outcome::Closed;
+                return None;
             }
             if self.claimed(&snap) {
                 self.help(snap.hw, snap.c, snap.pos, snap.s);
                 continue;
             }
-            let d = (now + g.window).max(slot::deadline(snap.p));
-            let t_eff = d - g.window;
-            if n > 0 && slot::deadline(last) > t_eff {
-                return Outcome::Denied {
-                    available_at: slot::deadline(last),
-                };
-            }
-            return Outcome::Admitted {
-                at: t_eff,
-                remaining: self.remaining_after(snap.c, n64, snap.p, t_eff),
-            };
+            let d = (now + self.geometry.window).max(slot::deadline(snap.p));
+            return Some((snap, last, d));
         }
     }
 

@@ -1,39 +1,17 @@
 //! Memory: bytes per key measured with a counting allocator, and a flood of
 //! 1,000,000 distinct keys against a capped map stays bounded.
 
-// A global allocator cannot be written without `unsafe`; this test-only one
-// forwards to `System` and counts bytes.
-#![allow(unsafe_code)]
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use slidelog::{DenyReason, KeyedLimiter, Limiter, ManualClock};
 
-struct Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts bytes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use counting::{Counting, live};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
 
 /// Resident set size in bytes (Linux), for the record.
 fn rss() -> Option<u64> {

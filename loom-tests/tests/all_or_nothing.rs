@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Call, admitted_units, assert_linearizable, assert_no_over_admission};
+use common::{Call, admitted_units, assert_linearizable, assert_no_over_admission, limiter};
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
 use slidelog::{Limiter, ManualClock};
@@ -24,15 +24,7 @@ fn weighted_vs_single(
 ) {
     loom::model(move || {
         let window = 10;
-        let limiter = Arc::new(
-            Limiter::with_flaw(
-                limit,
-                Duration::from_nanos(window),
-                ManualClock::new(),
-                flaw,
-            )
-            .unwrap(),
-        );
+        let limiter = limiter(limit, window, flaw);
         for _ in 0..prefill {
             limiter.check_at(0).unwrap();
         }

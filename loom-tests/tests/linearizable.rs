@@ -7,24 +7,14 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use common::{Call, assert_linearizable, assert_no_over_admission};
+use common::{Call, assert_linearizable, assert_no_over_admission, limiter};
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
-use slidelog::{Limiter, ManualClock};
 
 fn run(limit: u32, window: u64, threads: &'static [&'static [u64]], flaw: Flaw) {
     loom::model(move || {
-        let limiter = Arc::new(
-            Limiter::with_flaw(
-                limit,
-                Duration::from_nanos(window),
-                ManualClock::new(),
-                flaw,
-            )
-            .unwrap(),
-        );
+        let limiter = limiter(limit, window, flaw);
         let handles: Vec<_> = threads
             .iter()
             .map(|&times| {

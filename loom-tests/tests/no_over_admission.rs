@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Call, assert_no_over_admission};
+use common::{Call, assert_no_over_admission, limiter};
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
 use slidelog::{Limiter, ManualClock};
@@ -17,15 +17,7 @@ use slidelog::{Limiter, ManualClock};
 fn straddle(flaw: Flaw) {
     loom::model(move || {
         let (limit, window) = (1, 10);
-        let limiter = Arc::new(
-            Limiter::with_flaw(
-                limit,
-                Duration::from_nanos(window),
-                ManualClock::new(),
-                flaw,
-            )
-            .unwrap(),
-        );
+        let limiter = limiter(limit, window, flaw);
         let spawn = |times: &'static [u64]| {
             let l = Arc::clone(&limiter);
             thread::spawn(move || {
@@ -98,15 +90,7 @@ fn clock_advanced_while_checking() {
 fn control_load_then_store_is_caught() {
     loom::model(|| {
         let (limit, window) = (1, 10);
-        let limiter = Arc::new(
-            Limiter::with_flaw(
-                limit,
-                Duration::from_nanos(window),
-                ManualClock::new(),
-                Flaw::LoadThenStore,
-            )
-            .unwrap(),
-        );
+        let limiter = limiter(limit, window, Flaw::LoadThenStore);
         let handles: Vec<_> = (0..2)
             .map(|_| {
                 let l = Arc::clone(&limiter);

@@ -5,25 +5,17 @@
 
 mod common;
 
+use common::limiter;
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
-use slidelog::{Limiter, ManualClock};
 
 fn race(limit: u32, threads: usize, prefill: bool, flaw: Flaw) {
     loom::model(move || {
         let window = 10;
-        let limiter = Arc::new(
-            Limiter::with_flaw(
-                limit,
-                Duration::from_nanos(window),
-                ManualClock::new(),
-                flaw,
-            )
-            .unwrap(),
-        );
+        let limiter = limiter(limit, window, flaw);
         // Fill the ring and let it expire: the race then runs on lap 1.
         let now = if prefill {
             for _ in 0..limit {

@@ -5,7 +5,25 @@
 
 use std::collections::VecDeque;
 
-use slidelog::{Admitted, Denied};
+use std::sync::Arc;
+use std::time::Duration;
+
+use slidelog::loom_hooks::Flaw;
+use slidelog::{Admitted, Denied, Limiter, ManualClock};
+
+/// A shared limiter of `limit` per `window` ns on a manual clock, built with
+/// the given (possibly broken) protocol variant.
+pub fn limiter(limit: u32, window: u64, flaw: Flaw) -> Arc<Limiter<ManualClock>> {
+    Arc::new(
+        Limiter::with_flaw(
+            limit,
+            Duration::from_nanos(window),
+            ManualClock::new(),
+            flaw,
+        )
+        .unwrap(),
+    )
+}
 
 /// One call a thread made and what it got.
 #[derive(Clone, Copy, Debug)]
