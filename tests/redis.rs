@@ -390,3 +390,104 @@ fn memory_usage_per_entry() {
         }
     });
 }
+
+/// Child mode of `concurrent_processes_never_over_admit`: when
+/// `SLIDELOG_REDIS_CHILD` names a server, hammer one key for a while and
+/// print the admitted times; otherwise do nothing.
+#[test]
+fn child_process_client() {
+    let Ok(url) = std::env::var("SLIDELOG_REDIS_CHILD") else {
+        return;
+    };
+    let layout = if std::env::var("SLIDELOG_REDIS_LAYOUT").as_deref() == Ok("ring") {
+        Layout::Ring
+    } else {
+        Layout::SortedSet
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        // Generous timeouts: four processes start at once on a busy machine.
+        let l = RedisLimiter::builder(url, 10, Duration::from_millis(200))
+            .layout(layout)
+            .prefix(if layout == Layout::Ring {
+                "procs:ring:"
+            } else {
+                "procs:zset:"
+            })
+            .timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .unwrap();
+        let stop = Instant::now() + Duration::from_millis(700);
+        while Instant::now() < stop {
+            if let Ok(a) = l.check("shared").await.unwrap() {
+                println!("AT {}", a.at());
+            }
+        }
+    });
+}
+
+/// Several processes on one key: no window holds more than the limit; and
+/// the round-trip throughput of one client, for BENCHMARKS.md.
+#[test]
+fn concurrent_processes_never_over_admit() {
+    let Some(server) = server() else { return };
+    let exe = std::env::current_exe().unwrap();
+    for layout in ["sorted", "ring"] {
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                Command::new(&exe)
+                    .args([
+                        "--exact",
+                        "child_process_client",
+                        "--nocapture",
+                        "--test-threads=1",
+                    ])
+                    .env("SLIDELOG_REDIS_CHILD", &server.url)
+                    .env("SLIDELOG_REDIS_LAYOUT", layout)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut ats: Vec<u64> = Vec::new();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "child failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ats.extend(
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("AT ")?.trim().parse::<u64>().ok()),
+            );
+        }
+        assert!(
+            ats.len() >= 10,
+            "{layout}: {} admitted across processes",
+            ats.len()
+        );
+        let max = max_in_window(&mut ats, 200_000_000);
+        assert!(
+            max <= 10,
+            "{layout}: {max} admissions in one window across processes"
+        );
+    }
+    // Round-trip throughput of one client, sequential checks.
+    let rt = runtime();
+    rt.block_on(async {
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let l = limiter(&server.url, 100, Duration::from_secs(1), layout, &format!("rtt{layout:?}:")).await;
+            let start = Instant::now();
+            let n = 2_000;
+            for i in 0..n {
+                let _ = l.check(&format!("k{}", i % 50)).await.unwrap();
+            }
+            let per = start.elapsed() / n;
+            println!("{layout:?}: {per:?} per check round trip ({:.0} checks/s, one connection, sequential)", 1.0 / per.as_secs_f64());
+        }
+    });
+}
