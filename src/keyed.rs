@@ -484,23 +484,14 @@ where
         loop {
             let ring = match self.map.get(key, &guard) {
                 Some(ring) => ring,
-                None if n == 0 => {
-                    // An absent key is a fresh ring: nothing to record.
-                    return Ok(Admitted {
-                        at: self.geometry.clamp_now(now),
-                        remaining: limit,
-                    });
-                }
+                // An absent key is a fresh ring: nothing to record.
+                None if n == 0 => return Ok(self.geometry.fresh(0, now)),
                 None => self.insert(key, now, &guard)?,
             };
-            match ring.ring(&self.geometry).check(now, n) {
-                Outcome::Admitted { at, remaining } => return Ok(Admitted { at, remaining }),
-                Outcome::Denied { available_at } => {
-                    return Err(Denied::rate_limited(
-                        available_at.saturating_sub(self.geometry.clamp_now(now)),
-                    ));
-                }
-                Outcome::Closed => self.unlink(key, ring, &guard),
+            let outcome = ring.ring(&self.geometry).check(now, n);
+            match self.geometry.decision(outcome, now) {
+                Some(decision) => return decision,
+                None => self.unlink(key, ring, &guard),
             }
         }
     }
@@ -535,17 +526,10 @@ where
             Some(ring) => ring.ring(&self.geometry).peek(now, n),
             None => Outcome::Closed,
         };
-        match outcome {
-            Outcome::Admitted { at, remaining } => Ok(Admitted { at, remaining }),
-            Outcome::Denied { available_at } => Err(Denied::rate_limited(
-                available_at.saturating_sub(self.geometry.clamp_now(now)),
-            )),
-            // Absent or being evicted: a fresh ring.
-            Outcome::Closed => Ok(Admitted {
-                at: self.geometry.clamp_now(now),
-                remaining: limit - n,
-            }),
-        }
+        // Absent or being evicted: a fresh ring.
+        self.geometry
+            .decision(outcome, now)
+            .unwrap_or_else(|| Ok(self.geometry.fresh(n, now)))
     }
 
     /// Inserts a fresh ring for `key`, or returns the ring a racing thread
@@ -657,21 +641,26 @@ where
                 return 0;
             }
         }
-        // Acquire/Release make successive sweeps ordered (a try-lock).
-        if house
+        self.sweep_exclusive(now).unwrap_or(0)
+    }
+
+    /// A full sweep if no other sweep is running (`None` otherwise), with
+    /// the bookkeeping the automatic sweeps steer by.
+    fn sweep_exclusive(&self, now: u64) -> Option<usize> {
+        let house = &*self.house;
+        // Acquire/Release make successive sweeps ordered (a try-lock);
+        // the statistics themselves are Relaxed heuristics.
+        house
             .sweeping
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return 0;
-        }
+            .ok()?;
         let (evicted, next_idle) = self.evict_idle(now);
         house.last_sweep.store(now, Ordering::Relaxed);
         house.next_idle.store(next_idle, Ordering::Relaxed);
         house.inserts.store(0, Ordering::Relaxed);
         house.refused.store(0, Ordering::Relaxed);
         house.sweeping.store(false, Ordering::Release);
-        evicted
+        Some(evicted)
     }
 
     /// Closes and removes every key idle at `now`; returns how many, and a
@@ -727,22 +716,10 @@ where
     /// ```
     pub fn retain_recent(&self) -> usize {
         let now = self.clock.now();
-        let house = &*self.house;
-        // Acquire/Release: as in `sweep`. Without the flag (an automatic
-        // sweep is running) scan anyway, but leave its statistics alone.
-        if house
-            .sweeping
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            let (evicted, next_idle) = self.evict_idle(now);
-            house.last_sweep.store(now, Ordering::Relaxed);
-            house.next_idle.store(next_idle, Ordering::Relaxed);
-            house.sweeping.store(false, Ordering::Release);
-            evicted
-        } else {
-            self.evict_idle(now).0
-        }
+        // If an automatic sweep is running, scan anyway but leave its
+        // statistics alone.
+        self.sweep_exclusive(now)
+            .unwrap_or_else(|| self.evict_idle(now).0)
     }
 
     /// The number of live keys. Approximate under concurrency (insertions and

@@ -232,13 +232,9 @@ impl<C: Clock> Limiter<C> {
 
     #[inline]
     fn decide(&self, outcome: Outcome, now: u64) -> Result<Admitted, Denied> {
-        match outcome {
-            Outcome::Admitted { at, remaining } => Ok(Admitted { at, remaining }),
-            Outcome::Denied { available_at } => Err(Denied::rate_limited(
-                available_at.saturating_sub(self.geometry.clamp_now(now)),
-            )),
-            Outcome::Closed => unreachable!("a Limiter's ring is never closed"),
-        }
+        self.geometry
+            .decision(outcome, now)
+            .expect("a Limiter's ring is never closed")
     }
 
     /// The limit: admissions allowed in any window.
@@ -313,10 +309,7 @@ impl<C: Clock> Limiter<C> {
 
     /// `None` if the ring was closed for eviction.
     pub fn try_check_n_at(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
-        match self.ring().check(now, n) {
-            Outcome::Closed => None,
-            outcome => Some(self.decide(outcome, now)),
-        }
+        self.geometry.decision(self.ring().check(now, n), now)
     }
 
     pub fn close_if_idle(&self, now: u64, margin: u64) -> bool {

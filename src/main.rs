@@ -18,6 +18,8 @@ use slidelog::{KeyedLimiter, Limiter, RateLimit, SlidingCounter};
 mod bench;
 #[path = "cli/csv.rs"]
 mod csv;
+#[path = "cli/mutex_log.rs"]
+mod mutex_log;
 #[path = "cli/parse.rs"]
 mod parse;
 #[path = "cli/replay.rs"]
@@ -182,17 +184,19 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
         args.limit, args.window, args.duration
     );
 
-    let one: Arc<dyn RateLimit> = match args.algorithm {
+    // The one-key limiter and the bytes it measures itself to hold.
+    let (one, one_bytes): (Arc<dyn RateLimit>, usize) = match args.algorithm {
         Algorithm::Log => {
-            Arc::new(Limiter::new(args.limit, args.window).map_err(|e| e.to_string())?)
+            let log = Limiter::new(args.limit, args.window).map_err(|e| e.to_string())?;
+            let bytes = log.memory_bytes();
+            (Arc::new(log), bytes)
         }
         Algorithm::Counter => {
-            Arc::new(SlidingCounter::new(args.limit, args.window, 10).map_err(|e| e.to_string())?)
+            let counter =
+                SlidingCounter::new(args.limit, args.window, 10).map_err(|e| e.to_string())?;
+            let bytes = counter.memory_bytes();
+            (Arc::new(counter), bytes)
         }
-    };
-    let one_bytes = match args.algorithm {
-        Algorithm::Log => 8 * args.limit as usize + 128,
-        Algorithm::Counter => 8 * 11 + 128,
     };
     let single = run_phase("one key", threads, args.duration, window_ns, {
         let one = Arc::clone(&one);

@@ -548,6 +548,15 @@ impl RedisLimiter {
         }
     }
 
+    /// The denial of a failed check: retry after the timeout.
+    fn timeout_denial(&self) -> Denied {
+        Denied::rate_limited(
+            u64::try_from(self.shared.timeout.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        )
+    }
+
     fn fail(&self, error: RedisLimitError) -> Result<Result<Admitted, Denied>, RedisLimitError> {
         // Relaxed: a statistic.
         self.shared.failures.fetch_add(1, Ordering::Relaxed);
@@ -557,11 +566,7 @@ impl RedisLimiter {
                 at: 0,
                 remaining: 0,
             })),
-            FailurePolicy::Closed => Ok(Err(Denied::rate_limited(
-                u64::try_from(self.shared.timeout.as_nanos())
-                    .unwrap_or(u64::MAX)
-                    .max(1),
-            ))),
+            FailurePolicy::Closed => Ok(Err(self.timeout_denial())),
         }
     }
 
@@ -631,11 +636,7 @@ impl crate::tower::Backend<String> for RedisLimiter {
                 Ok(decision) => decision,
                 // FailurePolicy::Error behind HTTP: deny (a 429 is safer than
                 // letting a request through unlimited).
-                Err(_) => Err(Denied::rate_limited(
-                    u64::try_from(limiter.shared.timeout.as_nanos())
-                        .unwrap_or(u64::MAX)
-                        .max(1),
-                )),
+                Err(_) => Err(limiter.timeout_denial()),
             };
             crate::tower::Verdict {
                 decision,

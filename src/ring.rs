@@ -31,6 +31,7 @@
 //! re-validate `head` after reading the slots, seqlock-style, so a reader that
 //! slept across a lap never judges by the wrong slot. A denial only loads.
 
+use crate::decision::{Admitted, Denied};
 use crate::sync::Backoff;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -261,6 +262,29 @@ impl Geometry {
         }
     }
 
+    /// The caller's answer to `outcome`, for a request made at `now`
+    /// (`retry_after` counts from `now`); `None` if the ring was closed.
+    #[inline]
+    pub(crate) fn decision(&self, outcome: Outcome, now: u64) -> Option<Result<Admitted, Denied>> {
+        match outcome {
+            Outcome::Admitted { at, remaining } => Some(Ok(Admitted { at, remaining })),
+            Outcome::Denied { available_at } => Some(Err(Denied::rate_limited(
+                available_at.saturating_sub(self.clamp_now(now)),
+            ))),
+            Outcome::Closed => None,
+        }
+    }
+
+    /// What a fresh ring (an absent or evicted key) answers to `n <= L`
+    /// units at `now`, without being created.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    pub(crate) fn fresh(&self, n: u32, now: u64) -> Admitted {
+        Admitted {
+            at: self.clamp_now(now),
+            remaining: self.limit() - n,
+        }
+    }
+
     /// Timestamps past the encodable range saturate (146 years after the
     /// clock's origin).
     #[inline]
@@ -307,37 +331,6 @@ impl<'a> RingRef<'a> {
             // Acquire: see `snapshot`.
             self.slot(before).load(Ordering::Acquire)
         }
-    }
-
-    /// Reads `head`, slot `c` and slot `c - 1`, then re-reads `head`: `None`
-    /// if `head` moved meanwhile (a torn view; the caller retries).
-    #[inline(always)]
-    fn snapshot(&self) -> Option<Snapshot> {
-        let g = self.geometry;
-        // Acquire pairs with the Release head CASes (advance, help, announce):
-        // every slot write that let head reach `hw` is visible below.
-        let hw = self.head.load(Ordering::Acquire);
-        let c = head::index(hw);
-        let pos = g.position(c);
-        // Acquire on both slot loads keeps the re-read of head below them
-        // (a later load cannot move before an Acquire load), and pairs with
-        // the Release slot CASes: if either load saw a write made after head
-        // passed `hw`, that head write happens-before the re-read, which then
-        // cannot return `hw` (coherence).
-        let s = self.slot(pos).load(Ordering::Acquire);
-        let p = self.load_previous(pos, s);
-        // Relaxed suffices: see above; this is the seqlock's closing read.
-        if g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw {
-            return None;
-        }
-        Some(Snapshot {
-            hw,
-            c,
-            pos,
-            stamp: g.stamp(c),
-            s,
-            p,
-        })
     }
 
     /// Whether the snapshot's slot `c` was already claimed for admission `c`.
@@ -581,7 +574,7 @@ impl<'a> RingRef<'a> {
         loop {
             // Acquire: see `snapshot`.
             let hw = self.head.load(Ordering::Acquire);
-            let Some((snap, last)) = self.snapshot_from(hw, n) else {
+            let Some((snap, last)) = self.snapshot(hw, n) else {
                 continue;
             };
             if snap.s == slot::CLOSED {
@@ -596,14 +589,22 @@ impl<'a> RingRef<'a> {
         }
     }
 
-    /// Like [`snapshot`](Self::snapshot), also reading the slot of admission
-    /// `c + n - 1` (the newest word a weighted request would overwrite).
-    #[inline]
-    fn snapshot_from(&self, hw: u64, n: u64) -> Option<(Snapshot, u64)> {
+    /// Reads slot `c` (of head word `hw`), slot `c - 1` and the slot of
+    /// admission `c + n - 1` (the newest word a request of `n` units would
+    /// overwrite), then re-reads `head`: `None` if it moved meanwhile (a torn
+    /// view; the caller retries).
+    ///
+    /// The caller loaded `hw` with Acquire, pairing with the Release head
+    /// CASes (advance, help, announce): every slot write that let head reach
+    /// `hw` is visible here. Acquire on the slot loads keeps the re-read of
+    /// head below them (a later load cannot move before an Acquire load), and
+    /// pairs with the Release slot CASes: if a load saw a write made after
+    /// head passed `hw`, that head write happens-before the re-read, which
+    /// then cannot return `hw` (coherence). So the re-read may be Relaxed.
+    fn snapshot(&self, hw: u64, n: u64) -> Option<(Snapshot, u64)> {
         let g = self.geometry;
         let c = head::index(hw);
         let pos = g.position(c);
-        // Acquire, as in `snapshot`.
         let s = self.slot(pos).load(Ordering::Acquire);
         let p = self.load_previous(pos, s);
         let last = if n <= 1 {
@@ -793,16 +794,9 @@ impl<'a> RingRef<'a> {
     /// closed; otherwise `Err` with the earliest time it could be closed.
     pub(crate) fn close_if_idle(&self, now: u64, margin: u64) -> Result<(), u64> {
         loop {
-            let Some(snap) = self.snapshot() else {
-                continue;
+            let Some((snap, _, _)) = self.frontier(now, 1) else {
+                return Ok(()); // already closed
             };
-            if snap.s == slot::CLOSED {
-                return Ok(());
-            }
-            if self.claimed(&snap) {
-                self.help(snap.hw, snap.c, snap.pos, snap.s);
-                continue;
-            }
             // Deadlines grow along the log: the newest admission is c - 1.
             let idle_at = slot::deadline(snap.p).saturating_add(margin);
             if idle_at > now {

@@ -672,11 +672,12 @@ fn denial<B>(style: Style, denied: Option<Denied>) -> Response<RateLimitBody<B>>
         DenyStyle::Http => Bytes::from(format!("{message}\n")),
         DenyStyle::Grpc => Bytes::new(),
     }));
+    if deny == DenyStyle::Http {
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    }
     let h = response.headers_mut();
     match deny {
         DenyStyle::Http => {
-            *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-            let h = response.headers_mut();
             h.insert(
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; charset=utf-8"),
@@ -694,7 +695,6 @@ fn denial<B>(style: Style, denied: Option<Denied>) -> Response<RateLimitBody<B>>
             );
         }
     }
-    let h = response.headers_mut();
     h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
     for (name, value) in rate_limit_headers(headers, quota, window, 0, wait).0 {
         h.insert(name, value);

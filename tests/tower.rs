@@ -81,6 +81,13 @@ async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
+/// A keyed limiter of `limit` per `secs` seconds on its own manual clock.
+fn manual<K: std::hash::Hash + Eq>(limit: u32, secs: u64) -> Arc<KeyedLimiter<K, ManualClock>> {
+    Arc::new(
+        KeyedLimiter::with_clock(limit, Duration::from_secs(secs), ManualClock::new()).unwrap(),
+    )
+}
+
 fn by_peer() -> KeyFn<impl Fn(&Request<Body>) -> Option<IpAddr> + Clone> {
     KeyFn::new(|req: &Request<Body>| {
         req.extensions()
@@ -129,14 +136,7 @@ async fn exact_counts_headers_and_429() {
 #[tokio::test]
 async fn inner_service_is_not_called_when_denied() {
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let limiter = Arc::new(
-        KeyedLimiter::<IpAddr, ManualClock>::with_clock(
-            2,
-            Duration::from_secs(60),
-            ManualClock::new(),
-        )
-        .unwrap(),
-    );
+    let limiter = manual::<IpAddr>(2, 60);
     let counter = Arc::clone(&calls);
     let app = Router::new()
         .route(
@@ -164,14 +164,7 @@ async fn inner_service_is_not_called_when_denied() {
 
 #[tokio::test]
 async fn spoofed_forwarding_headers_are_ignored_by_default() {
-    let limiter = Arc::new(
-        KeyedLimiter::<IpAddr, ManualClock>::with_clock(
-            1,
-            Duration::from_secs(60),
-            ManualClock::new(),
-        )
-        .unwrap(),
-    );
+    let limiter = manual::<IpAddr>(1, 60);
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .layer(RateLimitLayer::new(Arc::clone(&limiter), by_peer()));
@@ -192,14 +185,7 @@ async fn spoofed_forwarding_headers_are_ignored_by_default() {
     assert_eq!(limiter.len(), 1);
 
     // Opting in keys by the header.
-    let trusting = Arc::new(
-        KeyedLimiter::<IpAddr, ManualClock>::with_clock(
-            1,
-            Duration::from_secs(60),
-            ManualClock::new(),
-        )
-        .unwrap(),
-    );
+    let trusting = manual::<IpAddr>(1, 60);
     let peer_then_forwarded = PeerIp::new().trust_forwarded();
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
@@ -229,14 +215,7 @@ async fn spoofed_forwarding_headers_are_ignored_by_default() {
 
 #[tokio::test]
 async fn clones_share_one_limiter_and_grpc_mode() {
-    let limiter = Arc::new(
-        KeyedLimiter::<String, ManualClock>::with_clock(
-            3,
-            Duration::from_secs(60),
-            ManualClock::new(),
-        )
-        .unwrap(),
-    );
+    let limiter = manual::<String>(3, 60);
     let layer = RateLimitLayer::new(Arc::clone(&limiter), HeaderKey::new("x-api-key"))
         .fallback_key(Some("anonymous".into()));
     // Two routers built from clones of one layer.

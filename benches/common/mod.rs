@@ -1,49 +1,18 @@
-//! Shared by the benches: the classic `Mutex<VecDeque>` log baseline, and a
+//! Shared by the benches: the `Mutex<VecDeque>` log baseline (the same one
+//! `slidelog bench` uses), and a
 //! runner that measures several threads in parallel.
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// The classic sliding-window log behind a mutex (the baseline).
-#[derive(Debug)]
-pub struct MutexLog {
-    limit: usize,
-    window: u64,
-    log: Mutex<VecDeque<u64>>,
-}
+#[path = "../../src/cli/mutex_log.rs"]
+mod mutex_log;
 
-impl MutexLog {
-    pub fn new(limit: u32, window: u64) -> Self {
-        MutexLog {
-            limit: limit as usize,
-            window,
-            log: Mutex::new(VecDeque::with_capacity(limit as usize)),
-        }
-    }
-
-    #[inline]
-    pub fn check_n_at(&self, n: u32, now: u64) -> bool {
-        let mut log = self.log.lock().unwrap();
-        while log.front().is_some_and(|&t| t + self.window <= now) {
-            log.pop_front();
-        }
-        if log.len() + n as usize <= self.limit {
-            log.extend(std::iter::repeat_n(now, n as usize));
-            true
-        } else {
-            false
-        }
-    }
-
-    #[inline]
-    pub fn check_at(&self, now: u64) -> bool {
-        self.check_n_at(1, now)
-    }
-}
+#[allow(unused_imports)] // the keyed bench has no mutex-log baseline
+pub(crate) use mutex_log::MutexLog;
 
 /// Runs `work(thread, iters_per_thread)` on `threads` pinned threads at once
 /// and returns the wall time of the slowest. A round in which the threads'

@@ -12,6 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::limiter;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
@@ -20,22 +23,7 @@ use slidelog::{Limiter, ManualClock};
 fn evict_while_admitting(flaw: Flaw) {
     loom::model(move || {
         let (limit, window, margin) = (1, 10, 10);
-        let rings = Arc::new([
-            Limiter::with_flaw(
-                limit,
-                Duration::from_nanos(window),
-                ManualClock::new(),
-                flaw,
-            )
-            .unwrap(),
-            Limiter::with_flaw(
-                limit,
-                Duration::from_nanos(window),
-                ManualClock::new(),
-                flaw,
-            )
-            .unwrap(),
-        ]);
+        let rings = Arc::new([limiter(limit, window, flaw), limiter(limit, window, flaw)]);
         // The old ring holds one admission at t = 0: idle from t = 20.
         rings[0].check_at(0).unwrap();
         let current = Arc::new(AtomicUsize::new(0));

@@ -2,35 +2,14 @@
 //! a `Mutex<VecDeque>` log on this machine, printed as ratios. Criterion
 //! (`cargo bench`) remains the reference.
 
-use std::collections::VecDeque;
 use std::hint::black_box;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use slidelog::{Clock, Limiter, ManualClock, QuantaClock, RateLimit, SlidingCounter};
 
-/// The classic log behind a mutex (the baseline).
-struct MutexLog {
-    limit: usize,
-    window: u64,
-    log: Mutex<VecDeque<u64>>,
-}
-
-impl MutexLog {
-    fn check_at(&self, now: u64) -> bool {
-        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
-        while log.front().is_some_and(|&t| t + self.window <= now) {
-            log.pop_front();
-        }
-        if log.len() < self.limit {
-            log.push_back(now);
-            true
-        } else {
-            false
-        }
-    }
-}
+use super::mutex_log::MutexLog;
 
 /// Nanoseconds per call of `f` run on `threads` threads for about `budget`,
 /// as aggregate wall time / total calls; the median of three rounds.
@@ -97,11 +76,7 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     ] {
         let log = Arc::new(Limiter::new(limit, window).map_err(|e| e.to_string())?);
         let counter = Arc::new(SlidingCounter::new(limit, window, 10).map_err(|e| e.to_string())?);
-        let mutex = Arc::new(MutexLog {
-            limit: limit as usize,
-            window: window.as_nanos() as u64,
-            log: Mutex::new(VecDeque::new()),
-        });
+        let mutex = Arc::new(MutexLog::new(limit, window.as_nanos() as u64));
         if window > Duration::from_secs(1) {
             while log.check().is_ok() {}
             while counter.check().is_ok() {}
