@@ -31,33 +31,17 @@ pub const MAX_COUNTER_LIMIT: u32 = (1 << COUNT_BITS) - 1;
 /// ```
 pub const MAX_SLOTS: u32 = 1 << 16;
 
-/// Word codec: `epoch << 24 | count`. The epoch is the sub-window number
-/// `t / width`, kept modulo 2^40 (compared with wrapping arithmetic).
+/// Word codec: `epoch << count_bits | count`, with `count_bits` just wide
+/// enough for `limit + 1` (so a count never reaches the all-ones field and
+/// [`CLOSED`] is never a live word), and the epoch (the sub-window number
+/// `t / width`) in the remaining 39 to 62 bits, compared with wrapping
+/// arithmetic. Small limits leave room for long epochs: at L = 100 the epoch
+/// has 57 bits.
 const COUNT_BITS: u32 = 24;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
-const EPOCH_MASK: u64 = (1 << 40) - 1;
 
-#[inline]
-const fn pack(epoch: u64, count: u64) -> u64 {
-    ((epoch & EPOCH_MASK) << COUNT_BITS) | (count & COUNT_MASK)
-}
-
-#[inline]
-const fn epoch_of(word: u64) -> u64 {
-    word >> COUNT_BITS
-}
-
-#[inline]
-const fn count_of(word: u64) -> u64 {
-    word & COUNT_MASK
-}
-
-/// `a` is a later epoch than `b` (modulo 2^40).
-#[inline]
-const fn later(a: u64, b: u64) -> bool {
-    let d = a.wrapping_sub(b) & EPOCH_MASK;
-    d != 0 && d < (1 << 39)
-}
+/// A closed counter (a keyed counter being evicted): every check on it fails
+/// and looks the key up again.
+pub(crate) const CLOSED: u64 = u64::MAX;
 
 /// Division by a constant without a `div` instruction (tens of cycles on
 /// the hot path): a multiply by the precomputed reciprocal, then at most two
@@ -166,17 +150,399 @@ pub enum CounterMode {
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
 pub struct SlidingCounter<C: Clock = QuantaClock> {
-    /// `epoch << 24 | count` of the current slot: every admission CASes it.
+    /// `epoch << count_bits | count` of the current slot: every admission
+    /// CASes it.
     head: CachePadded<AtomicU64>,
-    /// Past slots, `epoch << 24 | count`, at `epoch mod N`.
+    /// Past slots, `epoch << count_bits | count`, at `epoch mod N`.
     archive: Box<[AtomicU64]>,
+    config: CounterConfig,
+    clock: C,
+}
+
+/// A counter's configuration, shared by every key of a keyed counter.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CounterConfig {
     limit: u32,
     window: u64,
     width: u64,
     by_width: Divider,
     by_slots: Divider,
     mode: CounterMode,
-    clock: C,
+    /// Archived sub-windows: `N`, or 1 for the two-window mode.
+    cells: usize,
+    count_bits: u32,
+    epoch_mask: u64,
+}
+
+impl CounterConfig {
+    pub(crate) fn new(
+        limit: u32,
+        window: Duration,
+        mode: CounterMode,
+    ) -> Result<Self, ConfigError> {
+        if limit == 0 {
+            return Err(ConfigError::ZeroLimit);
+        }
+        if limit > MAX_COUNTER_LIMIT {
+            return Err(ConfigError::LimitTooLarge {
+                limit,
+                max: MAX_COUNTER_LIMIT,
+            });
+        }
+        let window_ns = config::window_nanos(window)?;
+        let (width, cells) = match mode {
+            CounterMode::Slots(0) => return Err(ConfigError::ZeroSlots),
+            CounterMode::Slots(n) => {
+                let max = MAX_SLOTS.min(u32::try_from(window_ns).unwrap_or(u32::MAX));
+                if n > max {
+                    return Err(ConfigError::TooManySlots { slots: n, max });
+                }
+                (window_ns.div_ceil(u64::from(n)), n as usize)
+            }
+            CounterMode::TwoWindow => (window_ns, 1),
+        };
+        // Just wide enough for `limit + 1`: the all-ones count (and so
+        // `CLOSED`) never occurs in a live word.
+        let count_bits = u32::BITS - (limit + 1).leading_zeros();
+        Ok(CounterConfig {
+            limit,
+            window: window_ns,
+            width,
+            by_width: Divider::new(width),
+            by_slots: Divider::new(cells as u64),
+            mode,
+            cells,
+            count_bits,
+            epoch_mask: u64::MAX >> count_bits,
+        })
+    }
+
+    #[inline]
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    #[inline]
+    pub(crate) fn window(&self) -> u64 {
+        self.window
+    }
+
+    pub(crate) fn mode(&self) -> CounterMode {
+        self.mode
+    }
+
+    /// Words of state: head plus the archive.
+    pub(crate) fn words(&self) -> usize {
+        self.cells + 1
+    }
+
+    /// How many sub-windows an admission counts in: `N`, or 2 (its own
+    /// window and, weighted, the next).
+    fn span(&self) -> u64 {
+        match self.mode {
+            CounterMode::Slots(n) => u64::from(n),
+            CounterMode::TwoWindow => 2,
+        }
+    }
+
+    #[inline]
+    fn pack(&self, epoch: u64, count: u64) -> u64 {
+        ((epoch & self.epoch_mask) << self.count_bits) | count
+    }
+
+    #[inline]
+    fn epoch_of(&self, word: u64) -> u64 {
+        word >> self.count_bits
+    }
+
+    #[inline]
+    fn count_of(&self, word: u64) -> u64 {
+        word & ((1 << self.count_bits) - 1)
+    }
+
+    /// `a` is a later epoch than `b` (modulo the epoch field).
+    #[inline]
+    fn later(&self, a: u64, b: u64) -> bool {
+        let d = a.wrapping_sub(b) & self.epoch_mask;
+        d != 0 && d <= self.epoch_mask >> 1
+    }
+
+    /// The absolute sub-window number of `t`.
+    #[inline]
+    fn absolute(&self, t: u64) -> u64 {
+        self.by_width.div(t.min(u64::MAX >> 1))
+    }
+
+    /// A fresh state's head word at `now`: the current sub-window, empty.
+    pub(crate) fn initial_head(&self, now: u64) -> u64 {
+        self.pack(self.absolute(now), 0)
+    }
+
+    /// The absolute sub-window of head word `hw`, read at `now` (head may be
+    /// ahead of a stale `now`).
+    fn head_absolute(&self, hw: u64, now: u64) -> u64 {
+        let current = self.absolute(now);
+        let (h, e) = (self.epoch_of(hw), current & self.epoch_mask);
+        if self.later(h, e) {
+            current.saturating_add(h.wrapping_sub(e) & self.epoch_mask)
+        } else {
+            current.saturating_sub(e.wrapping_sub(h) & self.epoch_mask)
+        }
+    }
+
+    /// The sub-window a request at `now` counts in, given head word `hw`:
+    /// `(epoch field, absolute number, effective time)`. A stale timestamp
+    /// (before head's sub-window) counts in head's sub-window, at its start
+    /// (the clamp of DESIGN.md §2).
+    #[inline]
+    fn locate(&self, hw: u64, now: u64) -> (u64, u64, u64) {
+        let absolute = self.absolute(now);
+        let epoch = absolute & self.epoch_mask;
+        let head_epoch = self.epoch_of(hw);
+        if epoch == head_epoch || self.later(epoch, head_epoch) {
+            (epoch, absolute, now)
+        } else {
+            let absolute =
+                absolute.saturating_add(head_epoch.wrapping_sub(epoch) & self.epoch_mask);
+            let at = now.max(absolute.saturating_mul(self.width));
+            (head_epoch, absolute, at)
+        }
+    }
+
+    /// What a fresh state answers to `n <= limit` units at `now`.
+    pub(crate) fn fresh(&self, n: u32, now: u64) -> Admitted {
+        Admitted {
+            at: now,
+            remaining: self.limit - n,
+        }
+    }
+
+    /// A lower bound on when a key admitted at or after `now` can become
+    /// idle (before any margin).
+    pub(crate) fn earliest_idle(&self, now: u64) -> u64 {
+        now.saturating_add((self.span() - 1).saturating_mul(self.width))
+    }
+}
+
+/// A borrowed counter state: its head word and its archive, wherever they
+/// live (a padded header for [`SlidingCounter`], one allocation per key for
+/// a keyed counter).
+#[derive(Clone, Copy)]
+pub(crate) struct CounterRef<'a> {
+    pub(crate) config: &'a CounterConfig,
+    pub(crate) head: &'a AtomicU64,
+    pub(crate) archive: &'a [AtomicU64],
+}
+
+impl CounterRef<'_> {
+    /// Checks `n <= limit` units at `now`; `None` if the state was closed
+    /// for eviction.
+    pub(crate) fn check(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+        let cfg = self.config;
+        let limit = u64::from(cfg.limit);
+        let n64 = u64::from(n);
+        loop {
+            // Acquire pairs with the Release head CASes: the archive written
+            // before head moved to this epoch is visible below.
+            let hw = self.head.load(Ordering::Acquire);
+            if hw == CLOSED {
+                return None;
+            }
+            let (epoch, absolute, at) = cfg.locate(hw, now);
+            if epoch != cfg.epoch_of(hw) {
+                self.advance(hw, epoch, absolute);
+                continue;
+            }
+            let current = cfg.count_of(hw);
+            let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
+            if used + n64 > limit {
+                return Some(Err(Denied::rate_limited(
+                    retry_at.saturating_sub(now).max(1),
+                )));
+            }
+            if n == 0 {
+                return Some(Ok(Admitted {
+                    at,
+                    remaining: (limit - used) as u32,
+                }));
+            }
+            // The linearization point: nobody changed the current slot
+            // since we read it. Release pairs with the Acquire load above.
+            if self
+                .head
+                .compare_exchange(
+                    hw,
+                    cfg.pack(epoch, current + n64),
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return Some(Ok(Admitted {
+                    at,
+                    remaining: (limit - used - n64) as u32,
+                }));
+            }
+        }
+    }
+
+    /// What [`check`](Self::check) would answer, recording nothing.
+    pub(crate) fn peek(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+        let cfg = self.config;
+        // Acquire: as in `check`.
+        let hw = self.head.load(Ordering::Acquire);
+        if hw == CLOSED {
+            return None;
+        }
+        let (epoch, absolute, at) = cfg.locate(hw, now);
+        let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
+        let (limit, n) = (u64::from(cfg.limit), u64::from(n));
+        Some(if used + n > limit {
+            Err(Denied::rate_limited(retry_at.saturating_sub(now).max(1)))
+        } else {
+            Ok(Admitted {
+                at,
+                remaining: (limit - used - n) as u32,
+            })
+        })
+    }
+
+    /// Archives head's slot, then moves head to `epoch` (a later one, whose
+    /// absolute number is `absolute`).
+    #[cold]
+    fn advance(&self, hw: u64, epoch: u64, absolute: u64) {
+        let cfg = self.config;
+        let (old_epoch, count) = (cfg.epoch_of(hw), cfg.count_of(hw));
+        let old_absolute = absolute.saturating_sub(epoch.wrapping_sub(old_epoch) & cfg.epoch_mask);
+        // Cells are indexed by the absolute number, so that consecutive
+        // sub-windows use consecutive cells even where the epoch field wraps.
+        let cell = &self.archive[cfg.by_slots.rem(old_absolute) as usize];
+        // Archive first, so that whoever sees head at `epoch` sees the old
+        // slot's count. Several threads may race: the count only grows for
+        // one epoch, so keep the largest.
+        let mut seen = cell.load(Ordering::Acquire);
+        while cfg.epoch_of(seen) != old_epoch || cfg.count_of(seen) < count {
+            // Release: the archived count happens-before the head CAS below,
+            // which readers Acquire.
+            match cell.compare_exchange(seen, hw, Ordering::Release, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now_there) => {
+                    let there = cfg.epoch_of(now_there);
+                    if there != old_epoch && cfg.later(there, old_epoch) {
+                        break; // a later lap already reused this cell
+                    }
+                    seen = now_there;
+                }
+            }
+        }
+        // Release: see above. Failure: someone admitted, advanced or closed
+        // the state; the caller reloads.
+        let _ = self.head.compare_exchange(
+            hw,
+            cfg.pack(epoch, 0),
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Admissions counted against a request at `at` in sub-window `epoch`
+    /// (absolute number `base`), given head word `hw` (at `epoch` or, for a
+    /// peek, earlier), and when that count next drops.
+    #[inline]
+    fn estimate(&self, hw: u64, epoch: u64, base: u64, at: u64) -> (u64, u64) {
+        let cfg = self.config;
+        let (head_epoch, head_count) = (cfg.epoch_of(hw), cfg.count_of(hw));
+        // The count of sub-window `e` (archive cell `cell`).
+        let count = |e: u64, cell: usize| {
+            if e == head_epoch {
+                return head_count;
+            }
+            // Acquire: pairs with `advance`'s Release.
+            let word = self.archive[cell].load(Ordering::Acquire);
+            if cfg.epoch_of(word) == e {
+                cfg.count_of(word)
+            } else {
+                0
+            }
+        };
+        match cfg.mode {
+            CounterMode::Slots(slots) => {
+                let slots = u64::from(slots);
+                let mut used = 0;
+                let mut oldest = 0;
+                // Walk the archive backwards from the current slot's cell.
+                let mut cell = cfg.by_slots.rem(base) as usize;
+                for back in 0..slots {
+                    if back > 0 {
+                        cell = if cell == 0 { cfg.cells - 1 } else { cell - 1 };
+                    }
+                    let c = count(epoch.wrapping_sub(back) & cfg.epoch_mask, cell);
+                    if c > 0 {
+                        used += c;
+                        oldest = back;
+                    }
+                }
+                // The oldest non-empty slot, `base - oldest`, leaves the
+                // window when slot `base - oldest + slots` begins.
+                let retry_at = (base - oldest.min(base) + slots).saturating_mul(cfg.width);
+                (used, retry_at)
+            }
+            CounterMode::TwoWindow => {
+                let previous = count(epoch.wrapping_sub(1) & cfg.epoch_mask, 0);
+                let current = if head_epoch == epoch { head_count } else { 0 };
+                let start = base.saturating_mul(cfg.width);
+                let elapsed = at.saturating_sub(start);
+                let left = cfg.window - elapsed.min(cfg.window);
+                let weighted = (u128::from(previous) * u128::from(left))
+                    .div_ceil(u128::from(cfg.window)) as u64;
+                // The estimate next drops when the weighted part decays by
+                // one, or when the window turns over.
+                let end = start.saturating_add(cfg.width);
+                let retry_at = if previous > 0 {
+                    let step = cfg.window.div_ceil(previous);
+                    at.saturating_add(step.min(end.saturating_sub(at)))
+                } else {
+                    end
+                };
+                (current + weighted, retry_at)
+            }
+        }
+    }
+
+    /// Closes the state for eviction if every admission it holds left the
+    /// window at least `margin` nanoseconds before `now`: CASes head to
+    /// [`CLOSED`], which makes every concurrent or later admission on it
+    /// fail (they all CAS head). `Ok` if closed; otherwise `Err` with the
+    /// earliest time it could be closed.
+    pub(crate) fn close_if_idle(&self, now: u64, margin: u64) -> Result<(), u64> {
+        let cfg = self.config;
+        loop {
+            // Acquire: as in `check`.
+            let hw = self.head.load(Ordering::Acquire);
+            if hw == CLOSED {
+                return Ok(());
+            }
+            // Archived sub-windows are older than head's: all of them have
+            // left once head's has.
+            let idle_at = cfg
+                .head_absolute(hw, now)
+                .saturating_add(cfg.span())
+                .saturating_mul(cfg.width)
+                .saturating_add(margin);
+            if idle_at > now {
+                return Err(idle_at);
+            }
+            // Release/Relaxed: as for the head CAS in `check`; on failure
+            // head changed (an admission or an advance) and we look again.
+            if self
+                .head
+                .compare_exchange(hw, CLOSED, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Ok(());
+            }
+        }
+    }
 }
 
 impl SlidingCounter<QuantaClock> {
@@ -271,43 +637,27 @@ impl<C: Clock> SlidingCounter<C> {
         mode: CounterMode,
         clock: C,
     ) -> Result<Self, ConfigError> {
-        if limit == 0 {
-            return Err(ConfigError::ZeroLimit);
-        }
-        if limit > MAX_COUNTER_LIMIT {
-            return Err(ConfigError::LimitTooLarge {
-                limit,
-                max: MAX_COUNTER_LIMIT,
-            });
-        }
-        let window_ns = config::window_nanos(window)?;
-        let (width, archived) = match mode {
-            CounterMode::Slots(0) => return Err(ConfigError::ZeroSlots),
-            CounterMode::Slots(n) => {
-                let max = MAX_SLOTS.min(u32::try_from(window_ns).unwrap_or(u32::MAX));
-                if n > max {
-                    return Err(ConfigError::TooManySlots { slots: n, max });
-                }
-                (window_ns.div_ceil(u64::from(n)), n as usize)
-            }
-            CounterMode::TwoWindow => (window_ns, 1),
-        };
+        let config = CounterConfig::new(limit, window, mode)?;
+        // Head starts in the current sub-window, so epochs compare correctly
+        // however long the clock has run.
+        let head = config.initial_head(clock.now());
         Ok(SlidingCounter {
-            head: CachePadded::new(AtomicU64::new(0)),
-            archive: (0..archived).map(|_| AtomicU64::new(0)).collect(),
-            limit,
-            window: window_ns,
-            width,
-            by_width: Divider::new(width),
-            by_slots: Divider::new(archived as u64),
-            mode,
+            head: CachePadded::new(AtomicU64::new(head)),
+            archive: (0..config.cells).map(|_| AtomicU64::new(0)).collect(),
+            config,
             clock,
         })
     }
 
-    /// Checks one request now.
-    ///
-    /// ```
+    #[inline]
+    fn state(&self) -> CounterRef<'_> {
+        CounterRef {
+            config: &self.config,
+            head: &self.head,
+            archive: &self.archive,
+        }
+    }
+
     /// # use std::time::Duration;
     /// let counter = slidelog::SlidingCounter::new(1, Duration::from_secs(60), 6)?;
     /// assert!(counter.check().is_ok());
@@ -360,156 +710,33 @@ impl<C: Clock> SlidingCounter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        if n > self.limit {
-            return Err(Denied::exceeds_limit(n, self.limit));
+        if n > self.config.limit {
+            return Err(Denied::exceeds_limit(n, self.config.limit));
         }
-        let limit = u64::from(self.limit);
-        let n64 = u64::from(n);
-        loop {
-            // Acquire pairs with the Release head CASes: the archive written
-            // before head moved to this epoch is visible below.
-            let hw = self.head.load(Ordering::Acquire);
-            let head_epoch = epoch_of(hw);
-            // The one division of a check: the sub-window of `now`.
-            let mut absolute = self.by_width.div(now.min(u64::MAX >> 1));
-            let mut epoch = absolute & EPOCH_MASK;
-            let mut at = now;
-            if epoch != head_epoch && !later(epoch, head_epoch) {
-                // A stale timestamp: count it in the newest slot (the clamp).
-                epoch = head_epoch;
-                at = at.max(self.slot_start(now, head_epoch));
-                absolute = self.by_width.div(at.min(u64::MAX >> 1));
-            }
-            if epoch != head_epoch {
-                self.advance(hw, epoch);
-                continue;
-            }
-            let current = count_of(hw);
-            let (used, retry_at) = self.estimate(current, epoch, absolute, at);
-            if used + n64 > limit {
-                return Err(Denied::rate_limited(
-                    retry_at
-                        .unwrap_or(at + self.width)
-                        .saturating_sub(now)
-                        .max(1),
-                ));
-            }
-            if n == 0 {
-                return Ok(Admitted {
-                    at,
-                    remaining: (limit - used) as u32,
-                });
-            }
-            // The linearization point: nobody changed the current slot
-            // since we read it. Release pairs with the Acquire load above.
-            if self
-                .head
-                .compare_exchange(
-                    hw,
-                    pack(epoch, current + n64),
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                return Ok(Admitted {
-                    at,
-                    remaining: (limit - used - n64) as u32,
-                });
-            }
-        }
+        self.state()
+            .check(n, now)
+            .expect("a SlidingCounter is never closed")
     }
 
-    /// The start time of sub-window `epoch`, a later one than `now`'s.
-    fn slot_start(&self, now: u64, epoch: u64) -> u64 {
-        let current = self.by_width.div(now.min(u64::MAX >> 1));
-        let ahead = epoch.wrapping_sub(current & EPOCH_MASK) & EPOCH_MASK;
-        current.saturating_add(ahead).saturating_mul(self.width)
-    }
-
-    /// Archives head's slot, then moves head to `epoch` (a later one).
-    #[cold]
-    fn advance(&self, hw: u64, epoch: u64) {
-        let (old_epoch, count) = (epoch_of(hw), count_of(hw));
-        let cell = &self.archive[self.by_slots.rem(old_epoch) as usize];
-        // Archive first, so that whoever sees head at `epoch` sees the old
-        // slot's count. Several threads may race: the count only grows for
-        // one epoch, so keep the largest.
-        let mut seen = cell.load(Ordering::Acquire);
-        while epoch_of(seen) != old_epoch || count_of(seen) < count {
-            // Release: the archived count happens-before the head CAS below,
-            // which readers Acquire.
-            match cell.compare_exchange(seen, hw, Ordering::Release, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(now_there) => {
-                    if epoch_of(now_there) != old_epoch && later(epoch_of(now_there), old_epoch) {
-                        break; // a later lap already reused this cell
-                    }
-                    seen = now_there;
-                }
-            }
+    /// What [`check_n_at`](Self::check_n_at) would answer, recording
+    /// nothing.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{ManualClock, SlidingCounter};
+    /// let counter = SlidingCounter::with_clock(2, Duration::from_nanos(100), 10, ManualClock::new())?;
+    /// assert_eq!(counter.peek_n_at(2, 0).unwrap().remaining(), 0);
+    /// counter.check_n_at(2, 0).unwrap();
+    /// assert_eq!(counter.peek_n_at(1, 30).unwrap_err().retry_after_nanos(), 70);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn peek_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
+        if n > self.config.limit {
+            return Err(Denied::exceeds_limit(n, self.config.limit));
         }
-        // Release: see above. Failure: someone admitted or advanced; retry.
-        let _ =
-            self.head
-                .compare_exchange(hw, pack(epoch, 0), Ordering::Release, Ordering::Relaxed);
-    }
-
-    /// Admissions counted against a request at `at` in sub-window `epoch`,
-    /// and when that count next drops (the oldest non-empty slot leaves).
-    #[inline]
-    fn estimate(&self, current: u64, epoch: u64, base: u64, at: u64) -> (u64, Option<u64>) {
-        match self.mode {
-            CounterMode::Slots(slots) => {
-                let slots = u64::from(slots);
-                let mut used = current;
-                let mut oldest = (current > 0).then_some(0u64);
-                // Walk the archive backwards from the current slot's cell.
-                let mut cell = self.by_slots.rem(epoch) as usize;
-                for back in 1..slots {
-                    let e = epoch.wrapping_sub(back) & EPOCH_MASK;
-                    cell = if cell == 0 {
-                        slots as usize - 1
-                    } else {
-                        cell - 1
-                    };
-                    // Acquire: pairs with `advance`'s Release.
-                    let word = self.archive[cell].load(Ordering::Acquire);
-                    if epoch_of(word) == e && count_of(word) > 0 {
-                        used += count_of(word);
-                        oldest = Some(back);
-                    }
-                }
-                // The oldest non-empty slot leaves the window at the end of
-                // slot `epoch - back + slots - 1`.
-                let retry_at = oldest.map(|back| (base - back.min(base) + slots) * self.width);
-                (used, retry_at)
-            }
-            CounterMode::TwoWindow => {
-                let prev_epoch = epoch.wrapping_sub(1) & EPOCH_MASK;
-                // Acquire: pairs with `advance`'s Release.
-                let word = self.archive[0].load(Ordering::Acquire);
-                let previous = if epoch_of(word) == prev_epoch {
-                    count_of(word)
-                } else {
-                    0
-                };
-                let start = base * self.width;
-                let elapsed = at.saturating_sub(start);
-                let left = self.window - elapsed.min(self.window);
-                let weighted = (u128::from(previous) * u128::from(left))
-                    .div_ceil(u128::from(self.window)) as u64;
-                // The estimate next drops when the weighted part decays by
-                // one, or when the window turns over.
-                let retry_at = if previous > 0 {
-                    let step = self.window.div_ceil(previous);
-                    Some(at + step.min(start + self.width - at))
-                } else {
-                    Some(start + self.width)
-                };
-                (current + weighted, retry_at)
-            }
-        }
+        self.state()
+            .peek(n, now)
+            .expect("a SlidingCounter is never closed")
     }
 
     /// The limit.
@@ -520,7 +747,7 @@ impl<C: Clock> SlidingCounter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn limit(&self) -> u32 {
-        self.limit
+        self.config.limit
     }
 
     /// The window.
@@ -531,7 +758,20 @@ impl<C: Clock> SlidingCounter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn window(&self) -> Duration {
-        Duration::from_nanos(self.window)
+        Duration::from_nanos(self.config.window)
+    }
+
+    /// The width of one sub-window: `window / N` rounded up (the whole
+    /// window in the two-window mode).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let counter = slidelog::SlidingCounter::new(9, Duration::from_secs(1), 4)?;
+    /// assert_eq!(counter.slot_width(), Duration::from_millis(250));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn slot_width(&self) -> Duration {
+        Duration::from_nanos(self.config.width)
     }
 
     /// The estimation mode.
@@ -543,7 +783,7 @@ impl<C: Clock> SlidingCounter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn mode(&self) -> CounterMode {
-        self.mode
+        self.config.mode
     }
 
     /// Bytes this counter occupies: `8 (N + 1)` plus the padded header.
@@ -598,21 +838,105 @@ mod tests {
 
     #[test]
     fn epochs_compare_across_the_wrap() {
-        assert!(later(1, 0));
-        assert!(later(0, EPOCH_MASK));
-        assert!(!later(5, 5));
-        assert!(!later(0, 1));
-        assert_eq!(epoch_of(pack(EPOCH_MASK + 3, 7)), 2);
-        assert_eq!(count_of(pack(9, COUNT_MASK)), COUNT_MASK);
+        let cfg = CounterConfig::new(100, Duration::from_secs(1), CounterMode::Slots(10)).unwrap();
+        // 101 needs 7 bits; the epoch has the other 57.
+        assert_eq!(cfg.count_bits, 7);
+        assert_eq!(cfg.epoch_mask, (1 << 57) - 1);
+        assert!(cfg.later(1, 0));
+        assert!(cfg.later(0, cfg.epoch_mask));
+        assert!(!cfg.later(5, 5));
+        assert!(!cfg.later(0, 1));
+        assert_eq!(cfg.epoch_of(cfg.pack(cfg.epoch_mask + 3, 7)), 2);
+        assert_eq!(cfg.count_of(cfg.pack(9, 100)), 100);
+        // The largest limit still leaves a 39-bit epoch, and never packs to
+        // the closed word.
+        let big = CounterConfig::new(
+            MAX_COUNTER_LIMIT,
+            Duration::from_secs(1),
+            CounterMode::TwoWindow,
+        )
+        .unwrap();
+        assert_eq!(big.count_bits, 25);
+        assert_ne!(
+            big.pack(big.epoch_mask, u64::from(MAX_COUNTER_LIMIT)),
+            CLOSED
+        );
+    }
+
+    /// Across the wrap of the epoch field (at 2^62 ns for 1 ns slots and a
+    /// 2-bit count; 2^62 is not a multiple of 3 slots), consecutive slots
+    /// still use consecutive archive cells: any 3 consecutive slots hold at
+    /// most `limit`, and admissions go on.
+    #[test]
+    fn slots_hold_across_the_epoch_wrap() {
+        let wrap = 1u64 << 62;
+        let clock = crate::ManualClock::starting_at(wrap - 20);
+        let counter = SlidingCounter::with_clock(3, Duration::from_nanos(3), 3, clock).unwrap();
+        let mut admitted = Vec::new();
+        for t in (wrap - 20)..(wrap + 20) {
+            for _ in 0..2 {
+                if counter.check_at(t).is_ok() {
+                    admitted.push(t);
+                }
+            }
+        }
+        for start in (wrap - 20)..(wrap + 18) {
+            let span = admitted
+                .iter()
+                .filter(|&&a| a >= start && a < start + 3)
+                .count();
+            assert!(span <= 3, "{span} admissions in slots {start}..+3");
+        }
+        // 40 slots of 1 ns, 3 per 3 slots: about 40 admissions, both sides.
+        assert!(
+            admitted.iter().filter(|&&a| a >= wrap).count() >= 12,
+            "{admitted:?}"
+        );
+        assert!(
+            admitted.iter().filter(|&&a| a < wrap).count() >= 12,
+            "{admitted:?}"
+        );
+    }
+
+    /// A counter created long after the clock's origin starts in the current
+    /// sub-window (it used to start at epoch 0, which a wrapped comparison
+    /// could take for the future).
+    #[test]
+    fn a_counter_starts_in_its_current_sub_window() {
+        let start = (1u64 << 62) + 12_345;
+        let clock = crate::ManualClock::starting_at(start);
+        let counter = SlidingCounter::with_clock(2, Duration::from_nanos(10), 10, clock).unwrap();
+        assert_eq!(counter.check().unwrap().at(), start);
+        assert_eq!(counter.check().unwrap().remaining(), 0);
+        assert_eq!(counter.check().unwrap_err().retry_after_nanos(), 10);
+    }
+
+    #[test]
+    fn close_waits_for_every_slot_to_leave() {
+        let cfg = CounterConfig::new(5, Duration::from_nanos(100), CounterMode::Slots(10)).unwrap();
+        let head = AtomicU64::new(cfg.initial_head(0));
+        let archive: Vec<AtomicU64> = (0..10).map(|_| AtomicU64::new(0)).collect();
+        let state = CounterRef {
+            config: &cfg,
+            head: &head,
+            archive: &archive,
+        };
+        state.check(1, 35).unwrap().unwrap(); // slot [30, 40) leaves at 130
+        assert_eq!(state.close_if_idle(129, 0), Err(130));
+        assert_eq!(state.close_if_idle(140, 20), Err(150));
+        assert_eq!(state.close_if_idle(150, 20), Ok(()));
+        assert!(state.check(1, 150).is_none());
+        assert!(state.peek(1, 150).is_none());
+        assert_eq!(state.close_if_idle(150, 20), Ok(()));
     }
 }
 
 impl<C: Clock + fmt::Debug> fmt::Debug for SlidingCounter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlidingCounter")
-            .field("limit", &self.limit)
+            .field("limit", &self.config.limit)
             .field("window", &self.window())
-            .field("mode", &self.mode)
+            .field("mode", &self.config.mode)
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
