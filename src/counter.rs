@@ -10,6 +10,7 @@ use crate::clock::{Clock, QuantaClock};
 use crate::config;
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
+use crate::ring::Flaw;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest limit of a [`SlidingCounter`]: counts are 24-bit fields.
@@ -172,6 +173,7 @@ pub(crate) struct CounterConfig {
     cells: usize,
     count_bits: u32,
     epoch_mask: u64,
+    flaw: Flaw,
 }
 
 impl CounterConfig {
@@ -214,24 +216,40 @@ impl CounterConfig {
             cells,
             count_bits,
             epoch_mask: u64::MAX >> count_bits,
+            flaw: Flaw::None,
         })
     }
 
+    /// The protocol variant: always [`Flaw::None`] outside the model
+    /// checker.
+    #[inline]
+    fn flaw(&self) -> Flaw {
+        if cfg!(slidelog_loom) {
+            self.flaw
+        } else {
+            Flaw::None
+        }
+    }
+
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     #[inline]
     pub(crate) fn limit(&self) -> u32 {
         self.limit
     }
 
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     #[inline]
     pub(crate) fn window(&self) -> u64 {
         self.window
     }
 
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn mode(&self) -> CounterMode {
         self.mode
     }
 
     /// Words of state: head plus the archive.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn words(&self) -> usize {
         self.cells + 1
     }
@@ -310,6 +328,7 @@ impl CounterConfig {
     }
 
     /// What a fresh state answers to `n <= limit` units at `now`.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn fresh(&self, n: u32, now: u64) -> Admitted {
         Admitted {
             at: now,
@@ -319,6 +338,7 @@ impl CounterConfig {
 
     /// A lower bound on when a key admitted at or after `now` can become
     /// idle (before any margin).
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn earliest_idle(&self, now: u64) -> u64 {
         now.saturating_add((self.span() - 1).saturating_mul(self.width))
     }
@@ -364,6 +384,16 @@ impl CounterRef<'_> {
                 return Some(Ok(Admitted {
                     at,
                     remaining: (limit - used) as u32,
+                }));
+            }
+            if cfg.flaw() == Flaw::LoadThenStore {
+                // Broken on purpose (loom's negative control): a racing
+                // admission between our load and this store is lost.
+                self.head
+                    .store(cfg.pack(epoch, current + n64), Ordering::Release);
+                return Some(Ok(Admitted {
+                    at,
+                    remaining: (limit - used - n64) as u32,
                 }));
             }
             // The linearization point: nobody changed the current slot
@@ -412,6 +442,20 @@ impl CounterRef<'_> {
     #[cold]
     fn advance(&self, hw: u64, epoch: u64, absolute: u64) {
         let cfg = self.config;
+        if cfg.flaw() == Flaw::ArchiveLate {
+            // Broken on purpose (loom's negative control): between these two
+            // steps a reader sees the new sub-window without the old count.
+            if self
+                .head
+                .compare_exchange(hw, cfg.pack(epoch, 0), Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                let old =
+                    absolute.saturating_sub(epoch.wrapping_sub(cfg.epoch_of(hw)) & cfg.epoch_mask);
+                self.archive[cfg.by_slots.rem(old) as usize].store(hw, Ordering::Release);
+            }
+            return;
+        }
         let (old_epoch, count) = (cfg.epoch_of(hw), cfg.count_of(hw));
         let old_absolute = absolute.saturating_sub(epoch.wrapping_sub(old_epoch) & cfg.epoch_mask);
         // Cells are indexed by the absolute number, so that consecutive
@@ -531,6 +575,9 @@ impl CounterRef<'_> {
                 .saturating_add(margin);
             if idle_at > now {
                 return Err(idle_at);
+            }
+            if cfg.flaw() == Flaw::FakeClose {
+                return Ok(());
             }
             // Release/Relaxed: as for the head CAS in `check`; on failure
             // head changed (an admission or an advance) and we look again.
@@ -809,6 +856,33 @@ impl<C: Clock> SlidingCounter<C> {
     /// ```
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+}
+
+/// Hooks for the model checker (`--cfg slidelog_loom`): the eviction
+/// handshake of a keyed counter, driven through the shipped state.
+#[cfg(slidelog_loom)]
+#[doc(hidden)]
+impl<C: Clock> SlidingCounter<C> {
+    pub fn with_flaw(
+        limit: u32,
+        window: Duration,
+        slots: u32,
+        clock: C,
+        flaw: Flaw,
+    ) -> Result<Self, ConfigError> {
+        let mut counter = SlidingCounter::build(limit, window, CounterMode::Slots(slots), clock)?;
+        counter.config.flaw = flaw;
+        Ok(counter)
+    }
+
+    /// `None` if the state was closed for eviction.
+    pub fn try_check_n_at(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+        self.state().check(n, now)
+    }
+
+    pub fn close_if_idle(&self, now: u64, margin: u64) -> bool {
+        self.state().close_if_idle(now, margin).is_ok()
     }
 }
 

@@ -10,11 +10,11 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 use papaya::{Guard, HashMap, ResizeMode};
 
+use crate::algorithm::{Algorithm, Counter, Log};
 use crate::clock::{Clock, QuantaClock};
-use crate::config;
+use crate::counter::CounterMode;
 use crate::decision::{Admitted, Denied, DenyReason};
 use crate::error::ConfigError;
-use crate::ring::{Geometry, Outcome, RingRef};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
@@ -33,27 +33,12 @@ const MAP_BYTES_PER_KEY: usize = 48;
 /// new key).
 const SWEEP_MIN_INSERTS: usize = 64;
 
-/// A key's ring: one allocation of `L + 1` words, `head` in word 0.
-struct KeyRing(Box<[AtomicU64]>);
+/// The counter's slots when a builder switches to it without saying.
+const DEFAULT_SLOTS: u32 = 10;
 
-impl KeyRing {
-    fn new(geometry: &Geometry) -> Self {
-        KeyRing((0..=geometry.limit()).map(|_| AtomicU64::new(0)).collect())
-    }
-
-    #[inline]
-    fn ring<'a>(&'a self, geometry: &'a Geometry) -> RingRef<'a> {
-        let (head, slots) = self
-            .0
-            .split_first()
-            .expect("a key ring has L + 1 >= 2 words");
-        RingRef {
-            geometry,
-            head,
-            slots,
-        }
-    }
-}
+/// A key's state: one allocation of words, `head` in word 0 (the ring's
+/// `L + 1` words, or the counter's `N + 1`).
+struct KeyState(Box<[AtomicU64]>);
 
 /// Housekeeping state, written only when keys come and go: its own cache
 /// line so it does not bounce the read-mostly fields every check reads.
@@ -114,9 +99,9 @@ struct Housekeeping {
 /// assert!(limiter.check("alice").is_ok());
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
-pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState> {
-    map: HashMap<K, KeyRing, S>,
-    geometry: Geometry,
+pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState, A = Log> {
+    map: HashMap<K, KeyState, S>,
+    algorithm: A,
     clock: C,
     max_keys: usize,
     idle_margin: u64,
@@ -171,7 +156,8 @@ impl<K: Hash + Eq> KeyedLimiter<K, QuantaClock, RandomState> {
             capacity: 0,
             clock: QuantaClock::new(),
             hasher: RandomState::new(),
-            _keys: core::marker::PhantomData,
+            mode: CounterMode::Slots(DEFAULT_SLOTS),
+            _marker: core::marker::PhantomData,
         }
     }
 }
@@ -215,7 +201,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C, RandomState> {
 /// assert!(limiter.check("k").is_ok());
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
-pub struct KeyedBuilder<K, C, S> {
+pub struct KeyedBuilder<K, C, S, A = Log> {
     limit: u32,
     window: Duration,
     max_keys: Option<usize>,
@@ -223,10 +209,12 @@ pub struct KeyedBuilder<K, C, S> {
     capacity: usize,
     clock: C,
     hasher: S,
-    _keys: core::marker::PhantomData<fn(K)>,
+    /// The counter's mode (unused by the log).
+    mode: CounterMode,
+    _marker: core::marker::PhantomData<fn(K) -> A>,
 }
 
-impl<K, C, S> fmt::Debug for KeyedBuilder<K, C, S> {
+impl<K, C, S, A> fmt::Debug for KeyedBuilder<K, C, S, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBuilder")
             .field("limit", &self.limit)
@@ -234,11 +222,12 @@ impl<K, C, S> fmt::Debug for KeyedBuilder<K, C, S> {
             .field("max_keys", &self.max_keys)
             .field("idle_margin", &self.idle_margin)
             .field("capacity", &self.capacity)
+            .field("algorithm", &core::any::type_name::<A>())
             .finish_non_exhaustive()
     }
 }
 
-impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
+impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S, A> {
     /// The most keys held at once (the memory bound). Default: as many as
     /// fit in 256 MiB at this limit, between 1,024 and 1,048,576.
     ///
@@ -293,7 +282,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
     /// assert_eq!(l.check(&1).unwrap().at(), 0);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
-    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2, S> {
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2, S, A> {
         KeyedBuilder {
             limit: self.limit,
             window: self.window,
@@ -302,7 +291,8 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
             capacity: self.capacity,
             clock,
             hasher: self.hasher,
-            _keys: core::marker::PhantomData,
+            mode: self.mode,
+            _marker: core::marker::PhantomData,
         }
     }
 
@@ -319,7 +309,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
     /// # let _ = l;
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
-    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, C, S2> {
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, C, S2, A> {
         KeyedBuilder {
             limit: self.limit,
             window: self.window,
@@ -328,17 +318,86 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
             capacity: self.capacity,
             clock: self.clock,
             hasher,
-            _keys: core::marker::PhantomData,
+            mode: self.mode,
+            _marker: core::marker::PhantomData,
+        }
+    }
+
+    /// Keeps the approximate sliding-window counter per key instead of the
+    /// exact log: `slots` sub-windows, `8 (slots + 1)` bytes per key whatever
+    /// the limit (see [`SlidingCounter`](crate::SlidingCounter) for the
+    /// guarantee and the measured error).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedCounter, KeyedLimiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter: KeyedCounter<String, ManualClock> =
+    ///     KeyedLimiter::<String>::builder(1_000_000, Duration::from_secs(60))
+    ///         .sliding_counter(60)
+    ///         .clock(clock.clone())
+    ///         .build()?;
+    /// assert_eq!(limiter.check_n("tenant-a", 999_999).unwrap().remaining(), 1);
+    /// assert!(limiter.check_n("tenant-a", 2).is_err());
+    /// assert!(limiter.check_n("tenant-b", 2).is_ok());
+    /// // 61 words of state, the map entry, and a String key's 16 extra bytes.
+    /// assert_eq!(limiter.bytes_per_key(), 8 * 61 + 48 + 16);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn sliding_counter(self, slots: u32) -> KeyedBuilder<K, C, S, Counter> {
+        self.counter_mode(CounterMode::Slots(slots))
+    }
+
+    /// Keeps the two-window (weighted) counter per key: 16 bytes per key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{CounterMode, KeyedLimiter};
+    /// let limiter = KeyedLimiter::<u64>::builder(100, Duration::from_secs(1)).two_window().build()?;
+    /// assert_eq!(limiter.algorithm().mode(), CounterMode::TwoWindow);
+    /// assert!(limiter.check_n(&1, 100).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn two_window(self) -> KeyedBuilder<K, C, S, Counter> {
+        self.counter_mode(CounterMode::TwoWindow)
+    }
+
+    /// Keeps a counter in the given mode per key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{ConfigError, CounterMode, KeyedLimiter};
+    /// let err = KeyedLimiter::<u64>::builder(100, Duration::from_secs(1))
+    ///     .counter_mode(CounterMode::Slots(0))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err, ConfigError::ZeroSlots);
+    /// ```
+    pub fn counter_mode(self, mode: CounterMode) -> KeyedBuilder<K, C, S, Counter> {
+        KeyedBuilder {
+            limit: self.limit,
+            window: self.window,
+            max_keys: self.max_keys,
+            idle_margin: self.idle_margin,
+            capacity: self.capacity,
+            clock: self.clock,
+            hasher: self.hasher,
+            mode,
+            _marker: core::marker::PhantomData,
         }
     }
 }
 
-impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
+impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S, A> {
     /// Builds the limiter.
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] for a bad limit or window, or `max_keys == 0`.
+    /// [`ConfigError`] for a bad limit, window or counter mode (as for
+    /// [`Limiter::new`](crate::Limiter::new) and
+    /// [`SlidingCounter::new`](crate::SlidingCounter::new)), or
+    /// `max_keys == 0`.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -346,10 +405,10 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
     /// let err = KeyedLimiter::<u32>::builder(1, Duration::from_secs(1)).max_keys(0).build().unwrap_err();
     /// assert_eq!(err, ConfigError::ZeroMaxKeys);
     /// ```
-    pub fn build(self) -> Result<KeyedLimiter<K, C, S>, ConfigError> {
-        let geometry = config::geometry(self.limit, self.window)?;
-        let window = geometry.window();
-        let per_key = KeyedLimiter::<K, C, S>::bytes_per_key_for(geometry.limit());
+    pub fn build(self) -> Result<KeyedLimiter<K, C, S, A>, ConfigError> {
+        let algorithm = A::configure(self.limit, self.window, self.mode)?;
+        let window = algorithm.window_nanos();
+        let per_key = KeyedLimiter::<K, C, S, A>::bytes_per_key_for(algorithm.words());
         let max_keys = match self.max_keys {
             Some(0) => return Err(ConfigError::ZeroMaxKeys),
             Some(n) => n,
@@ -371,7 +430,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
             .build();
         Ok(KeyedLimiter {
             map,
-            geometry,
+            algorithm,
             clock: self.clock,
             max_keys,
             idle_margin,
@@ -380,11 +439,12 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S> {
     }
 }
 
-impl<K, C, S> KeyedLimiter<K, C, S>
+impl<K, C, S, A> KeyedLimiter<K, C, S, A>
 where
     K: Hash + Eq,
     C: Clock,
     S: BuildHasher,
+    A: Algorithm,
 {
     /// Checks one request for `key` now. Keys may be borrowed forms, as with
     /// std maps (`&str` for `String` keys).
@@ -475,23 +535,23 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let limit = self.geometry.limit();
+        let limit = self.algorithm.limit();
         if n > limit {
             return Err(Denied::exceeds_limit(n, limit));
         }
         // Pin once per call (DESIGN.md §6).
         let guard = self.map.guard();
         loop {
-            let ring = match self.map.get(key, &guard) {
-                Some(ring) => ring,
-                // An absent key is a fresh ring: nothing to record.
-                None if n == 0 => return Ok(self.geometry.fresh(0, now)),
+            let state = match self.map.get(key, &guard) {
+                Some(state) => state,
+                // An absent key is a fresh state: nothing to record.
+                None if n == 0 => return Ok(self.algorithm.fresh(0, now)),
                 None => self.insert(key, now, &guard)?,
             };
-            let outcome = ring.ring(&self.geometry).check(now, n);
-            match self.geometry.decision(outcome, now) {
+            match self.algorithm.check(&state.0, n, now) {
                 Some(decision) => return decision,
-                None => self.unlink(key, ring, &guard),
+                // Closed for eviction: unlink it and look again.
+                None => self.unlink(key, state, &guard),
             }
         }
     }
@@ -517,26 +577,28 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let limit = self.geometry.limit();
+        let limit = self.algorithm.limit();
         if n > limit {
             return Err(Denied::exceeds_limit(n, limit));
         }
         let guard = self.map.guard();
-        let outcome = match self.map.get(key, &guard) {
-            Some(ring) => ring.ring(&self.geometry).peek(now, n),
-            None => Outcome::Closed,
-        };
-        // Absent or being evicted: a fresh ring.
-        self.geometry
-            .decision(outcome, now)
-            .unwrap_or_else(|| Ok(self.geometry.fresh(n, now)))
+        self.map
+            .get(key, &guard)
+            .and_then(|state| self.algorithm.peek(&state.0, n, now))
+            // Absent or being evicted: a fresh state.
+            .unwrap_or_else(|| Ok(self.algorithm.fresh(n, now)))
     }
 
-    /// Inserts a fresh ring for `key`, or returns the ring a racing thread
-    /// inserted first. Cold: it runs once per key lifetime.
+    /// Inserts a fresh state for `key`, or returns the state a racing
+    /// thread inserted first. Cold: it runs once per key lifetime.
     #[cold]
     #[inline(never)]
-    fn insert<'g, Q>(&self, key: &Q, now: u64, guard: &'g impl Guard) -> Result<&'g KeyRing, Denied>
+    fn insert<'g, Q>(
+        &self,
+        key: &Q,
+        now: u64,
+        guard: &'g impl Guard,
+    ) -> Result<&'g KeyState, Denied>
     where
         K: Borrow<Q> + 'g,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -563,10 +625,10 @@ where
                 });
             }
         }
-        let geometry = &self.geometry;
+        let algorithm = &self.algorithm;
         match self
             .map
-            .try_insert_with(key.to_owned(), || KeyRing::new(geometry), guard)
+            .try_insert_with(key.to_owned(), || KeyState(algorithm.init(now)), guard)
         {
             Ok(ring) => {
                 // Relaxed: a heuristic counter.
@@ -606,7 +668,7 @@ where
 
     /// Removes `key` if it still maps to the closed `ring` (whoever removes
     /// it releases its place).
-    fn unlink<Q>(&self, key: &Q, ring: &KeyRing, guard: &impl Guard)
+    fn unlink<Q>(&self, key: &Q, ring: &KeyState, guard: &impl Guard)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -666,18 +728,15 @@ where
     /// Closes and removes every key idle at `now`; returns how many, and a
     /// lower bound on when the next key can become idle.
     fn evict_idle(&self, now: u64) -> (usize, u64) {
-        let now = self.geometry.clamp_now(now);
         // A key admitted from now on becomes idle at or after this.
-        let mut next_idle = now
-            .saturating_add(self.geometry.window())
+        let mut next_idle = self
+            .algorithm
+            .earliest_idle(now)
             .saturating_add(self.idle_margin);
         let guard = self.map.guard();
         let mut evicted = 0;
         for (key, ring) in self.map.iter(&guard) {
-            match ring
-                .ring(&self.geometry)
-                .close_if_idle(now, self.idle_margin)
-            {
+            match self.algorithm.close_if_idle(&ring.0, now, self.idle_margin) {
                 // Closed: no admission can land in it any more.
                 Ok(()) => {
                     if let Ok(Some(_)) =
@@ -772,11 +831,11 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn bytes_per_key(&self) -> usize {
-        Self::bytes_per_key_for(self.geometry.limit())
+        Self::bytes_per_key_for(self.algorithm.words())
     }
 
-    fn bytes_per_key_for(limit: u32) -> usize {
-        8 * (limit as usize + 1) + MAP_BYTES_PER_KEY + core::mem::size_of::<K>().saturating_sub(8)
+    fn bytes_per_key_for(words: usize) -> usize {
+        8 * words + MAP_BYTES_PER_KEY + core::mem::size_of::<K>().saturating_sub(8)
     }
 
     /// The most keys held at once.
@@ -800,7 +859,7 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn limit(&self) -> u32 {
-        self.geometry.limit()
+        self.algorithm.limit()
     }
 
     /// The window.
@@ -812,7 +871,7 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn window(&self) -> Duration {
-        Duration::from_nanos(self.geometry.window())
+        Duration::from_nanos(self.algorithm.window_nanos())
     }
 
     /// The limiter's clock.
@@ -827,13 +886,113 @@ where
     pub fn clock(&self) -> &C {
         &self.clock
     }
+
+    /// What this limiter keeps per key: [`Log`] (exact) or [`Counter`]
+    /// (approximate).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::CounterMode;
+    /// let limiter = slidelog::KeyedCounter::<u64>::counter(10, Duration::from_secs(1), 5)?;
+    /// assert_eq!(limiter.algorithm().mode(), CounterMode::Slots(5));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
 }
 
-impl<K: Hash + Eq, C: Clock + fmt::Debug, S: BuildHasher> fmt::Debug for KeyedLimiter<K, C, S> {
+/// A [`KeyedLimiter`] that keeps the approximate sliding-window
+/// [`Counter`] per key: `8 (N + 1)` bytes per key whatever the limit.
+///
+/// Build one with [`KeyedCounter::counter`], [`KeyedCounter::counter_with_clock`]
+/// or the builder's [`sliding_counter`](KeyedBuilder::sliding_counter) /
+/// [`two_window`](KeyedBuilder::two_window). Everything else (eviction,
+/// `max_keys`, the tower layer, `until_ready`) works as for the log.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{KeyedCounter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let per_tenant = KeyedCounter::<String, ManualClock>::counter_with_clock(
+///     1_000_000, Duration::from_secs(60), 60, clock.clone())?;
+/// assert!(per_tenant.check_n("acme", 1_000_000).is_ok());
+/// let denied = per_tenant.check("acme").unwrap_err();
+/// assert_eq!(denied.retry_after(), Duration::from_secs(60));
+/// clock.advance(denied.retry_after());
+/// assert!(per_tenant.check("acme").is_ok());
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub type KeyedCounter<K, C = QuantaClock, S = RandomState> = KeyedLimiter<K, C, S, Counter>;
+
+impl<K: Hash + Eq> KeyedLimiter<K, QuantaClock, RandomState, Counter> {
+    /// A keyed counter with `slots` sub-windows per key, on the default
+    /// clock, with default options (see [`KeyedLimiter::builder`] for the
+    /// rest: [`sliding_counter`](KeyedBuilder::sliding_counter)).
+    ///
+    /// # Errors
+    ///
+    /// As for [`SlidingCounter::new`](crate::SlidingCounter::new).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedCounter;
+    /// let limiter = KeyedCounter::<u64>::counter(1_000, Duration::from_secs(1), 10)?;
+    /// assert_eq!(limiter.check_n(&1, 600).unwrap().remaining(), 400);
+    /// assert!(limiter.check_n(&1, 600).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn counter(limit: u32, window: Duration, slots: u32) -> Result<Self, ConfigError> {
+        KeyedLimiter::builder(limit, window)
+            .sliding_counter(slots)
+            .build()
+    }
+}
+
+impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C, RandomState, Counter> {
+    /// A keyed counter with `slots` sub-windows per key, on the given clock.
+    ///
+    /// # Errors
+    ///
+    /// As for [`SlidingCounter::new`](crate::SlidingCounter::new).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedCounter, ManualClock};
+    /// let limiter = KeyedCounter::<u64, ManualClock>::counter_with_clock(2, Duration::from_secs(1), 4, ManualClock::new())?;
+    /// assert!(limiter.check_n(&9, 2).is_ok());
+    /// assert!(limiter.check(&9).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn counter_with_clock(
+        limit: u32,
+        window: Duration,
+        slots: u32,
+        clock: C,
+    ) -> Result<Self, ConfigError> {
+        KeyedLimiter::builder(limit, window)
+            .sliding_counter(slots)
+            .clock(clock)
+            .build()
+    }
+}
+
+impl<K, C, S, A> fmt::Debug for KeyedLimiter<K, C, S, A>
+where
+    K: Hash + Eq,
+    C: Clock + fmt::Debug,
+    S: BuildHasher,
+    A: Algorithm,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLimiter")
-            .field("limit", &self.geometry.limit())
-            .field("window", &Duration::from_nanos(self.geometry.window()))
+            .field("algorithm", &self.algorithm)
+            .field("limit", &self.algorithm.limit())
+            .field(
+                "window",
+                &Duration::from_nanos(self.algorithm.window_nanos()),
+            )
             .field("max_keys", &self.max_keys)
             .field("keys", &self.map.len())
             .field("clock", &self.clock)

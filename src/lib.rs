@@ -118,7 +118,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod algorithm;
+pub mod algorithm;
 mod clock;
 mod config;
 mod counter;
@@ -143,7 +143,7 @@ pub use crate::counter::{CounterMode, MAX_COUNTER_LIMIT, MAX_SLOTS, SlidingCount
 pub use crate::decision::{Admitted, Denied, DenyReason};
 pub use crate::error::ConfigError;
 #[cfg(not(slidelog_loom))]
-pub use crate::keyed::{KeyedBuilder, KeyedLimiter};
+pub use crate::keyed::{KeyedBuilder, KeyedCounter, KeyedLimiter};
 pub use crate::limiter::Limiter;
 
 #[cfg(slidelog_loom)]
@@ -165,5 +165,7 @@ mod tests {
         assert_send_sync::<Limiter<ManualClock>>();
         assert_send_sync::<KeyedLimiter<u64>>();
         assert_send_sync::<KeyedLimiter<String, ManualClock>>();
+        assert_send_sync::<KeyedCounter<String, ManualClock>>();
+        assert_send_sync::<SlidingCounter>();
     }
 }

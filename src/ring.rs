@@ -128,6 +128,9 @@ pub enum Flaw {
     Piecewise,
     /// Report a ring closed for eviction without closing it.
     FakeClose,
+    /// (Counter) Move head to the new sub-window before archiving the old
+    /// one's count.
+    ArchiveLate,
 }
 
 /// The immutable shape of a ring: limit, window and the index layout.

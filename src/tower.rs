@@ -33,9 +33,12 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use crate::algorithm::{Algorithm, RateLimit as SingleKey};
 use crate::clock::Clock;
+use crate::counter::SlidingCounter;
 use crate::decision::{Admitted, Denied, DenyReason};
 use crate::keyed::KeyedLimiter;
+use crate::limiter::Limiter;
 
 /// Picks the key a request is limited by.
 ///
@@ -385,8 +388,11 @@ pub struct Verdict {
     pub wait: Duration,
 }
 
-/// A keyed limiter the layer can ask: the in-process [`KeyedLimiter`], or
-/// (feature `redis`) the Redis limiter.
+/// A limiter the layer can ask: the in-process [`KeyedLimiter`] (exact log
+/// or counter per key), a single-key [`Limiter`] or [`SlidingCounter`] (one
+/// limit for all keys), any `dyn` [`RateLimit`](crate::RateLimit), or
+/// (feature `redis`) the
+/// Redis limiter.
 ///
 /// ```
 /// use std::time::Duration;
@@ -405,30 +411,127 @@ pub trait Backend<K>: Send + Sync + 'static {
     fn policy(&self) -> (u32, Duration);
 }
 
-impl<K, C, S> Backend<K> for KeyedLimiter<K, C, S>
+impl<K, C, S, A> Backend<K> for KeyedLimiter<K, C, S, A>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     C: Clock + 'static,
     S: BuildHasher + Send + Sync + 'static,
+    A: Algorithm,
 {
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, key: K) -> Self::Future {
         let now = self.clock().now();
         let decision = self.check_n_at(&key, 1, now);
-        let wait = match decision {
-            Ok(a) if a.remaining() == 0 => self
-                .peek_n_at(&key, 1, now)
-                .err()
-                .map_or(Duration::ZERO, |d| d.retry_after()),
-            _ => Duration::ZERO,
-        };
-        core::future::ready(Verdict { decision, wait })
+        core::future::ready(verdict(decision, || self.peek_n_at(&key, 1, now)))
     }
 
     fn policy(&self) -> (u32, Duration) {
         (self.limit(), self.window())
     }
+}
+
+/// A verdict from a decision; `peek` answers whether one more would fit
+/// (asked only when the admission left nothing).
+fn verdict(
+    decision: Result<Admitted, Denied>,
+    peek: impl FnOnce() -> Result<Admitted, Denied>,
+) -> Verdict {
+    let wait = match decision {
+        Ok(a) if a.remaining() == 0 => peek().err().map_or(Duration::ZERO, |d| d.retry_after()),
+        _ => Duration::ZERO,
+    };
+    Verdict { decision, wait }
+}
+
+/// A single-key limiter as a backend: one limit shared by every key (use it
+/// with [`GlobalKey`], or to cap a whole service whatever the extractor).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::SlidingCounter;
+/// use slidelog::tower::{Backend, GlobalKey, RateLimitLayer};
+///
+/// let counter = Arc::new(SlidingCounter::new(10_000, Duration::from_secs(1), 10)?);
+/// assert_eq!(Backend::<()>::policy(&*counter), (10_000, Duration::from_secs(1)));
+/// let layer: RateLimitLayer<_, _, ()> = RateLimitLayer::new(counter, GlobalKey);
+/// # let _ = layer;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+impl<K, C: Clock + 'static> Backend<K> for SlidingCounter<C> {
+    type Future = core::future::Ready<Verdict>;
+
+    fn check(&self, _: K) -> Self::Future {
+        single_key_check(self)
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+}
+
+/// A single-key exact log as a backend: one limit shared by every key.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::Limiter;
+/// use slidelog::tower::{Backend, GlobalKey, RateLimitLayer};
+///
+/// let limiter = Arc::new(Limiter::new(100, Duration::from_secs(1))?);
+/// assert_eq!(Backend::<()>::policy(&*limiter), (100, Duration::from_secs(1)));
+/// let layer: RateLimitLayer<_, _, ()> = RateLimitLayer::new(limiter, GlobalKey);
+/// # let _ = layer;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
+    type Future = core::future::Ready<Verdict>;
+
+    fn check(&self, _: K) -> Self::Future {
+        single_key_check(self)
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+}
+
+/// Any [`RateLimit`](crate::RateLimit) behind a trait object, e.g. an algorithm chosen at
+/// run time.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::{Limiter, RateLimit, SlidingCounter};
+/// use slidelog::tower::{GlobalKey, RateLimitLayer};
+///
+/// let exact = true;
+/// let limiter: Arc<dyn RateLimit> = if exact {
+///     Arc::new(Limiter::new(100, Duration::from_secs(1))?)
+/// } else {
+///     Arc::new(SlidingCounter::new(100, Duration::from_secs(1), 10)?)
+/// };
+/// let layer: RateLimitLayer<_, _, ()> = RateLimitLayer::new(limiter, GlobalKey);
+/// # let _ = layer;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+impl<K> Backend<K> for dyn SingleKey {
+    type Future = core::future::Ready<Verdict>;
+
+    fn check(&self, _: K) -> Self::Future {
+        single_key_check(self)
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+}
+
+fn single_key_check<R: SingleKey + ?Sized>(limiter: &R) -> core::future::Ready<Verdict> {
+    let now = limiter.now();
+    let decision = limiter.check_n_at(1, now);
+    core::future::ready(verdict(decision, || limiter.peek_n_at(1, now)))
 }
 
 /// The [`tower::Layer`]: wraps a service so that each request is first
@@ -451,7 +554,7 @@ where
 /// # let _ = layer;
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
-pub struct RateLimitLayer<L, X, K> {
+pub struct RateLimitLayer<L: ?Sized, X, K> {
     backend: Arc<L>,
     extractor: X,
     fallback: Option<K>,
@@ -459,7 +562,7 @@ pub struct RateLimitLayer<L, X, K> {
     deny: DenyStyle,
 }
 
-impl<L, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
+impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             backend: Arc::clone(&self.backend),
@@ -471,7 +574,7 @@ impl<L, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
     }
 }
 
-impl<L, X, K> fmt::Debug for RateLimitLayer<L, X, K> {
+impl<L: ?Sized, X, K> fmt::Debug for RateLimitLayer<L, X, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("headers", &self.headers)
@@ -480,7 +583,7 @@ impl<L, X, K> fmt::Debug for RateLimitLayer<L, X, K> {
     }
 }
 
-impl<L, X, K> RateLimitLayer<L, X, K>
+impl<L: ?Sized, X, K> RateLimitLayer<L, X, K>
 where
     L: Backend<K>,
 {
@@ -510,7 +613,7 @@ where
     }
 }
 
-impl<L, X, K> RateLimitLayer<L, X, K> {
+impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// The key shared by requests without one (`None`, the default: such
     /// requests are denied with 429).
     ///
@@ -558,7 +661,7 @@ impl<L, X, K> RateLimitLayer<L, X, K> {
     }
 }
 
-impl<S, L, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, K> {
+impl<S, L: ?Sized, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, K> {
     type Service = RateLimit<S, L, X, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
@@ -584,12 +687,12 @@ impl<S, L, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, K> {
 /// let _service = RateLimitLayer::new(limiter, GlobalKey).layer(inner);
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
-pub struct RateLimit<S, L, X, K> {
+pub struct RateLimit<S, L: ?Sized, X, K> {
     inner: S,
     layer: RateLimitLayer<L, X, K>,
 }
 
-impl<S: Clone, L, X: Clone, K: Clone> Clone for RateLimit<S, L, X, K> {
+impl<S: Clone, L: ?Sized, X: Clone, K: Clone> Clone for RateLimit<S, L, X, K> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
@@ -598,7 +701,7 @@ impl<S: Clone, L, X: Clone, K: Clone> Clone for RateLimit<S, L, X, K> {
     }
 }
 
-impl<S, L, X, K> fmt::Debug for RateLimit<S, L, X, K> {
+impl<S, L: ?Sized, X, K> fmt::Debug for RateLimit<S, L, X, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("layer", &self.layer)
@@ -606,7 +709,8 @@ impl<S, L, X, K> fmt::Debug for RateLimit<S, L, X, K> {
     }
 }
 
-impl<S, L, X, K, ReqBody, ResBody> tower::Service<Request<ReqBody>> for RateLimit<S, L, X, K>
+impl<S, L: ?Sized, X, K, ReqBody, ResBody> tower::Service<Request<ReqBody>>
+    for RateLimit<S, L, X, K>
 where
     S: tower::Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     L: Backend<K>,

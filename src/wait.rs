@@ -4,6 +4,7 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
+use crate::algorithm::Algorithm;
 use crate::algorithm::RateLimit;
 use crate::clock::Clock;
 use crate::counter::SlidingCounter;
@@ -105,6 +106,23 @@ impl<C: Clock> Limiter<C> {
 }
 
 impl<C: Clock> SlidingCounter<C> {
+    /// Waits until one request is admitted (see [`Limiter::until_ready`]).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// let counter = slidelog::SlidingCounter::new(1, Duration::from_millis(10), 2)?;
+    /// counter.until_ready().await;
+    /// counter.until_ready().await; // about 5 to 10 ms later
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn until_ready(&self) -> Admitted {
+        self.until_n_ready(1)
+            .await
+            .expect("1 unit always fits a limit >= 1")
+    }
+
     /// Waits until `n` units are admitted (see [`Limiter::until_n_ready`]).
     ///
     /// # Errors
@@ -125,11 +143,12 @@ impl<C: Clock> SlidingCounter<C> {
     }
 }
 
-impl<K, C, S> KeyedLimiter<K, C, S>
+impl<K, C, S, A> KeyedLimiter<K, C, S, A>
 where
     K: Hash + Eq,
     C: Clock,
     S: BuildHasher,
+    A: Algorithm,
 {
     /// Waits until one request for `key` is admitted (see
     /// [`Limiter::until_ready`]).

@@ -1,0 +1,184 @@
+//! The sliding-window counter's concurrent claims: racing admissions and a
+//! racing sub-window advance never over-admit and never spuriously deny (the
+//! counts are archived before head moves), and closing an idle counter
+//! while others admit on it never loses or duplicates an admission (the
+//! keyed counter's eviction handshake, P5).
+
+#![cfg(slidelog_loom)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+use slidelog::loom_hooks::Flaw;
+use slidelog::{ManualClock, SlidingCounter};
+
+fn counter(limit: u32, window: u64, slots: u32, flaw: Flaw) -> Arc<SlidingCounter<ManualClock>> {
+    Arc::new(
+        SlidingCounter::with_flaw(
+            limit,
+            Duration::from_nanos(window),
+            slots,
+            ManualClock::new(),
+            flaw,
+        )
+        .unwrap(),
+    )
+}
+
+/// Limit 2 over two slots of 10 ns: two checks in slot 0 race one in slot 1
+/// (which archives slot 0 and moves head). Both slots are in every
+/// window that matters here, so exactly 2 of the 3 are admitted, whatever
+/// the interleaving: a lost count would admit 3, a lost slot 1 would deny.
+fn admissions_across_an_advance(flaw: Flaw) {
+    loom::model(move || {
+        let c = counter(2, 20, 2, flaw);
+        let spawn = |now: u64| {
+            let c = Arc::clone(&c);
+            thread::spawn(move || c.check_at(now).is_ok())
+        };
+        let a = spawn(5);
+        let b = spawn(15);
+        let here = c.check_at(5).is_ok();
+        let admitted = [a.join().unwrap(), b.join().unwrap(), here];
+        let count = admitted.iter().filter(|&&x| x).count();
+        assert!(count <= 2, "over-admitted: {admitted:?}");
+        assert_eq!(count, 2, "spurious denial: {admitted:?}");
+        // Nothing more fits while both slots are in the window.
+        assert!(c.check_at(19).is_err(), "a lost count: admits at 19");
+    });
+}
+
+#[test]
+fn racing_admissions_and_advance() {
+    admissions_across_an_advance(Flaw::None);
+}
+
+/// Negative control: committing with a load then a store loses a racing
+/// admission's count.
+#[test]
+#[should_panic(expected = "over-admitted")]
+fn control_load_then_store_is_caught() {
+    admissions_across_an_advance(Flaw::LoadThenStore);
+}
+
+/// Limit 1 over two slots of 10 ns, one admission at 5: two checks at 15
+/// (the next slot, both racing to move head there) must both be denied, in
+/// every interleaving: a reader that sees head in the new slot must also
+/// see the old slot's count.
+fn advance_keeps_the_count(flaw: Flaw) {
+    loom::model(move || {
+        let c = counter(1, 20, 2, flaw);
+        c.check_at(5).unwrap();
+        let other = {
+            let c = Arc::clone(&c);
+            thread::spawn(move || c.check_at(15).is_ok())
+        };
+        let here = c.check_at(15).is_ok();
+        let there = other.join().unwrap();
+        assert!(
+            !here && !there,
+            "over-admitted: a count hidden by the advance"
+        );
+    });
+}
+
+#[test]
+fn advance_never_hides_a_count() {
+    advance_keeps_the_count(Flaw::None);
+}
+
+/// Negative control: moving head before archiving the old count.
+#[test]
+#[should_panic(expected = "over-admitted")]
+fn control_archive_late_is_caught() {
+    advance_keeps_the_count(Flaw::ArchiveLate);
+}
+
+/// The keyed counter's eviction, modelled as in `eviction.rs`: a generation
+/// word picks the old state or its replacement; the evictor closes the old
+/// one and publishes the new; an admitter that finds the old one closed
+/// publishes it itself and looks again.
+fn evict_while_admitting(flaw: Flaw) {
+    loom::model(move || {
+        // One slot of 10 ns, limit 1, margin 10: the admission at 0 leaves
+        // the window at 10, so the state is idle from 20.
+        let states = Arc::new([counter(1, 10, 1, flaw), counter(1, 10, 1, flaw)]);
+        states[0].check_at(0).unwrap();
+        let current = Arc::new(AtomicUsize::new(0));
+        let admit = |now: u64| {
+            let states = Arc::clone(&states);
+            let current = Arc::clone(&current);
+            thread::spawn(move || {
+                loop {
+                    // Acquire pairs with the publication below.
+                    let g = current.load(Ordering::Acquire);
+                    match states[g].try_check_n_at(1, now) {
+                        Some(result) => return result.is_ok(),
+                        None => {
+                            let _ =
+                                current.compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
+                        }
+                    }
+                }
+            })
+        };
+        let evictor = {
+            let states = Arc::clone(&states);
+            let current = Arc::clone(&current);
+            thread::spawn(move || {
+                if states[0].close_if_idle(25, 10) {
+                    let _ = current.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+                }
+            })
+        };
+        let a = admit(25);
+        let b = admit(25);
+        evictor.join().unwrap();
+        let admitted = [a.join().unwrap(), b.join().unwrap()];
+        assert_eq!(
+            admitted.iter().filter(|&&x| x).count(),
+            1,
+            "duplicated or lost: {admitted:?}"
+        );
+        let g = current.load(Ordering::Acquire);
+        assert!(
+            states[g].try_check_n_at(1, 26).is_some_and(|r| r.is_err()),
+            "lost admission: the current state admits again at 26"
+        );
+    });
+}
+
+#[test]
+fn counter_close_races_admission() {
+    evict_while_admitting(Flaw::None);
+}
+
+/// Negative control: reporting "closed" without closing lets an admission
+/// land in the state being discarded.
+#[test]
+#[should_panic(expected = "lost admission")]
+fn control_counter_fake_close_is_caught() {
+    evict_while_admitting(Flaw::FakeClose);
+}
+
+/// A busy counter is not closed under an admission: either the admission
+/// lands first (and the close sees it and refuses) or the close does (and
+/// the admission sees the closed state and fails, to look the key up again).
+#[test]
+fn busy_counter_is_not_closed() {
+    loom::model(|| {
+        let c = counter(2, 10, 2, Flaw::None);
+        c.check_at(0).unwrap();
+        let admitter = {
+            let c = Arc::clone(&c);
+            thread::spawn(move || c.try_check_n_at(1, 19).is_some_and(|r| r.is_ok()))
+        };
+        // Slot [0, 5) leaves the window at 10: idle at 20 with margin 0,
+        // unless the admission at 19 (slot [15, 20), until 25) landed.
+        let closed = c.close_if_idle(20, 0);
+        let admitted = admitter.join().unwrap();
+        assert_ne!(admitted, closed, "admitted {admitted}, closed {closed}");
+    });
+}
