@@ -131,8 +131,9 @@ pub enum CounterMode {
 /// (At 1.5x load every decision sits at the edge of a full window, which is
 /// the worst case for the error rate; under the limit both always agree.)
 ///
-/// Lock-free: one atomic word holds the current slot's epoch and count, and
-/// an admission is one compare-and-swap on it; denials only load.
+/// Lock-free: one atomic word holds the newest slot's epoch and count, and
+/// an admission is one compare-and-swap on it (plus, once per slot, the
+/// archiving of the previous one); denials only load.
 ///
 /// # Examples
 ///
@@ -369,11 +370,10 @@ impl CounterRef<'_> {
                 return None;
             }
             let (epoch, absolute, at) = cfg.locate(hw, now);
-            if epoch != cfg.epoch_of(hw) {
-                self.advance(hw, epoch, absolute);
-                continue;
-            }
-            let current = cfg.count_of(hw);
+            // The estimate reads head's sub-window as one of the past ones
+            // when `now` is in a later one, so a denial (or `n == 0`) never
+            // writes: head stays at the newest admission's sub-window, which
+            // is also what eviction judges idleness by.
             let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
             if used + n64 > limit {
                 return Some(Err(Denied::rate_limited(
@@ -386,6 +386,13 @@ impl CounterRef<'_> {
                     remaining: (limit - used) as u32,
                 }));
             }
+            if epoch != cfg.epoch_of(hw) {
+                // An admission in a new sub-window: archive head's, move
+                // head, and judge again.
+                self.advance(hw, epoch, absolute);
+                continue;
+            }
+            let current = cfg.count_of(hw);
             if cfg.flaw() == Flaw::LoadThenStore {
                 // Broken on purpose (loom's negative control): a racing
                 // admission between our load and this store is lost.
@@ -983,6 +990,33 @@ mod tests {
         assert_eq!(counter.check().unwrap().at(), start);
         assert_eq!(counter.check().unwrap().remaining(), 0);
         assert_eq!(counter.check().unwrap_err().retry_after_nanos(), 10);
+    }
+
+    /// A denial (and `n == 0`) only loads, even in a later sub-window: head
+    /// stays at the newest admission, which eviction judges idleness by.
+    #[test]
+    fn denials_and_dry_checks_never_write() {
+        let cfg = CounterConfig::new(1, Duration::from_nanos(100), CounterMode::Slots(10)).unwrap();
+        let head = AtomicU64::new(cfg.initial_head(0));
+        let archive: Vec<AtomicU64> = (0..10).map(|_| AtomicU64::new(0)).collect();
+        let state = CounterRef {
+            config: &cfg,
+            head: &head,
+            archive: &archive,
+        };
+        state.check(1, 5).unwrap().unwrap();
+        let before = head.load(Ordering::Relaxed);
+        assert_eq!(
+            state.check(1, 55).unwrap().unwrap_err().retry_after_nanos(),
+            45
+        );
+        assert_eq!(state.check(0, 77).unwrap().unwrap().remaining(), 0);
+        assert_eq!(head.load(Ordering::Relaxed), before);
+        assert!(archive.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+        // The next admission moves head and archives the old slot.
+        assert!(state.check(1, 100).unwrap().is_ok());
+        assert_ne!(head.load(Ordering::Relaxed), before);
+        assert_eq!(archive[0].load(Ordering::Relaxed), before);
     }
 
     #[test]
