@@ -237,6 +237,58 @@ fn demo_proves_itself() {
     }
 }
 
+/// The counter in both phases, judged on its own guarantee (N consecutive
+/// slots), and far smaller per key than the log at a large limit.
+#[test]
+fn demo_with_the_counter() {
+    let run = |algorithm: &str| {
+        let out = slidelog()
+            .args([
+                "demo",
+                "--duration",
+                "200ms",
+                "--keys",
+                "100",
+                "--limit",
+                "1000",
+                "--window",
+                "5ms",
+                "--algorithm",
+                algorithm,
+                "--slots",
+                "5",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let bytes_per_key = |text: &str| -> usize {
+        let row = text.lines().find(|l| l.starts_with("100 keys")).unwrap();
+        row.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    let counter = run("counter");
+    assert!(counter.contains("counter guarantee: yes"), "{counter}");
+    assert!(counter.contains("N slots"), "{counter}");
+    let log = run("log");
+    assert!(log.contains("exact: yes"), "{log}");
+    // 6 words per key against 1,001.
+    assert!(
+        bytes_per_key(&counter) * 10 < bytes_per_key(&log),
+        "{counter}\n{log}"
+    );
+    let out = slidelog()
+        .args(["demo", "--algorithm", "counter", "--slots", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("slot"));
+}
+
 #[test]
 fn every_subcommand_has_help() {
     for sub in [

@@ -249,3 +249,78 @@ async fn clones_share_one_limiter_and_grpc_mode() {
     assert_eq!(r.header("grpc-status"), Some("8"));
     assert_eq!(r.header("content-type"), Some("application/grpc"));
 }
+
+/// The keyed counter behind the layer: per-key budgets, 429 with the
+/// counter's `Retry-After` (when its oldest slot leaves the window).
+#[tokio::test]
+async fn keyed_counter_backend() {
+    let clock = ManualClock::new();
+    let limiter = Arc::new(
+        KeyedLimiter::<String>::builder(3, Duration::from_secs(10))
+            .sliding_counter(10)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(
+            Arc::clone(&limiter),
+            HeaderKey::new("x-api-key"),
+        ));
+    let addr = serve(app).await;
+    let key = |k: &'static str| [("x-api-key", k)];
+    for remaining in (0..3).rev() {
+        let r = get_path(addr, "/", &key("a")).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=3;w=10"));
+        let t = if remaining == 0 { 10 } else { 0 };
+        assert_eq!(
+            r.header("ratelimit"),
+            Some(format!("\"default\";r={remaining};t={t}").as_str())
+        );
+    }
+    clock.advance(Duration::from_millis(2_500)); // slot [0, 1 s) leaves at 10 s
+    let r = get_path(addr, "/", &key("a")).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("8"), "7.5 s rounded up");
+    assert_eq!(
+        get_path(addr, "/", &key("b")).await.status,
+        200,
+        "keys are independent"
+    );
+    clock.advance(Duration::from_millis(7_500));
+    assert_eq!(get_path(addr, "/", &key("a")).await.status, 200);
+    assert_eq!(limiter.len(), 2);
+}
+
+/// A single-key limiter (exact log or counter) as a global limit, behind a
+/// trait object chosen at run time.
+#[tokio::test]
+async fn single_key_backends_limit_globally() {
+    use slidelog::tower::GlobalKey;
+    use slidelog::{Limiter, RateLimit, SlidingCounter};
+    for exact in [true, false] {
+        let clock = ManualClock::new();
+        let limiter: Arc<dyn RateLimit> = if exact {
+            Arc::new(Limiter::with_clock(2, Duration::from_secs(4), clock.clone()).unwrap())
+        } else {
+            Arc::new(
+                SlidingCounter::with_clock(2, Duration::from_secs(4), 4, clock.clone()).unwrap(),
+            )
+        };
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(RateLimitLayer::new(limiter, GlobalKey));
+        let addr = serve(app).await;
+        assert_eq!(get_path(addr, "/", &[]).await.status, 200);
+        let r = get_path(addr, "/", &[]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("ratelimit"), Some("\"default\";r=0;t=4"));
+        let r = get_path(addr, "/", &[("x-forwarded-for", "9.9.9.9")]).await;
+        assert_eq!(r.status, 429, "one budget for everyone (exact: {exact})");
+        assert_eq!(r.header("retry-after"), Some("4"));
+        clock.advance(Duration::from_secs(4));
+        assert_eq!(get_path(addr, "/", &[]).await.status, 200);
+    }
+}
