@@ -1,6 +1,7 @@
 //! Keyed: 10k and 1M keys, one thread and two threads on disjoint keys,
-//! allow and deny — slidelog on papaya against governor's DashMap store —
-//! and a flood of fresh keys (insert + eviction path).
+//! allow and deny — slidelog on papaya (the exact log and the counter per
+//! key) against governor's DashMap store — and a flood of fresh keys
+//! (insert + eviction path).
 
 // criterion's macros generate undocumented `pub fn`s.
 #![allow(missing_docs)]
@@ -60,11 +61,22 @@ fn keyed(c: &mut Criterion) {
                     .build()
                     .unwrap(),
             );
+            // The approximate counter per key, 10 slots, same options.
+            let counter = Arc::new(
+                KeyedLimiter::<u64>::builder(LIMIT, window)
+                    .sliding_counter(10)
+                    .idle_margin(Duration::from_secs(3600))
+                    .max_keys(keys as usize * 2)
+                    .capacity(keys as usize)
+                    .build()
+                    .unwrap(),
+            );
             let gov = Arc::new(RateLimiter::keyed(quota));
             let fill = if case == "deny" { LIMIT } else { 1 };
             for k in 0..keys {
                 for _ in 0..fill {
                     let _ = slide.check(&k);
+                    let _ = counter.check(&k);
                     let _ = gov.check_key(&k);
                 }
             }
@@ -73,6 +85,16 @@ fn keyed(c: &mut Criterion) {
                 g.bench_with_input(BenchmarkId::new("slidelog", threads), &threads, |b, &t| {
                     b.iter_custom(|iters| {
                         let l = Arc::clone(&slide);
+                        parallel(t, iters, move |me, n| {
+                            for i in 0..n {
+                                black_box(l.check(&key(i, me, t, keys)).is_ok());
+                            }
+                        })
+                    })
+                });
+                g.bench_with_input(BenchmarkId::new("counter", threads), &threads, |b, &t| {
+                    b.iter_custom(|iters| {
+                        let l = Arc::clone(&counter);
                         parallel(t, iters, move |me, n| {
                             for i in 0..n {
                                 black_box(l.check(&key(i, me, t, keys)).is_ok());

@@ -45,6 +45,22 @@ fn allow(c: &mut Criterion) {
         b.iter(|| black_box(gov.check().is_ok()))
     });
 
+    // 10 slots of 1 ns: nearly every admission opens a new slot (archive +
+    // head move), the counter's slowest admission path.
+    let counter = SlidingCounter::new(10, Duration::from_nanos(10), 10).unwrap();
+    g.bench_function("counter/clock", |b| {
+        b.iter(|| black_box(counter.check().is_ok()))
+    });
+    let counter =
+        SlidingCounter::with_clock(10, Duration::from_nanos(10), 10, ManualClock::new()).unwrap();
+    let mut t = 0u64;
+    g.bench_function("counter/check_at", |b| {
+        b.iter(|| {
+            t += 1;
+            black_box(counter.check_at(black_box(t)).is_ok())
+        })
+    });
+
     let log = MutexLog::new(10, 10);
     let clock = QuantaClock::new();
     g.bench_function("mutex_log/clock", |b| {

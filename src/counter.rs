@@ -386,39 +386,41 @@ impl CounterRef<'_> {
                     remaining: (limit - used) as u32,
                 }));
             }
-            if epoch != cfg.epoch_of(hw) {
-                // An admission in a new sub-window: archive head's, move
-                // head, and judge again.
-                self.advance(hw, epoch, absolute);
-                continue;
+            // In a new sub-window, head's count is archived first (whoever
+            // then sees head in the new one sees the old count too), and the
+            // same CAS below moves head and admits: the estimate above read
+            // head's count as a past slot, exactly what the archive now holds.
+            let new_slot = epoch != cfg.epoch_of(hw);
+            let late = cfg.flaw() == Flaw::ArchiveLate;
+            if new_slot && !late {
+                self.archive(hw, epoch, absolute);
             }
-            let current = cfg.count_of(hw);
+            let current = if new_slot { 0 } else { cfg.count_of(hw) };
+            let word = cfg.pack(epoch, current + n64);
+            let admitted = Admitted {
+                at,
+                remaining: (limit - used - n64) as u32,
+            };
             if cfg.flaw() == Flaw::LoadThenStore {
                 // Broken on purpose (loom's negative control): a racing
                 // admission between our load and this store is lost.
-                self.head
-                    .store(cfg.pack(epoch, current + n64), Ordering::Release);
-                return Some(Ok(Admitted {
-                    at,
-                    remaining: (limit - used - n64) as u32,
-                }));
+                self.head.store(word, Ordering::Release);
+                return Some(Ok(admitted));
             }
-            // The linearization point: nobody changed the current slot
-            // since we read it. Release pairs with the Acquire load above.
+            // The linearization point: nobody changed head since we read
+            // it, so no admission and no move to another sub-window came in
+            // between. Release pairs with the Acquire load above.
             if self
                 .head
-                .compare_exchange(
-                    hw,
-                    cfg.pack(epoch, current + n64),
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                )
+                .compare_exchange(hw, word, Ordering::Release, Ordering::Relaxed)
                 .is_ok()
             {
-                return Some(Ok(Admitted {
-                    at,
-                    remaining: (limit - used - n64) as u32,
-                }));
+                if new_slot && late {
+                    // Broken on purpose (loom's negative control): between
+                    // the CAS and this, readers miss the old count.
+                    self.archive(hw, epoch, absolute);
+                }
+                return Some(Ok(admitted));
             }
         }
     }
@@ -444,36 +446,22 @@ impl CounterRef<'_> {
         })
     }
 
-    /// Archives head's slot, then moves head to `epoch` (a later one, whose
-    /// absolute number is `absolute`).
+    /// Archives the count of head word `hw`'s sub-window, before head moves
+    /// to `epoch` (a later one, whose absolute number is `absolute`).
     #[cold]
-    fn advance(&self, hw: u64, epoch: u64, absolute: u64) {
+    fn archive(&self, hw: u64, epoch: u64, absolute: u64) {
         let cfg = self.config;
-        if cfg.flaw() == Flaw::ArchiveLate {
-            // Broken on purpose (loom's negative control): between these two
-            // steps a reader sees the new sub-window without the old count.
-            if self
-                .head
-                .compare_exchange(hw, cfg.pack(epoch, 0), Ordering::Release, Ordering::Relaxed)
-                .is_ok()
-            {
-                let old =
-                    absolute.saturating_sub(epoch.wrapping_sub(cfg.epoch_of(hw)) & cfg.epoch_mask);
-                self.archive[cfg.by_slots.rem(old) as usize].store(hw, Ordering::Release);
-            }
-            return;
-        }
         let (old_epoch, count) = (cfg.epoch_of(hw), cfg.count_of(hw));
         let old_absolute = absolute.saturating_sub(epoch.wrapping_sub(old_epoch) & cfg.epoch_mask);
         // Cells are indexed by the absolute number, so that consecutive
         // sub-windows use consecutive cells even where the epoch field wraps.
         let cell = &self.archive[cfg.by_slots.rem(old_absolute) as usize];
-        // Archive first, so that whoever sees head at `epoch` sees the old
-        // slot's count. Several threads may race: the count only grows for
-        // one epoch, so keep the largest.
+        // Several threads may race to archive one sub-window (and a thread
+        // with a stale head word may come late): the count only grows within
+        // a sub-window, so keep the largest, and never overwrite a later lap.
         let mut seen = cell.load(Ordering::Acquire);
         while cfg.epoch_of(seen) != old_epoch || cfg.count_of(seen) < count {
-            // Release: the archived count happens-before the head CAS below,
+            // Release: the archived count happens-before our head CAS,
             // which readers Acquire.
             match cell.compare_exchange(seen, hw, Ordering::Release, Ordering::Acquire) {
                 Ok(_) => break,
@@ -486,14 +474,6 @@ impl CounterRef<'_> {
                 }
             }
         }
-        // Release: see above. Failure: someone admitted, advanced or closed
-        // the state; the caller reloads.
-        let _ = self.head.compare_exchange(
-            hw,
-            cfg.pack(epoch, 0),
-            Ordering::Release,
-            Ordering::Relaxed,
-        );
     }
 
     /// Admissions counted against a request at `at` in sub-window `epoch`
@@ -508,7 +488,7 @@ impl CounterRef<'_> {
             if e == head_epoch {
                 return head_count;
             }
-            // Acquire: pairs with `advance`'s Release.
+            // Acquire: pairs with `archive`'s Release.
             let word = self.archive[cell].load(Ordering::Acquire);
             if cfg.epoch_of(word) == e {
                 cfg.count_of(word)
@@ -587,7 +567,7 @@ impl CounterRef<'_> {
                 return Ok(());
             }
             // Release/Relaxed: as for the head CAS in `check`; on failure
-            // head changed (an admission or an advance) and we look again.
+            // head changed (an admission, perhaps in a new sub-window) and we look again.
             if self
                 .head
                 .compare_exchange(hw, CLOSED, Ordering::Release, Ordering::Relaxed)
@@ -683,6 +663,29 @@ impl<C: Clock> SlidingCounter<C> {
         clock: C,
     ) -> Result<Self, ConfigError> {
         SlidingCounter::build(limit, window, CounterMode::TwoWindow, clock)
+    }
+
+    /// A counter in the given mode on the given clock.
+    ///
+    /// # Errors
+    ///
+    /// As for [`new`](SlidingCounter::new).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{CounterMode, ManualClock, SlidingCounter};
+    /// let mode = CounterMode::TwoWindow;
+    /// let counter = SlidingCounter::with_mode(10, Duration::from_secs(1), mode, ManualClock::new())?;
+    /// assert_eq!(counter.mode(), mode);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn with_mode(
+        limit: u32,
+        window: Duration,
+        mode: CounterMode,
+        clock: C,
+    ) -> Result<Self, ConfigError> {
+        SlidingCounter::build(limit, window, mode, clock)
     }
 
     fn build(

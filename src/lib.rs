@@ -79,23 +79,33 @@
 //! keys, so a flood of new keys cannot exhaust memory.
 //!
 //! For limits in the millions per window, where 8 bytes per admission is too
-//! much, use the approximate [`SlidingCounter`] instead.
+//! much, use the approximate [`SlidingCounter`] instead, or per key a
+//! [`KeyedCounter`] (`8 (N + 1)` bytes of state per key whatever the limit,
+//! with the same eviction and `max_keys` cap).
 //!
 //! # Which algorithm when
 //!
 //! | | [`Limiter`] (exact log) | [`SlidingCounter`] `Slots(N)` | [`SlidingCounter`] `TwoWindow` |
 //! |---|---|---|---|
-//! | accuracy | exact | never under-admits; over by at most one slot's count | ±, assumes even spread |
+//! | per key | [`KeyedLimiter<K>`](KeyedLimiter) | [`KeyedCounter<K>`](KeyedCounter): builder `.sliding_counter(N)` | builder `.two_window()` |
+//! | accuracy | exact | never denies what the log admits; over by at most one slot's count | ±, assumes even spread |
 //! | fullest window at 1.5x load, L = 100 | 100 | 112 (N = 10), 105 (N = 60) | 109 |
-//! | memory per key | `8 (L + 1)` bytes | `8 (N + 1)` bytes | 16 bytes |
+//! | memory per key (state + ~48 B map entry) | `8 (L + 1)` bytes | `8 (N + 1)` bytes | 16 bytes |
 //! | `retry_after` | exact | when the oldest slot leaves | when the estimate drops |
-//! | deny, 1 thread, time passed in | ~6 ns | ~25 ns (N = 10) | ~15 ns |
+//! | allow, 1 thread, time passed in | ALLOW_LOG | ALLOW_COUNTER (N = 10, a new slot each time) | |
+//! | deny, 1 thread, time passed in | DENY_LOG | DENY_COUNTER (N = 10) | |
+//! | keyed, 10k keys, allow / deny, 1 thread | KEYED_LOG | KEYED_COUNTER (N = 10) | |
 //! | limit up to | 2^20 per window | 2^24 - 1 | 2^24 - 1 |
+//!
+//! (Times from one criterion run on a noisy 2-core VM: compare within a
+//! column set, not across machines; `BENCHMARKS.md` has the full runs.)
 //!
 //! Choose the exact log whenever `8 (L + 1)` bytes per key is affordable
 //! (up to tens of thousands per window for many keys, a million for one);
 //! the counter for huge limits, where a few percent of error is fine.
-//! Both implement [`RateLimit`], so code can take either.
+//! One key: both implement [`RateLimit`], so code can take either. Per key:
+//! [`KeyedLimiter`] takes either as its [`Algorithm`](algorithm::Algorithm)
+//! parameter, and the tower layer and `until_ready` work with both.
 //!
 //! # Performance
 //!

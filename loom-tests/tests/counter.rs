@@ -63,14 +63,15 @@ fn control_load_then_store_is_caught() {
     admissions_across_an_advance(Flaw::LoadThenStore);
 }
 
-/// Limit 2 over two slots of 10 ns, one admission at 5: at 15 (the next
-/// slot) one unit races two. The single unit moves head to the new slot
-/// and fits (1 + 1); the pair never fits (1 + 2), in every interleaving: a
-/// reader that sees head in the new slot must also see the old slot's count.
+/// Limit 3 over two slots of 10 ns, two units admitted at 5: at 15 (the
+/// next slot) one unit races two. The single unit moves head to the new
+/// slot and fits (2 + 1); the pair never fits (2 + 2, or 3 + 2), in every
+/// interleaving: a reader that sees head in the new slot must also see the
+/// old slot's count.
 fn advance_keeps_the_count(flaw: Flaw) {
     loom::model(move || {
-        let c = counter(2, 20, 2, flaw);
-        c.check_at(5).unwrap();
+        let c = counter(3, 20, 2, flaw);
+        c.check_n_at(2, 5).unwrap();
         let spawn = |n: u32| {
             let c = Arc::clone(&c);
             thread::spawn(move || c.check_n_at(n, 15).is_ok())
