@@ -37,7 +37,7 @@ pub const MAX_SLOTS: u32 = 1 << 16;
 /// [`CLOSED`] is never a live word), and the epoch (the sub-window number
 /// `t / width`) in the remaining 39 to 62 bits, compared with wrapping
 /// arithmetic. Small limits leave room for long epochs: at L = 100 the epoch
-/// has 57 bits.
+/// has 57 bits. Counts are at most 24 bits ([`MAX_COUNTER_LIMIT`]).
 const COUNT_BITS: u32 = 24;
 
 /// A closed counter (a keyed counter being evicted): every check on it fails
@@ -715,6 +715,9 @@ impl<C: Clock> SlidingCounter<C> {
         }
     }
 
+    /// Checks one request now.
+    ///
+    /// ```
     /// # use std::time::Duration;
     /// let counter = slidelog::SlidingCounter::new(1, Duration::from_secs(60), 6)?;
     /// assert!(counter.check().is_ok());
