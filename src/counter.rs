@@ -903,6 +903,20 @@ impl<C: Clock> SlidingCounter<C> {
 mod tests {
     use super::*;
 
+    /// A counter state of `limit` per `window` ns in `slots` slots, fresh at
+    /// 0, as a keyed counter holds one per key.
+    fn state(limit: u32, window: u64, slots: u32) -> (CounterConfig, AtomicU64, Vec<AtomicU64>) {
+        let cfg = CounterConfig::new(
+            limit,
+            Duration::from_nanos(window),
+            CounterMode::Slots(slots),
+        )
+        .unwrap();
+        let head = AtomicU64::new(cfg.initial_head(0));
+        let archive = (0..slots).map(|_| AtomicU64::new(0)).collect();
+        (cfg, head, archive)
+    }
+
     #[test]
     fn divider_is_exact() {
         for d in [1u64, 2, 3, 7, 10, 1000, 999_999_937, 1 << 40, (1 << 61) + 1] {
@@ -1002,9 +1016,7 @@ mod tests {
     /// stays at the newest admission, which eviction judges idleness by.
     #[test]
     fn denials_and_dry_checks_never_write() {
-        let cfg = CounterConfig::new(1, Duration::from_nanos(100), CounterMode::Slots(10)).unwrap();
-        let head = AtomicU64::new(cfg.initial_head(0));
-        let archive: Vec<AtomicU64> = (0..10).map(|_| AtomicU64::new(0)).collect();
+        let (cfg, head, archive) = state(1, 100, 10);
         let state = CounterRef {
             config: &cfg,
             head: &head,
@@ -1027,9 +1039,7 @@ mod tests {
 
     #[test]
     fn close_waits_for_every_slot_to_leave() {
-        let cfg = CounterConfig::new(5, Duration::from_nanos(100), CounterMode::Slots(10)).unwrap();
-        let head = AtomicU64::new(cfg.initial_head(0));
-        let archive: Vec<AtomicU64> = (0..10).map(|_| AtomicU64::new(0)).collect();
+        let (cfg, head, archive) = state(5, 100, 10);
         let state = CounterRef {
             config: &cfg,
             head: &head,

@@ -283,17 +283,8 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, C2, S, A> {
-        KeyedBuilder {
-            limit: self.limit,
-            window: self.window,
-            max_keys: self.max_keys,
-            idle_margin: self.idle_margin,
-            capacity: self.capacity,
-            clock,
-            hasher: self.hasher,
-            mode: self.mode,
-            _marker: core::marker::PhantomData,
-        }
+        let mode = self.mode;
+        self.convert(|_| clock, |hasher| hasher, mode)
     }
 
     /// Uses another hasher. The default, `RandomState`, is randomly keyed
@@ -310,17 +301,8 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, C, S2, A> {
-        KeyedBuilder {
-            limit: self.limit,
-            window: self.window,
-            max_keys: self.max_keys,
-            idle_margin: self.idle_margin,
-            capacity: self.capacity,
-            clock: self.clock,
-            hasher,
-            mode: self.mode,
-            _marker: core::marker::PhantomData,
-        }
+        let mode = self.mode;
+        self.convert(|clock| clock, |_| hasher, mode)
     }
 
     /// Keeps the approximate sliding-window counter per key instead of the
@@ -375,14 +357,24 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
     /// assert_eq!(err, ConfigError::ZeroSlots);
     /// ```
     pub fn counter_mode(self, mode: CounterMode) -> KeyedBuilder<K, C, S, Counter> {
+        self.convert(|clock| clock, |hasher| hasher, mode)
+    }
+
+    /// The same options with another clock, hasher or algorithm.
+    fn convert<C2, S2, A2>(
+        self,
+        clock: impl FnOnce(C) -> C2,
+        hasher: impl FnOnce(S) -> S2,
+        mode: CounterMode,
+    ) -> KeyedBuilder<K, C2, S2, A2> {
         KeyedBuilder {
             limit: self.limit,
             window: self.window,
             max_keys: self.max_keys,
             idle_margin: self.idle_margin,
             capacity: self.capacity,
-            clock: self.clock,
-            hasher: self.hasher,
+            clock: clock(self.clock),
+            hasher: hasher(self.hasher),
             mode,
             _marker: core::marker::PhantomData,
         }

@@ -8,36 +8,13 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{KeyedModel, max_in_window, observed};
+use common::{KeyedModel, KeyedOp, keyed_ops, max_in_window, observed};
 use proptest::prelude::*;
 use slidelog::{Clock, DenyReason, KeyedLimiter, ManualClock};
 
 fn keyed(limit: u32, window: u64, clock: &ManualClock) -> KeyedLimiter<u64, ManualClock> {
     KeyedLimiter::<u64, ManualClock>::with_clock(limit, Duration::from_nanos(window), clock.clone())
         .unwrap()
-}
-
-#[derive(Clone, Debug)]
-enum Op {
-    Check { key: u64, dt: u64, n: u32 },
-    Sweep { dt: u64 },
-}
-
-fn ops(limit: u32, window: u64) -> impl Strategy<Value = Vec<Op>> {
-    let dt = prop_oneof![
-        4 => Just(0u64),
-        2 => Just(window),
-        1 => Just(window - 1),
-        1 => Just(window + 1),
-        2 => 0..=window,
-        1 => Just(2 * window),
-        1 => Just(3 * window + 1),
-    ];
-    let op = prop_oneof![
-        10 => (0..6u64, dt.clone(), 0..=limit + 1).prop_map(|(key, dt, n)| Op::Check { key, dt, n }),
-        1 => dt.prop_map(|dt| Op::Sweep { dt }),
-    ];
-    prop::collection::vec(op, 1..250)
 }
 
 proptest! {
@@ -49,7 +26,7 @@ proptest! {
     #[test]
     fn keyed_equals_models(
         (limit, window, ops, max_keys) in (1..5u32, 1..50u64, 1..8usize)
-            .prop_flat_map(|(l, w, m)| (Just(l), Just(w), ops(l, w), Just(m)))
+            .prop_flat_map(|(l, w, m)| (Just(l), Just(w), keyed_ops(l, w), Just(m)))
     ) {
         let clock = ManualClock::new();
         let limiter = KeyedLimiter::<u64>::builder(limit, Duration::from_nanos(window))
@@ -61,11 +38,11 @@ proptest! {
         let mut last_admit: HashMap<u64, u64> = HashMap::new();
         for op in ops {
             match op {
-                Op::Sweep { dt } => {
+                KeyedOp::Sweep { dt } => {
                     clock.advance(Duration::from_nanos(dt));
                     limiter.retain_recent();
                 }
-                Op::Check { key, dt, n } => {
+                KeyedOp::Check { key, dt, n } => {
                     clock.advance(Duration::from_nanos(dt));
                     let now = clock.now();
                     let got = limiter.check_n(&key, n);

@@ -2,38 +2,18 @@
 //! one `SlidingCounter` per key, eviction and the key cap included; real
 //! threads keep each key's guarantee.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
+use common::{KeyedOp, keyed_ops};
 use proptest::prelude::*;
 use slidelog::{
     Clock, CounterMode, DenyReason, KeyedCounter, KeyedLimiter, ManualClock, SlidingCounter,
 };
-
-#[derive(Clone, Debug)]
-enum Op {
-    Check { key: u64, dt: u64, n: u32 },
-    Sweep { dt: u64 },
-}
-
-fn ops(limit: u32, window: u64) -> impl Strategy<Value = Vec<Op>> {
-    let dt = prop_oneof![
-        4 => Just(0u64),
-        2 => Just(window),
-        1 => Just(window - 1),
-        1 => Just(window + 1),
-        3 => 0..=window,
-        1 => Just(2 * window),
-        1 => Just(4 * window + 1),
-    ];
-    let op = prop_oneof![
-        10 => (0..6u64, dt.clone(), 0..=limit + 1).prop_map(|(key, dt, n)| Op::Check { key, dt, n }),
-        1 => dt.prop_map(|dt| Op::Sweep { dt }),
-    ];
-    prop::collection::vec(op, 1..250)
-}
 
 fn mode() -> impl Strategy<Value = CounterMode> {
     prop_oneof![
@@ -65,7 +45,7 @@ proptest! {
     #[test]
     fn keyed_counter_equals_one_counter_per_key(
         (limit, window, mode, ops, max_keys) in (1..5u32, 6..60u64, mode(), 1..8usize)
-            .prop_flat_map(|(l, w, m, k)| (Just(l), Just(w), Just(m), ops(l, w), Just(k)))
+            .prop_flat_map(|(l, w, m, k)| (Just(l), Just(w), Just(m), keyed_ops(l, w), Just(k)))
     ) {
         let clock = ManualClock::new();
         let limiter = KeyedLimiter::<u64>::builder(limit, Duration::from_nanos(window))
@@ -78,11 +58,11 @@ proptest! {
         let mut last_admit: HashMap<u64, u64> = HashMap::new();
         for op in ops {
             match op {
-                Op::Sweep { dt } => {
+                KeyedOp::Sweep { dt } => {
                     clock.advance(Duration::from_nanos(dt));
                     limiter.retain_recent();
                 }
-                Op::Check { key, dt, n } => {
+                KeyedOp::Check { key, dt, n } => {
                     clock.advance(Duration::from_nanos(dt));
                     let now = clock.now();
                     let peeked = limiter.peek_n_at(&key, n, now);

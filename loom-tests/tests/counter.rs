@@ -6,10 +6,12 @@
 
 #![cfg(slidelog_loom)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use common::evict_while_admitting;
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
 use slidelog::{ManualClock, SlidingCounter};
@@ -95,63 +97,20 @@ fn control_archive_late_is_caught() {
     advance_keeps_the_count(Flaw::ArchiveLate);
 }
 
-/// The keyed counter's eviction, modelled as in `eviction.rs`: a generation
-/// word picks the old state or its replacement; the evictor closes the old
-/// one and publishes the new; an admitter that finds the old one closed
-/// publishes it itself and looks again.
-fn evict_while_admitting(flaw: Flaw) {
-    loom::model(move || {
-        // One slot of 10 ns, limit 1, margin 10: the admission at 0 leaves
-        // the window at 10, so the state is idle from 20.
-        let states = Arc::new([counter(1, 10, 1, flaw), counter(1, 10, 1, flaw)]);
-        states[0].check_at(0).unwrap();
-        let current = Arc::new(AtomicUsize::new(0));
-        let admit = |now: u64| {
-            let states = Arc::clone(&states);
-            let current = Arc::clone(&current);
-            thread::spawn(move || {
-                loop {
-                    // Acquire pairs with the publication below.
-                    let g = current.load(Ordering::Acquire);
-                    match states[g].try_check_n_at(1, now) {
-                        Some(result) => return result.is_ok(),
-                        None => {
-                            let _ =
-                                current.compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
-                        }
-                    }
-                }
-            })
-        };
-        let evictor = {
-            let states = Arc::clone(&states);
-            let current = Arc::clone(&current);
-            thread::spawn(move || {
-                if states[0].close_if_idle(25, 10) {
-                    let _ = current.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
-                }
-            })
-        };
-        let a = admit(25);
-        let b = admit(25);
-        evictor.join().unwrap();
-        let admitted = [a.join().unwrap(), b.join().unwrap()];
-        assert_eq!(
-            admitted.iter().filter(|&&x| x).count(),
-            1,
-            "duplicated or lost: {admitted:?}"
-        );
-        let g = current.load(Ordering::Acquire);
-        assert!(
-            states[g].try_check_n_at(1, 26).is_some_and(|r| r.is_err()),
-            "lost admission: the current state admits again at 26"
-        );
-    });
+/// The keyed counter's eviction (the handshake of `eviction.rs`): the old
+/// counter (limit 1, one slot of 10 ns) holds one admission at 0.
+fn counters(flaw: Flaw) -> [SlidingCounter<ManualClock>; 2] {
+    let make = || {
+        SlidingCounter::with_flaw(1, Duration::from_nanos(10), 1, ManualClock::new(), flaw).unwrap()
+    };
+    let old = make();
+    old.check_at(0).unwrap();
+    [old, make()]
 }
 
 #[test]
 fn counter_close_races_admission() {
-    evict_while_admitting(Flaw::None);
+    evict_while_admitting(|| counters(Flaw::None));
 }
 
 /// Negative control: reporting "closed" without closing lets an admission
@@ -159,7 +118,7 @@ fn counter_close_races_admission() {
 #[test]
 #[should_panic(expected = "lost admission")]
 fn control_counter_fake_close_is_caught() {
-    evict_while_admitting(Flaw::FakeClose);
+    evict_while_admitting(|| counters(Flaw::FakeClose));
 }
 
 /// A busy counter is not closed under an admission: either the admission

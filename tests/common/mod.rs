@@ -130,3 +130,35 @@ pub fn max_in_window(times: &mut [u64], window: u64) -> usize {
     }
     best
 }
+
+/// One step of a keyed property test: a check of `n` units for `key` after
+/// the clock moved `dt`, or an explicit sweep after it moved `dt`.
+#[derive(Clone, Debug)]
+pub enum KeyedOp {
+    Check { key: u64, dt: u64, n: u32 },
+    Sweep { dt: u64 },
+}
+
+/// Keyed steps over 6 keys, with clock moves that sit on the window's edges
+/// (`W - 1`, `W`, `W + 1`) and jumps long enough for keys to go idle.
+pub fn keyed_ops(
+    limit: u32,
+    window: u64,
+) -> impl proptest::strategy::Strategy<Value = Vec<KeyedOp>> {
+    use proptest::prelude::*;
+    let dt = prop_oneof![
+        4 => Just(0u64),
+        2 => Just(window),
+        1 => Just(window - 1),
+        1 => Just(window + 1),
+        3 => 0..=window,
+        1 => Just(2 * window),
+        1 => Just(3 * window + 1),
+        1 => Just(4 * window + 1),
+    ];
+    let op = prop_oneof![
+        10 => (0..6u64, dt.clone(), 0..=limit + 1).prop_map(|(key, dt, n)| KeyedOp::Check { key, dt, n }),
+        1 => dt.prop_map(|dt| KeyedOp::Sweep { dt }),
+    ];
+    prop::collection::vec(op, 1..250)
+}

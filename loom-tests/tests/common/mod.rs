@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidelog::loom_hooks::Flaw;
-use slidelog::{Admitted, Denied, Limiter, ManualClock};
+use slidelog::{Admitted, Denied, Limiter, ManualClock, SlidingCounter};
 
 /// A shared limiter of `limit` per `window` ns on a manual clock, built with
 /// the given (possibly broken) protocol variant.
@@ -143,4 +143,95 @@ fn search(
 /// Admitted units in a list of calls.
 pub fn admitted_units(calls: &[Call]) -> u32 {
     calls.iter().filter(|c| c.result.is_ok()).map(|c| c.n).sum()
+}
+
+/// A key's state that the keyed map can evict: the exact ring (through
+/// [`Limiter`]) or the counter (through [`SlidingCounter`]).
+pub trait Evictable: Send + Sync + 'static {
+    /// One unit at `now`; `None` if the state was closed for eviction.
+    fn try_check_at(&self, now: u64) -> Option<Result<Admitted, Denied>>;
+    /// Closes the state if idle at `now` with `margin`.
+    fn close_if_idle(&self, now: u64, margin: u64) -> bool;
+}
+
+impl Evictable for Limiter<ManualClock> {
+    fn try_check_at(&self, now: u64) -> Option<Result<Admitted, Denied>> {
+        self.try_check_n_at(1, now)
+    }
+    fn close_if_idle(&self, now: u64, margin: u64) -> bool {
+        Limiter::close_if_idle(self, now, margin)
+    }
+}
+
+impl Evictable for SlidingCounter<ManualClock> {
+    fn try_check_at(&self, now: u64) -> Option<Result<Admitted, Denied>> {
+        self.try_check_n_at(1, now)
+    }
+    fn close_if_idle(&self, now: u64, margin: u64) -> bool {
+        SlidingCounter::close_if_idle(self, now, margin)
+    }
+}
+
+/// P5, the keyed map's eviction handshake over two states of one key: the
+/// map is modelled by a generation word choosing between the old state and
+/// its replacement (papaya itself is not loom-aware; real-thread stress
+/// tests cover it). The evictor closes the old state at 25 (margin 10),
+/// then publishes the new one; two admitters at 25 that find the old one
+/// closed publish it themselves (first one wins) and look again.
+///
+/// `make` returns (old, new) for a limit of 1, the old one holding one unit
+/// at 0 that has left the window by 15. Exactly one admitter succeeds, and
+/// its admission is visible to the key's current state at 26.
+pub fn evict_while_admitting<T: Evictable>(make: impl Fn() -> [T; 2] + Send + Sync + 'static) {
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::thread;
+    loom::model(move || {
+        let states = Arc::new(make());
+        let current = Arc::new(AtomicUsize::new(0));
+        let admit = |now: u64| {
+            let states = Arc::clone(&states);
+            let current = Arc::clone(&current);
+            thread::spawn(move || {
+                loop {
+                    // Acquire pairs with the publication below.
+                    let g = current.load(Ordering::Acquire);
+                    match states[g].try_check_at(now) {
+                        Some(result) => return result.is_ok(),
+                        // Closed: replace the state in the "map" (as the
+                        // keyed limiter does: remove it, insert a fresh
+                        // one; whoever comes first wins) and look again.
+                        None => {
+                            let _ =
+                                current.compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
+                        }
+                    }
+                }
+            })
+        };
+        let evictor = {
+            let states = Arc::clone(&states);
+            let current = Arc::clone(&current);
+            thread::spawn(move || {
+                if states[0].close_if_idle(25, 10) {
+                    // Release pairs with the admitters' Acquire loads.
+                    let _ = current.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+                }
+            })
+        };
+        let a = admit(25);
+        let b = admit(25);
+        evictor.join().unwrap();
+        let admitted = [a.join().unwrap(), b.join().unwrap()];
+        assert_eq!(
+            admitted.iter().filter(|&&x| x).count(),
+            1,
+            "duplicated or lost: {admitted:?}"
+        );
+        // The admission at 25 must be visible to the key's current state.
+        let g = current.load(Ordering::Acquire);
+        assert!(
+            states[g].try_check_at(26).is_some_and(|r| r.is_err()),
+            "lost admission: the current state admits again at 26"
+        );
+    });
 }
