@@ -82,6 +82,13 @@ struct Housekeeping {
 /// their window. Memory is bounded by `max_keys x (8 (limit + 1) + ~48 +
 /// key)` bytes.
 ///
+/// **Algorithm.** The fourth type parameter says what each key keeps: the
+/// exact log ([`Log`], the default) or the approximate sliding-window
+/// counter ([`Counter`]: `8 (N + 1)` bytes per key whatever the limit; see
+/// [`KeyedCounter`] and the builder's
+/// [`sliding_counter`](KeyedBuilder::sliding_counter)). Eviction, the key
+/// cap and every method work the same for both.
+///
 /// # Examples
 ///
 /// ```
