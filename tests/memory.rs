@@ -27,6 +27,43 @@ fn memory() {
     // The flood first, so its RSS is not inflated by the larger maps below.
     flood_of_new_keys_stays_bounded();
     bytes_per_key();
+    counter_bytes_per_key();
+}
+
+/// The keyed counter: `8 (N + 1)` bytes of state per key whatever the
+/// limit, plus the map entry; a million-per-window limit costs what a limit
+/// of 10 costs.
+fn counter_bytes_per_key() {
+    let keys = 100_000u64;
+    let mut measured = Vec::new();
+    for limit in [10u32, 1_000_000] {
+        let keyed = KeyedLimiter::<u64>::builder(limit, Duration::from_secs(1))
+            .sliding_counter(10)
+            .clock(ManualClock::new())
+            .max_keys(keys as usize)
+            .build()
+            .unwrap();
+        let before = live();
+        for k in 0..keys {
+            keyed.check(&k).unwrap();
+        }
+        let per_key = (live() - before) as f64 / keys as f64;
+        println!(
+            "counter, 10 slots, limit {limit}: {per_key:.1} bytes per key (state 88); estimate {}",
+            keyed.bytes_per_key()
+        );
+        assert!(per_key >= 88.0, "{per_key}");
+        let estimate = keyed.bytes_per_key() as f64;
+        assert!(
+            (per_key - estimate).abs() / per_key < 0.5,
+            "estimate {estimate} vs measured {per_key}"
+        );
+        measured.push(per_key);
+    }
+    assert!(
+        (measured[0] - measured[1]).abs() < 1.0,
+        "the counter's memory does not depend on the limit: {measured:?}"
+    );
 }
 
 fn bytes_per_key() {
