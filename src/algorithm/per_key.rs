@@ -1,0 +1,253 @@
+//! [`Algorithm`]: what a [`KeyedLimiter`](crate::KeyedLimiter) keeps per
+//! key, the exact log ([`Log`]) or the approximate counter ([`Counter`]).
+
+use core::fmt;
+use std::time::Duration;
+
+use crate::config;
+use crate::counter::{CounterConfig, CounterMode, CounterRef};
+use crate::decision::{Admitted, Denied};
+use crate::error::ConfigError;
+use crate::ring::{Geometry, RingRef};
+use crate::sync::atomic::AtomicU64;
+
+/// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key: the exact
+/// log ([`Log`], the default) or the approximate counter ([`Counter`]).
+///
+/// Sealed: the keyed map relies on each state's close-for-eviction
+/// handshake, so only this crate implements it. Choose one with the
+/// builder; the type is named mostly in struct fields
+/// ([`KeyedCounter`](crate::KeyedCounter) is a shorthand for the counter).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::algorithm::{Algorithm, Counter};
+/// use slidelog::{KeyedCounter, KeyedLimiter, ManualClock};
+///
+/// struct Gateway<A: Algorithm> {
+///     per_user: KeyedLimiter<u64, ManualClock, std::collections::hash_map::RandomState, A>,
+/// }
+///
+/// let gateway: Gateway<Counter> = Gateway {
+///     per_user: KeyedLimiter::<u64>::builder(1_000_000, Duration::from_secs(60))
+///         .sliding_counter(60)
+///         .clock(ManualClock::new())
+///         .build()?,
+/// };
+/// assert!(gateway.per_user.check_n(&7, 1_000).is_ok());
+/// # let _: &KeyedCounter<u64, ManualClock> = &gateway.per_user;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub trait Algorithm: sealed::Sealed + Send + Sync + fmt::Debug + 'static {}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// The per-key operations the keyed map needs. Every key's state is one
+    /// allocation of [`words`](Sealed::words) atomic words.
+    pub trait Sealed: Sized {
+        /// Builds the per-key configuration (`mode` only matters to the
+        /// counter).
+        fn configure(limit: u32, window: Duration, mode: CounterMode) -> Result<Self, ConfigError>;
+        /// Words of state per key.
+        fn words(&self) -> usize;
+        /// Admissions allowed per window.
+        fn limit(&self) -> u32;
+        /// The window in nanoseconds.
+        fn window_nanos(&self) -> u64;
+        /// A fresh key's state, created at `now`.
+        fn init(&self, now: u64) -> Box<[AtomicU64]>;
+        /// Checks `n <= limit` units; `None` if the state was closed.
+        fn check(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>>;
+        /// What `check` would answer, recording nothing; `None` if closed.
+        fn peek(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>>;
+        /// What an absent key answers to `n <= limit` units.
+        fn fresh(&self, n: u32, now: u64) -> Admitted;
+        /// Closes the state if it has been idle for `margin` (see the
+        /// ring's and the counter's `close_if_idle`).
+        fn close_if_idle(&self, state: &[AtomicU64], now: u64, margin: u64) -> Result<(), u64>;
+        /// A lower bound on when a key admitted at or after `now` can become
+        /// idle, before the margin.
+        fn earliest_idle(&self, now: u64) -> u64;
+    }
+
+    /// The first word and the rest (every state has at least two words).
+    #[inline]
+    pub(super) fn split(state: &[AtomicU64]) -> (&AtomicU64, &[AtomicU64]) {
+        state
+            .split_first()
+            .expect("a per-key state has at least two words")
+    }
+}
+
+/// The exact sliding-window log per key: a ring of `limit` slots (the
+/// default algorithm of [`KeyedLimiter`](crate::KeyedLimiter)).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::algorithm::Log;
+/// use slidelog::KeyedLimiter;
+/// let limiter: KeyedLimiter<u64> = KeyedLimiter::new(3, Duration::from_secs(1))?;
+/// assert_eq!(limiter.algorithm().limit(), 3);
+/// # let _: &Log = limiter.algorithm();
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Log {
+    geometry: Geometry,
+}
+
+impl Log {
+    /// Admissions allowed per window.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(3, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.algorithm().limit(), 3);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn limit(&self) -> u32 {
+        self.geometry.limit()
+    }
+
+    #[inline]
+    fn ring<'a>(&'a self, state: &'a [AtomicU64]) -> RingRef<'a> {
+        let (head, slots) = sealed::split(state);
+        RingRef {
+            geometry: &self.geometry,
+            head,
+            slots,
+        }
+    }
+}
+
+impl sealed::Sealed for Log {
+    fn configure(limit: u32, window: Duration, _: CounterMode) -> Result<Self, ConfigError> {
+        Ok(Log {
+            geometry: config::geometry(limit, window)?,
+        })
+    }
+    fn words(&self) -> usize {
+        self.geometry.limit() as usize + 1
+    }
+    #[inline]
+    fn limit(&self) -> u32 {
+        self.geometry.limit()
+    }
+    #[inline]
+    fn window_nanos(&self) -> u64 {
+        self.geometry.window()
+    }
+    fn init(&self, _: u64) -> Box<[AtomicU64]> {
+        (0..self.words()).map(|_| AtomicU64::new(0)).collect()
+    }
+    #[inline]
+    fn check(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+        self.geometry.decision(self.ring(state).check(now, n), now)
+    }
+    fn peek(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+        self.geometry.decision(self.ring(state).peek(now, n), now)
+    }
+    fn fresh(&self, n: u32, now: u64) -> Admitted {
+        self.geometry.fresh(n, now)
+    }
+    fn close_if_idle(&self, state: &[AtomicU64], now: u64, margin: u64) -> Result<(), u64> {
+        self.ring(state).close_if_idle(now, margin)
+    }
+    fn earliest_idle(&self, now: u64) -> u64 {
+        // An admission at `t >= now` expires at `t + W`.
+        self.geometry
+            .clamp_now(now)
+            .saturating_add(self.geometry.window())
+    }
+}
+
+impl Algorithm for Log {}
+
+/// The approximate sliding-window counter per key (see
+/// [`SlidingCounter`](crate::SlidingCounter) for its guarantee and measured
+/// error): `8 (N + 1)` bytes per key whatever the limit.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{CounterMode, KeyedLimiter};
+/// let limiter = KeyedLimiter::<u64>::builder(1_000_000, Duration::from_secs(60))
+///     .sliding_counter(60)
+///     .build()?;
+/// assert_eq!(limiter.algorithm().mode(), CounterMode::Slots(60));
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Counter {
+    config: CounterConfig,
+}
+
+impl Counter {
+    /// The estimation mode.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{CounterMode, KeyedLimiter};
+    /// let limiter = KeyedLimiter::<u64>::builder(10, Duration::from_secs(1)).two_window().build()?;
+    /// assert_eq!(limiter.algorithm().mode(), CounterMode::TwoWindow);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn mode(&self) -> CounterMode {
+        self.config.mode()
+    }
+
+    #[inline]
+    fn state<'a>(&'a self, state: &'a [AtomicU64]) -> CounterRef<'a> {
+        let (head, archive) = sealed::split(state);
+        CounterRef {
+            config: &self.config,
+            head,
+            archive,
+        }
+    }
+}
+
+impl sealed::Sealed for Counter {
+    fn configure(limit: u32, window: Duration, mode: CounterMode) -> Result<Self, ConfigError> {
+        Ok(Counter {
+            config: CounterConfig::new(limit, window, mode)?,
+        })
+    }
+    fn words(&self) -> usize {
+        self.config.words()
+    }
+    #[inline]
+    fn limit(&self) -> u32 {
+        self.config.limit()
+    }
+    #[inline]
+    fn window_nanos(&self) -> u64 {
+        self.config.window()
+    }
+    fn init(&self, now: u64) -> Box<[AtomicU64]> {
+        let head = self.config.initial_head(now);
+        (0..self.words())
+            .map(|i| AtomicU64::new(if i == 0 { head } else { 0 }))
+            .collect()
+    }
+    #[inline]
+    fn check(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+        self.state(state).check(n, now)
+    }
+    fn peek(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+        self.state(state).peek(n, now)
+    }
+    fn fresh(&self, n: u32, now: u64) -> Admitted {
+        self.config.fresh(n, now)
+    }
+    fn close_if_idle(&self, state: &[AtomicU64], now: u64, margin: u64) -> Result<(), u64> {
+        self.state(state).close_if_idle(now, margin)
+    }
+    fn earliest_idle(&self, now: u64) -> u64 {
+        self.config.earliest_idle(now)
+    }
+}
+
+impl Algorithm for Counter {}
