@@ -243,3 +243,54 @@ fn concurrent_admissions_respect_the_limit() {
         assert!(n <= limit as usize, "{n} admissions in slots {start}..");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Any timestamps (the whole `u64` range, backwards, huge jumps), any
+    /// weights, any valid configuration: no panic (tests run with overflow
+    /// checks), `remaining` and `n` never exceed the limit, a denial's
+    /// `retry_after` is positive, and peek agrees with the check after it.
+    #[test]
+    fn extreme_inputs_never_panic(
+        limit in prop_oneof![Just(1u32), 1..20u32, Just(slidelog::MAX_COUNTER_LIMIT)],
+        window in prop_oneof![Just(1u64), 1..1_000u64, Just(slidelog::MAX_WINDOW.as_nanos() as u64)],
+        slots in 1..70_000u32,
+        two in any::<bool>(),
+        keyed in any::<bool>(),
+        steps in prop::collection::vec(
+            (prop_oneof![any::<u64>(), 0..100u64, (u64::MAX - 100)..=u64::MAX], any::<u32>()),
+            1..60,
+        ),
+    ) {
+        let w = Duration::from_nanos(window);
+        let mode = if two { CounterMode::TwoWindow } else { CounterMode::Slots(slots) };
+        let built = SlidingCounter::with_mode(limit, w, mode, ManualClock::new());
+        let valid = !matches!(mode, CounterMode::Slots(n) if u64::from(n) > window || n > slidelog::MAX_SLOTS);
+        prop_assert_eq!(built.is_ok(), valid, "{:?}", built.as_ref().err());
+        let Ok(counter) = built else { return Ok(()) };
+        let per_key = slidelog::KeyedLimiter::<u8>::builder(limit, w)
+            .counter_mode(mode)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        for (now, n) in steps {
+            let n = if n % 3 == 0 { n } else { n % (limit + 2) };
+            let (peeked, got) = if keyed {
+                (per_key.peek_n_at(&1, n, now), per_key.check_n_at(&1, n, now))
+            } else {
+                (counter.peek_n_at(n, now), counter.check_n_at(n, now))
+            };
+            match got {
+                Ok(a) => {
+                    prop_assert!(n <= limit && a.remaining() <= limit - n);
+                    prop_assert!(peeked.is_ok());
+                }
+                Err(d) => {
+                    prop_assert!(d.retry_after_nanos() > 0);
+                    prop_assert!(n > 0);
+                }
+            }
+        }
+    }
+}
