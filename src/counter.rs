@@ -97,7 +97,7 @@ pub enum CounterMode {
 /// [`Limiter`](crate::Limiter).
 ///
 /// A log costs 8 bytes per admission in the window; at a million requests
-/// per window that is 8 MB per key. The counter costs `8 (N + 1)` bytes
+/// per window that is 8 MB per key. The counter costs `8 (N + 2)` bytes
 /// whatever the limit (up to [`MAX_COUNTER_LIMIT`]), in exchange for
 /// accuracy:
 ///
@@ -155,6 +155,8 @@ pub struct SlidingCounter<C: Clock = QuantaClock> {
     /// `epoch << count_bits | count` of the current slot: every admission
     /// CASes it.
     head: CachePadded<AtomicU64>,
+    /// The slots mode's summary (see `CounterRef::summary`).
+    summary: AtomicU64,
     /// Past slots, `epoch << count_bits | count`, at `epoch mod N`.
     archive: Box<[AtomicU64]>,
     config: CounterConfig,
@@ -249,10 +251,17 @@ impl CounterConfig {
         self.mode
     }
 
-    /// Words of state: head plus the archive.
+    /// Words of state: head, the summary (slots mode), the archive.
     #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn words(&self) -> usize {
-        self.cells + 1
+        self.cells + 1 + usize::from(self.summarised())
+    }
+
+    /// Whether the state keeps a summary word: the slots mode, whose
+    /// estimate otherwise reads all N slots (the two-window mode reads one).
+    #[inline]
+    pub(crate) fn summarised(&self) -> bool {
+        matches!(self.mode, CounterMode::Slots(_))
     }
 
     /// How many sub-windows an admission counts in: `N`, or 2 (its own
@@ -352,6 +361,12 @@ impl CounterConfig {
 pub(crate) struct CounterRef<'a> {
     pub(crate) config: &'a CounterConfig,
     pub(crate) head: &'a AtomicU64,
+    /// Slots mode: `epoch << count_bits | sum`, the sum of the archived
+    /// counts that are still in the window while head is in sub-window
+    /// `epoch` (the N - 1 before it). Written, largest sum kept, before head
+    /// moves to `epoch`, so a check in head's sub-window reads two words
+    /// instead of N. A summary for another sub-window is ignored.
+    pub(crate) summary: Option<&'a AtomicU64>,
     pub(crate) archive: &'a [AtomicU64],
 }
 
@@ -376,6 +391,7 @@ impl CounterRef<'_> {
             // is also what eviction judges idleness by.
             let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
             if used + n64 > limit {
+                let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
                 return Some(Err(Denied::rate_limited(
                     retry_at.saturating_sub(now).max(1),
                 )));
@@ -393,6 +409,9 @@ impl CounterRef<'_> {
             let new_slot = epoch != cfg.epoch_of(hw);
             let late = cfg.flaw() == Flaw::ArchiveLate;
             if new_slot && !late {
+                // `used` counted exactly the N - 1 slots before `epoch`
+                // (head's among them): the summary for `epoch`.
+                self.summarise(epoch, used, hw);
                 self.archive(hw, epoch, absolute);
             }
             let current = if new_slot { 0 } else { cfg.count_of(hw) };
@@ -418,6 +437,7 @@ impl CounterRef<'_> {
                 if new_slot && late {
                     // Broken on purpose (loom's negative control): between
                     // the CAS and this, readers miss the old count.
+                    self.summarise(epoch, used, hw);
                     self.archive(hw, epoch, absolute);
                 }
                 return Some(Ok(admitted));
@@ -437,6 +457,7 @@ impl CounterRef<'_> {
         let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
         let (limit, n) = (u64::from(cfg.limit), u64::from(n));
         Some(if used + n > limit {
+            let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
             Err(Denied::rate_limited(retry_at.saturating_sub(now).max(1)))
         } else {
             Ok(Admitted {
@@ -456,19 +477,47 @@ impl CounterRef<'_> {
         // Cells are indexed by the absolute number, so that consecutive
         // sub-windows use consecutive cells even where the epoch field wraps.
         let cell = &self.archive[cfg.by_slots.rem(old_absolute) as usize];
-        // Several threads may race to archive one sub-window (and a thread
-        // with a stale head word may come late): the count only grows within
-        // a sub-window, so keep the largest, and never overwrite a later lap.
+        self.merge(cell, old_epoch, count);
+    }
+
+    /// Writes the summary for sub-window `epoch`: `sum` archived counts in
+    /// its window (computed from head word `hw`).
+    fn summarise(&self, epoch: u64, sum: u64, hw: u64) {
+        let Some(summary) = self.summary else { return };
+        let cfg = self.config;
+        let sum = if cfg.flaw() == Flaw::SummaryWithoutHead {
+            // Broken on purpose (loom's negative control): leaves out the
+            // count of the sub-window head is leaving.
+            sum - cfg.count_of(hw).min(sum)
+        } else {
+            sum
+        };
+        if cfg.flaw() == Flaw::SummaryStore {
+            // Broken on purpose (loom's negative control).
+            summary.store(cfg.pack(epoch, sum), Ordering::Release);
+            return;
+        }
+        self.merge(summary, epoch, sum);
+    }
+
+    /// Stores `epoch << count_bits | count` in `cell` unless it already holds
+    /// `epoch` with at least `count`, or a later epoch. Several threads may
+    /// race to write one sub-window's word, and a thread with a stale head
+    /// word may come late with a smaller count: within a sub-window counts
+    /// only grow, so the largest is the true one.
+    fn merge(&self, cell: &AtomicU64, epoch: u64, count: u64) {
+        let cfg = self.config;
+        let word = cfg.pack(epoch, count);
         let mut seen = cell.load(Ordering::Acquire);
-        while cfg.epoch_of(seen) != old_epoch || cfg.count_of(seen) < count {
-            // Release: the archived count happens-before our head CAS,
-            // which readers Acquire.
-            match cell.compare_exchange(seen, hw, Ordering::Release, Ordering::Acquire) {
+        while cfg.epoch_of(seen) != epoch || cfg.count_of(seen) < count {
+            // Release: the word happens-before our head CAS, which readers
+            // Acquire.
+            match cell.compare_exchange(seen, word, Ordering::Release, Ordering::Acquire) {
                 Ok(_) => break,
                 Err(now_there) => {
                     let there = cfg.epoch_of(now_there);
-                    if there != old_epoch && cfg.later(there, old_epoch) {
-                        break; // a later lap already reused this cell
+                    if there != epoch && cfg.later(there, epoch) {
+                        break; // a later sub-window already reused the word
                     }
                     seen = now_there;
                 }
@@ -476,11 +525,55 @@ impl CounterRef<'_> {
         }
     }
 
+    /// When the oldest non-empty slot in the window of a request in head's
+    /// sub-window `epoch` (absolute `base`) leaves it: the first archived
+    /// slot found from the old end, else head's own.
+    #[cold]
+    fn oldest_leaves(&self, hw: u64, epoch: u64, base: u64) -> u64 {
+        let cfg = self.config;
+        let slots = cfg.span();
+        let mut oldest = 0;
+        let newest_cell = cfg.by_slots.rem(base) as usize;
+        for back in (1..slots).rev() {
+            let cell = (newest_cell + cfg.cells - back as usize) % cfg.cells;
+            let e = epoch.wrapping_sub(back) & cfg.epoch_mask;
+            // Acquire: pairs with `merge`'s Release.
+            let word = self.archive[cell].load(Ordering::Acquire);
+            if cfg.epoch_of(word) == e && cfg.count_of(word) > 0 {
+                oldest = back;
+                break;
+            }
+        }
+        debug_assert!(oldest > 0 || cfg.count_of(hw) > 0 || self.summary.is_none());
+        (base - oldest.min(base) + slots).saturating_mul(cfg.width)
+    }
+
     /// Admissions counted against a request at `at` in sub-window `epoch`
     /// (absolute number `base`), given head word `hw` (at `epoch` or, for a
     /// peek, earlier), and when that count next drops.
+    ///
+    /// In head's own sub-window the summary gives the count in two loads;
+    /// `retry_at` is then `None` (see [`oldest_leaves`](Self::oldest_leaves)).
     #[inline]
-    fn estimate(&self, hw: u64, epoch: u64, base: u64, at: u64) -> (u64, u64) {
+    fn estimate(&self, hw: u64, epoch: u64, base: u64, at: u64) -> (u64, Option<u64>) {
+        let cfg = self.config;
+        let (head_epoch, head_count) = (cfg.epoch_of(hw), cfg.count_of(hw));
+        if let Some(summary) = self.summary {
+            if epoch == head_epoch {
+                // Acquire: pairs with `merge`'s Release (before head moved
+                // to this sub-window, which our head load acquired).
+                let word = summary.load(Ordering::Acquire);
+                if cfg.epoch_of(word) == epoch {
+                    return (head_count + cfg.count_of(word), None);
+                }
+            }
+        }
+        let (used, retry_at) = self.scan(hw, epoch, base, at);
+        (used, Some(retry_at))
+    }
+
+    /// [`estimate`](Self::estimate) by reading every slot in the window.
+    fn scan(&self, hw: u64, epoch: u64, base: u64, at: u64) -> (u64, u64) {
         let cfg = self.config;
         let (head_epoch, head_count) = (cfg.epoch_of(hw), cfg.count_of(hw));
         // The count of sub-window `e` (archive cell `cell`).
@@ -488,7 +581,7 @@ impl CounterRef<'_> {
             if e == head_epoch {
                 return head_count;
             }
-            // Acquire: pairs with `archive`'s Release.
+            // Acquire: pairs with `merge`'s Release.
             let word = self.archive[cell].load(Ordering::Acquire);
             if cfg.epoch_of(word) == e {
                 cfg.count_of(word)
@@ -700,6 +793,8 @@ impl<C: Clock> SlidingCounter<C> {
         let head = config.initial_head(clock.now());
         Ok(SlidingCounter {
             head: CachePadded::new(AtomicU64::new(head)),
+            // Nothing archived yet: the summary of head's sub-window is 0.
+            summary: AtomicU64::new(head),
             archive: (0..config.cells).map(|_| AtomicU64::new(0)).collect(),
             config,
             clock,
@@ -711,6 +806,7 @@ impl<C: Clock> SlidingCounter<C> {
         CounterRef {
             config: &self.config,
             head: &self.head,
+            summary: self.config.summarised().then_some(&self.summary),
             archive: &self.archive,
         }
     }
@@ -846,7 +942,7 @@ impl<C: Clock> SlidingCounter<C> {
         self.config.mode
     }
 
-    /// Bytes this counter occupies: `8 (N + 1)` plus the padded header.
+    /// Bytes this counter occupies: `8 N` plus the padded header.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -905,16 +1001,27 @@ mod tests {
 
     /// A counter state of `limit` per `window` ns in `slots` slots, fresh at
     /// 0, as a keyed counter holds one per key.
-    fn state(limit: u32, window: u64, slots: u32) -> (CounterConfig, AtomicU64, Vec<AtomicU64>) {
+    fn state(limit: u32, window: u64, slots: u32) -> (CounterConfig, Vec<AtomicU64>) {
         let cfg = CounterConfig::new(
             limit,
             Duration::from_nanos(window),
             CounterMode::Slots(slots),
         )
         .unwrap();
-        let head = AtomicU64::new(cfg.initial_head(0));
-        let archive = (0..slots).map(|_| AtomicU64::new(0)).collect();
-        (cfg, head, archive)
+        let words = (0..cfg.words())
+            .map(|i| AtomicU64::new(if i < 2 { cfg.initial_head(0) } else { 0 }))
+            .collect();
+        (cfg, words)
+    }
+
+    /// `[head, summary, archive...]`, as a keyed counter lays them out.
+    fn view<'a>(cfg: &'a CounterConfig, words: &'a [AtomicU64]) -> CounterRef<'a> {
+        CounterRef {
+            config: cfg,
+            head: &words[0],
+            summary: Some(&words[1]),
+            archive: &words[2..],
+        }
     }
 
     #[test]
@@ -1016,35 +1123,61 @@ mod tests {
     /// stays at the newest admission, which eviction judges idleness by.
     #[test]
     fn denials_and_dry_checks_never_write() {
-        let (cfg, head, archive) = state(1, 100, 10);
-        let state = CounterRef {
-            config: &cfg,
-            head: &head,
-            archive: &archive,
-        };
+        let (cfg, words) = state(1, 100, 10);
+        let state = view(&cfg, &words);
         state.check(1, 5).unwrap().unwrap();
-        let before = head.load(Ordering::Relaxed);
+        let snapshot = |words: &[AtomicU64]| -> Vec<u64> {
+            words.iter().map(|w| w.load(Ordering::Relaxed)).collect()
+        };
+        let before = snapshot(&words);
         assert_eq!(
             state.check(1, 55).unwrap().unwrap_err().retry_after_nanos(),
             45
         );
         assert_eq!(state.check(0, 77).unwrap().unwrap().remaining(), 0);
-        assert_eq!(head.load(Ordering::Relaxed), before);
-        assert!(archive.iter().all(|w| w.load(Ordering::Relaxed) == 0));
-        // The next admission moves head and archives the old slot.
+        assert_eq!(
+            state.peek(1, 99).unwrap().unwrap_err().retry_after_nanos(),
+            1
+        );
+        assert_eq!(snapshot(&words), before, "nothing written");
+        // The next admission moves head, archives the old slot (cell 0) and
+        // writes the new slot's summary (1 archived admission in its window).
+        assert!(state.check(0, 100).unwrap().is_ok());
+        assert_eq!(snapshot(&words), before, "n = 0 writes nothing either");
         assert!(state.check(1, 100).unwrap().is_ok());
-        assert_ne!(head.load(Ordering::Relaxed), before);
-        assert_eq!(archive[0].load(Ordering::Relaxed), before);
+        assert_ne!(words[0].load(Ordering::Relaxed), before[0]);
+        assert_eq!(words[2].load(Ordering::Relaxed), before[0]);
+        assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(10, 0));
+    }
+
+    /// The summary holds the archived counts in head's window, so checks in
+    /// head's slot read two words; `retry_after` still names the oldest slot.
+    #[test]
+    fn the_summary_counts_the_window_behind_head() {
+        let (cfg, words) = state(3, 100, 10);
+        let state = view(&cfg, &words);
+        for t in [5, 15, 25] {
+            assert!(state.check(1, t).unwrap().is_ok());
+        }
+        // Head in slot 2 with 1; slots 0 and 1 summarised.
+        assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(2, 2));
+        let denied = state.check(1, 26).unwrap().unwrap_err();
+        assert_eq!(denied.retry_after_nanos(), 74, "slot [0, 10) leaves at 100");
+        assert_eq!(state.check(0, 29).unwrap().unwrap().remaining(), 0);
+        // A stale summary (another sub-window's) is ignored: same answers.
+        words[1].store(cfg.pack(7, 0), Ordering::Relaxed);
+        assert_eq!(state.check(1, 26).unwrap().unwrap_err(), denied);
+        assert_eq!(state.check(0, 29).unwrap().unwrap().remaining(), 0);
+        // At 100 slot 0 has left: admitted into slot 10, whose window holds
+        // slots 1 and 2.
+        assert_eq!(state.check(1, 100).unwrap().unwrap().remaining(), 0);
+        assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(10, 2));
     }
 
     #[test]
     fn close_waits_for_every_slot_to_leave() {
-        let (cfg, head, archive) = state(5, 100, 10);
-        let state = CounterRef {
-            config: &cfg,
-            head: &head,
-            archive: &archive,
-        };
+        let (cfg, words) = state(5, 100, 10);
+        let state = view(&cfg, &words);
         state.check(1, 35).unwrap().unwrap(); // slot [30, 40) leaves at 130
         assert_eq!(state.close_if_idle(129, 0), Err(130));
         assert_eq!(state.close_if_idle(140, 20), Err(150));

@@ -37,7 +37,7 @@ const SWEEP_MIN_INSERTS: usize = 64;
 const DEFAULT_SLOTS: u32 = 10;
 
 /// A key's state: one allocation of words, `head` in word 0 (the ring's
-/// `L + 1` words, or the counter's `N + 1`).
+/// `L + 1` words, or the counter's `N + 2`).
 struct KeyState(Box<[AtomicU64]>);
 
 /// Housekeeping state, written only when keys come and go: its own cache
@@ -84,7 +84,7 @@ struct Housekeeping {
 ///
 /// **Algorithm.** The fourth type parameter says what each key keeps: the
 /// exact log ([`Log`], the default) or the approximate sliding-window
-/// counter ([`Counter`]: `8 (N + 1)` bytes per key whatever the limit; see
+/// counter ([`Counter`]: `8 (N + 2)` bytes per key whatever the limit; see
 /// [`KeyedCounter`] and the builder's
 /// [`sliding_counter`](KeyedBuilder::sliding_counter)). Eviction, the key
 /// cap and every method work the same for both.
@@ -330,8 +330,9 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
     /// assert_eq!(limiter.check_n("tenant-a", 999_999).unwrap().remaining(), 1);
     /// assert!(limiter.check_n("tenant-a", 2).is_err());
     /// assert!(limiter.check_n("tenant-b", 2).is_ok());
-    /// // 61 words of state, the map entry, and a String key's 16 extra bytes.
-    /// assert_eq!(limiter.bytes_per_key(), 8 * 61 + 48 + 16);
+    /// // 62 words of state (head, summary, 60 slots), the map entry, and a
+    /// // String key's 16 extra bytes.
+    /// assert_eq!(limiter.bytes_per_key(), 8 * 62 + 48 + 16);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn sliding_counter(self, slots: u32) -> KeyedBuilder<K, C, S, Counter> {
@@ -902,7 +903,7 @@ where
 }
 
 /// A [`KeyedLimiter`] that keeps the approximate sliding-window
-/// [`Counter`] per key: `8 (N + 1)` bytes per key whatever the limit.
+/// [`Counter`] per key: `8 (N + 2)` bytes per key whatever the limit.
 ///
 /// Build one with [`KeyedCounter::counter`], [`KeyedCounter::counter_with_clock`]
 /// or the builder's [`sliding_counter`](KeyedBuilder::sliding_counter) /

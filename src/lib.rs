@@ -80,7 +80,7 @@
 //!
 //! For limits in the millions per window, where 8 bytes per admission is too
 //! much, use the approximate [`SlidingCounter`] instead, or per key a
-//! [`KeyedCounter`] (`8 (N + 1)` bytes of state per key whatever the limit,
+//! [`KeyedCounter`] (`8 (N + 2)` bytes of state per key whatever the limit,
 //! with the same eviction and `max_keys` cap).
 //!
 //! # Which algorithm when
@@ -90,7 +90,7 @@
 //! | per key | [`KeyedLimiter<K>`](KeyedLimiter) | [`KeyedCounter<K>`](KeyedCounter): builder `.sliding_counter(N)` | builder `.two_window()` |
 //! | accuracy | exact | never denies what the log admits; over by at most one slot's count | ±, assumes even spread |
 //! | fullest window at 1.5x load, L = 100 | 100 | 112 (N = 10), 105 (N = 60) | 109 |
-//! | memory per key (state + ~48 B map entry) | `8 (L + 1)` bytes | `8 (N + 1)` bytes | 16 bytes |
+//! | memory per key (state + ~48 B map entry) | `8 (L + 1)` bytes | `8 (N + 2)` bytes | 16 bytes |
 //! | `retry_after` | exact | when the oldest slot leaves | when the estimate drops |
 //! | allow, 1 thread, time passed in (with `QuantaClock`) | 24 ns (35) | 63 ns (87): N = 10, a new slot every call | not measured |
 //! | deny, 1 thread, time passed in (with `QuantaClock`) | 14 ns (25) | 46 ns (57): N = 10, reads every slot | not measured |

@@ -129,8 +129,14 @@ pub enum Flaw {
     /// Report a ring closed for eviction without closing it.
     FakeClose,
     /// (Counter) Move head to the new sub-window before archiving the old
-    /// one's count.
+    /// one's count and writing the new one's summary.
     ArchiveLate,
+    /// (Counter) Leave the count of the sub-window head leaves out of the
+    /// new one's summary.
+    SummaryWithoutHead,
+    /// (Counter) Store the summary instead of keeping the largest: a thread
+    /// with a stale head word overwrites the true one.
+    SummaryStore,
 }
 
 /// The immutable shape of a ring: limit, window and the index layout.

@@ -276,7 +276,7 @@ fn demo_with_the_counter() {
     assert!(counter.contains("N slots"), "{counter}");
     let log = run("log");
     assert!(log.contains("exact: yes"), "{log}");
-    // 6 words per key against 1,001.
+    // 7 words per key against 1,001.
     assert!(
         bytes_per_key(&counter) * 10 < bytes_per_key(&log),
         "{counter}\n{log}"

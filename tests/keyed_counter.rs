@@ -98,7 +98,7 @@ fn constructors_and_errors() {
     assert_eq!(limiter.algorithm().mode(), CounterMode::Slots(60));
     assert_eq!(limiter.limit(), 1_000_000);
     assert_eq!(limiter.window(), Duration::from_secs(60));
-    // 61 words whatever the limit; the log would need 1,000,001.
+    // 62 words whatever the limit; the log would need 1,000,001.
     assert!(limiter.bytes_per_key() < 600, "{}", limiter.bytes_per_key());
     assert!(limiter.check_n("a", 1_000_000).is_ok());
     assert!(limiter.check("a").unwrap_err().is_rate_limited());

@@ -1,6 +1,7 @@
 //! The sliding-window counter's concurrent claims: racing admissions and a
 //! racing sub-window advance never over-admit and never spuriously deny (the
-//! counts are archived before head moves), and closing an idle counter
+//! counts are archived, and the new slot's summary written, before head
+//! moves), and closing an idle counter
 //! while others admit on it never loses or duplicates an admission (the
 //! keyed counter's eviction handshake, P5).
 
@@ -90,11 +91,56 @@ fn advance_never_hides_a_count() {
     advance_keeps_the_count(Flaw::None);
 }
 
-/// Negative control: moving head before archiving the old count.
+/// Negative control: moving head before archiving the old count (and
+/// before writing the new slot's summary).
 #[test]
 #[should_panic(expected = "over-admitted")]
 fn control_archive_late_is_caught() {
     advance_keeps_the_count(Flaw::ArchiveLate);
+}
+
+/// Negative control: a summary that leaves out the slot head is leaving
+/// (readers in the new slot count two words, and miss it).
+#[test]
+#[should_panic(expected = "over-admitted")]
+fn control_summary_without_head_is_caught() {
+    advance_keeps_the_count(Flaw::SummaryWithoutHead);
+}
+
+/// Limit 3 over two slots of 10 ns, one unit at 5: two checks at 15 (both
+/// moving head to the next slot) race one at 5. Exactly two of the three
+/// fit, and afterwards the window is full: a mover that computed the new
+/// slot's summary from a stale head word must not replace the true one.
+fn stale_summary(flaw: Flaw) {
+    loom::model(move || {
+        let c = counter(3, 20, 2, flaw);
+        c.check_at(5).unwrap();
+        let spawn = |now: u64| {
+            let c = Arc::clone(&c);
+            thread::spawn(move || c.check_at(now).is_ok())
+        };
+        let threads = [spawn(15), spawn(15), spawn(5)];
+        let admitted: Vec<bool> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let count = admitted.iter().filter(|&&x| x).count();
+        assert!(count <= 2, "over-admitted: {admitted:?}");
+        assert_eq!(count, 2, "spurious denial: {admitted:?}");
+        assert!(
+            c.check_at(19).is_err(),
+            "over-admitted: a count lost from the summary"
+        );
+    });
+}
+
+#[test]
+fn a_stale_summary_never_wins() {
+    stale_summary(Flaw::None);
+}
+
+/// Negative control: storing the summary instead of keeping the largest.
+#[test]
+#[should_panic(expected = "over-admitted")]
+fn control_summary_store_is_caught() {
+    stale_summary(Flaw::SummaryStore);
 }
 
 /// The keyed counter's eviction (the handshake of `eviction.rs`): the old

@@ -168,7 +168,8 @@ impl Algorithm for Log {}
 
 /// The approximate sliding-window counter per key (see
 /// [`SlidingCounter`](crate::SlidingCounter) for its guarantee and measured
-/// error): `8 (N + 1)` bytes per key whatever the limit.
+/// error): `8 (N + 2)` bytes per key whatever the limit (head, a summary,
+/// N slots; 16 bytes in the two-window mode).
 ///
 /// ```
 /// use std::time::Duration;
@@ -198,12 +199,20 @@ impl Counter {
         self.config.mode()
     }
 
+    /// `[head, summary (slots mode), archive...]`.
     #[inline]
     fn state<'a>(&'a self, state: &'a [AtomicU64]) -> CounterRef<'a> {
-        let (head, archive) = sealed::split(state);
+        let (head, rest) = sealed::split(state);
+        let (summary, archive) = if self.config.summarised() {
+            let (summary, archive) = sealed::split(rest);
+            (Some(summary), archive)
+        } else {
+            (None, rest)
+        };
         CounterRef {
             config: &self.config,
             head,
+            summary,
             archive,
         }
     }
@@ -227,9 +236,11 @@ impl sealed::Sealed for Counter {
         self.config.window()
     }
     fn init(&self, now: u64) -> Box<[AtomicU64]> {
+        // Head and the summary start in the current sub-window, empty.
         let head = self.config.initial_head(now);
+        let fresh = 1 + usize::from(self.config.summarised());
         (0..self.words())
-            .map(|i| AtomicU64::new(if i == 0 { head } else { 0 }))
+            .map(|i| AtomicU64::new(if i < fresh { head } else { 0 }))
             .collect()
     }
     #[inline]
