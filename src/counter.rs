@@ -390,17 +390,20 @@ impl CounterRef<'_> {
             // writes: head stays at the newest admission's sub-window, which
             // is also what eviction judges idleness by.
             let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
+            if n == 0 {
+                // Defined as for the log: admitted, records nothing. (The
+                // two-window estimate can exceed the limit, e.g. for a stale
+                // timestamp that counts the previous window in full.)
+                return Some(Ok(Admitted {
+                    at,
+                    remaining: limit.saturating_sub(used) as u32,
+                }));
+            }
             if used + n64 > limit {
                 let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
                 return Some(Err(Denied::rate_limited(
                     retry_at.saturating_sub(now).max(1),
                 )));
-            }
-            if n == 0 {
-                return Some(Ok(Admitted {
-                    at,
-                    remaining: (limit - used) as u32,
-                }));
             }
             // In a new sub-window, head's count is archived first (whoever
             // then sees head in the new one sees the old count too), and the
@@ -456,13 +459,13 @@ impl CounterRef<'_> {
         let (epoch, absolute, at) = cfg.locate(hw, now);
         let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
         let (limit, n) = (u64::from(cfg.limit), u64::from(n));
-        Some(if used + n > limit {
+        Some(if n > 0 && used + n > limit {
             let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
             Err(Denied::rate_limited(retry_at.saturating_sub(now).max(1)))
         } else {
             Ok(Admitted {
                 at,
-                remaining: (limit - used - n) as u32,
+                remaining: limit.saturating_sub(used + n) as u32,
             })
         })
     }
@@ -553,7 +556,8 @@ impl CounterRef<'_> {
     /// peek, earlier), and when that count next drops.
     ///
     /// In head's own sub-window the summary gives the count in two loads;
-    /// `retry_at` is then `None` (see [`oldest_leaves`](Self::oldest_leaves)).
+    /// `retry_at` is then `None` if slots behind head's hold admissions (see
+    /// [`oldest_leaves`](Self::oldest_leaves)).
     #[inline]
     fn estimate(&self, hw: u64, epoch: u64, base: u64, at: u64) -> (u64, Option<u64>) {
         let cfg = self.config;
@@ -564,7 +568,12 @@ impl CounterRef<'_> {
                 // to this sub-window, which our head load acquired).
                 let word = summary.load(Ordering::Acquire);
                 if cfg.epoch_of(word) == epoch {
-                    return (head_count + cfg.count_of(word), None);
+                    let past = cfg.count_of(word);
+                    // Nothing archived in the window: head's slot is the
+                    // oldest, and leaves when slot `base + N` begins.
+                    let retry_at = (past == 0)
+                        .then(|| base.saturating_add(cfg.span()).saturating_mul(cfg.width));
+                    return (head_count + past, retry_at);
                 }
             }
         }
