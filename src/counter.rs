@@ -227,11 +227,7 @@ impl CounterConfig {
     /// checker.
     #[inline]
     fn flaw(&self) -> Flaw {
-        if cfg!(slidelog_loom) {
-            self.flaw
-        } else {
-            Flaw::None
-        }
+        self.flaw.active()
     }
 
     #[cfg_attr(slidelog_loom, allow(dead_code))]

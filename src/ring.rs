@@ -139,6 +139,19 @@ pub enum Flaw {
     SummaryStore,
 }
 
+impl Flaw {
+    /// This variant under the model checker; [`Flaw::None`] otherwise, so
+    /// that the shipped code compiles every broken branch away.
+    #[inline]
+    pub(crate) fn active(self) -> Flaw {
+        if cfg!(slidelog_loom) {
+            self
+        } else {
+            Flaw::None
+        }
+    }
+}
+
 /// The immutable shape of a ring: limit, window and the index layout.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Geometry {
@@ -211,11 +224,7 @@ impl Geometry {
 
     #[inline]
     fn flaw(&self) -> Flaw {
-        if cfg!(slidelog_loom) {
-            self.flaw
-        } else {
-            Flaw::None
-        }
+        self.flaw.active()
     }
 
     /// `L`.
