@@ -202,22 +202,12 @@ fn malformed_input_fails_with_line_and_column() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 1"));
 }
 
-#[test]
-fn demo_proves_itself() {
+/// Runs `slidelog demo` with `args` (200 ms phases, 100 keys), expects
+/// success, and returns its standard output.
+fn demo(args: &[&str]) -> String {
     let out = slidelog()
-        .args([
-            "demo",
-            "--duration",
-            "200ms",
-            "--threads",
-            "2",
-            "--keys",
-            "100",
-            "--limit",
-            "5",
-            "--window",
-            "1ms",
-        ])
+        .args(["demo", "--duration", "200ms", "--keys", "100"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -225,7 +215,12 @@ fn demo_proves_itself() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn demo_proves_itself() {
+    let text = demo(&["--threads", "2", "--limit", "5", "--window", "1ms"]);
     for word in [
         "checks/s",
         "admitted",
@@ -242,30 +237,16 @@ fn demo_proves_itself() {
 #[test]
 fn demo_with_the_counter() {
     let run = |algorithm: &str| {
-        let out = slidelog()
-            .args([
-                "demo",
-                "--duration",
-                "200ms",
-                "--keys",
-                "100",
-                "--limit",
-                "1000",
-                "--window",
-                "5ms",
-                "--algorithm",
-                algorithm,
-                "--slots",
-                "5",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        demo(&[
+            "--limit",
+            "1000",
+            "--window",
+            "5ms",
+            "--algorithm",
+            algorithm,
+            "--slots",
+            "5",
+        ])
     };
     let bytes_per_key = |text: &str| -> usize {
         let row = text.lines().find(|l| l.starts_with("100 keys")).unwrap();

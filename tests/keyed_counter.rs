@@ -9,7 +9,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use common::{KeyedOp, keyed_ops};
+use common::{CounterModel, KeyedOp, keyed_ops};
 use proptest::prelude::*;
 use slidelog::{
     Clock, CounterMode, DenyReason, KeyedCounter, KeyedLimiter, ManualClock, SlidingCounter,
@@ -39,9 +39,10 @@ fn reference(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// Identical decisions (`at`, `remaining`, `retry_after`, reason) to one
-    /// never-evicted `SlidingCounter` per key, while idle keys are evicted by
-    /// explicit sweeps and by the automatic sweeps a small `max_keys` forces.
+    /// Identical decisions (`at`, `remaining`, `retry_after`, reason) to the
+    /// plainly written counter model, one per key, and to a never-evicted
+    /// `SlidingCounter` per key, while idle keys are evicted by explicit
+    /// sweeps and by the automatic sweeps a small `max_keys` forces.
     #[test]
     fn keyed_counter_equals_one_counter_per_key(
         (limit, window, mode, ops, max_keys) in (1..5u32, 6..60u64, mode(), 1..8usize)
@@ -55,6 +56,7 @@ proptest! {
             .build()
             .unwrap();
         let mut references: HashMap<u64, SlidingCounter<ManualClock>> = HashMap::new();
+        let mut models: HashMap<u64, CounterModel> = HashMap::new();
         let mut last_admit: HashMap<u64, u64> = HashMap::new();
         for op in ops {
             match op {
@@ -81,6 +83,14 @@ proptest! {
                         .or_insert_with(|| reference(limit, window, mode, &clock));
                     let expect = reference.check_n_at(n, now);
                     prop_assert_eq!(got, expect, "key {} at {}", key, now);
+                    if n <= limit {
+                        let model = models
+                            .entry(key)
+                            .or_insert_with(|| CounterModel::new(limit, window, mode))
+                            .decide(now, n);
+                        let got = got.map(|a| (a.at(), a.remaining())).map_err(|d| d.retry_after_nanos());
+                        prop_assert_eq!(got, model, "model, key {} at {}", key, now);
+                    }
                     prop_assert_eq!(peeked, expect, "peek, key {} at {}", key, now);
                     if got.is_ok() && n > 0 {
                         last_admit.insert(key, now);

@@ -162,3 +162,70 @@ pub fn keyed_ops(
     ];
     prop::collection::vec(op, 1..250)
 }
+
+/// The sliding-window counter as documented, written plainly (a map of
+/// sub-window counts, sequential time): the oracle for the lock-free counter
+/// in property tests. `Slots(N)`: sub-windows of `ceil(W / N)`; a request is
+/// admitted iff the counts of its sub-window and the `N - 1` before it, plus
+/// `n`, are at most the limit; `retry_after` runs until the oldest non-empty
+/// one leaves. `TwoWindow`: the previous window's count weighted by its
+/// overlap (rounded up) plus the current one's; `retry_after` runs until that
+/// estimate next drops.
+pub struct CounterModel {
+    limit: u64,
+    window: u64,
+    width: u64,
+    /// `None`: the two-window mode.
+    slots: Option<u64>,
+    counts: HashMap<u64, u64>,
+}
+
+impl CounterModel {
+    pub fn new(limit: u32, window: u64, mode: slidelog::CounterMode) -> Self {
+        let slots = match mode {
+            slidelog::CounterMode::Slots(n) => Some(u64::from(n)),
+            _ => None,
+        };
+        CounterModel {
+            limit: u64::from(limit),
+            window,
+            width: slots.map_or(window, |n| window.div_ceil(n)),
+            slots,
+            counts: HashMap::new(),
+        }
+    }
+
+    /// The decision at `t` (non-decreasing) for `n <= limit` units, as
+    /// `Ok((at, remaining))` or `Err(retry_after)`.
+    pub fn decide(&mut self, t: u64, n: u32) -> Result<(u64, u32), u64> {
+        let n = u64::from(n);
+        let e = t / self.width;
+        let count = |s: u64| self.counts.get(&s).copied().unwrap_or(0);
+        let (used, retry_at) = match self.slots {
+            Some(slots) => {
+                let first = e.saturating_sub(slots - 1);
+                let used: u64 = (first..=e).map(count).sum();
+                let oldest = (first..=e).find(|&s| count(s) > 0).unwrap_or(e);
+                (used, (oldest + slots) * self.width)
+            }
+            None => {
+                let previous = if e == 0 { 0 } else { count(e - 1) };
+                let start = e * self.width;
+                let left = self.window - (t - start);
+                let weighted = (previous * left).div_ceil(self.window);
+                let end = start + self.width;
+                let retry_at = if previous > 0 {
+                    t + self.window.div_ceil(previous).min(end - t)
+                } else {
+                    end
+                };
+                (count(e) + weighted, retry_at)
+            }
+        };
+        if n > 0 && used + n > self.limit {
+            return Err((retry_at - t).max(1));
+        }
+        *self.counts.entry(e).or_default() += n;
+        Ok((t, self.limit.saturating_sub(used + n) as u32))
+    }
+}
