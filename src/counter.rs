@@ -10,6 +10,7 @@ use crate::clock::{Clock, QuantaClock};
 use crate::config;
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
+use crate::floor::Floor;
 use crate::ring::Flaw;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -168,8 +169,18 @@ pub struct SlidingCounter<C: Clock = QuantaClock> {
 pub(crate) struct CounterConfig {
     limit: u32,
     window: u64,
+    /// `W / N` rounded down: the width of every slot when `N` divides `W`
+    /// (`exact`); otherwise slots are `width` or `width + 1` ns wide.
     width: u64,
+    /// Slot boundaries fall on multiples of `width`. Otherwise slot `k`
+    /// starts at `ceil(k W / N)`, so that `N` consecutive slots always span
+    /// exactly `W` (with rounded-up widths they spanned more, and the
+    /// counter denied what the exact log admits).
+    exact: bool,
+    /// `N` (1 in the two-window mode, whose slot is the window).
+    per_window: u64,
     by_width: Divider,
+    by_window: Divider,
     by_slots: Divider,
     mode: CounterMode,
     /// Archived sub-windows: `N`, or 1 for the two-window mode.
@@ -202,7 +213,7 @@ impl CounterConfig {
                 if n > max {
                     return Err(ConfigError::TooManySlots { slots: n, max });
                 }
-                (window_ns.div_ceil(u64::from(n)), n as usize)
+                (window_ns / u64::from(n), n as usize)
             }
             CounterMode::TwoWindow => (window_ns, 1),
         };
@@ -213,7 +224,10 @@ impl CounterConfig {
             limit,
             window: window_ns,
             width,
+            exact: window_ns % width == 0 && window_ns / width == cells as u64,
+            per_window: cells as u64,
             by_width: Divider::new(width),
+            by_window: Divider::new(window_ns),
             by_slots: Divider::new(cells as u64),
             mode,
             cells,
@@ -291,15 +305,49 @@ impl CounterConfig {
         d != 0 && d <= self.epoch_mask >> 1
     }
 
-    /// The absolute sub-window number of `t`.
+    /// The absolute sub-window number of `t`: `floor(t N / W)`.
     #[inline]
-    fn absolute(&self, t: u64) -> u64 {
-        self.by_width.div(t.min(u64::MAX >> 1))
+    pub(crate) fn absolute(&self, t: u64) -> u64 {
+        let t = t.min(u64::MAX >> 1);
+        if self.exact {
+            return self.by_width.div(t);
+        }
+        // t = q W + r: floor(t N / W) = q N + floor(r N / W), with r N in
+        // u128 (r < W <= 2^61, N <= 2^16). q N <= t (as N <= W): no overflow.
+        let q = self.by_window.div(t);
+        let r = t - q * self.window;
+        let part = u128::from(r) * u128::from(self.per_window) / u128::from(self.window);
+        q * self.per_window + part as u64
+    }
+
+    /// When sub-window `k` begins: `ceil(k W / N)` (`k x width` when `N`
+    /// divides `W`), saturating.
+    #[inline]
+    pub(crate) fn start(&self, k: u64) -> u64 {
+        if self.exact {
+            return k.saturating_mul(self.width);
+        }
+        if k >= 1 << 62 {
+            return u64::MAX;
+        }
+        // k = q N + rk: ceil(k W / N) = q W + ceil(rk W / N).
+        let q = self.by_slots.div(k);
+        let rk = k - q * self.per_window;
+        let part = (u128::from(rk) * u128::from(self.window)).div_ceil(u128::from(self.per_window));
+        q.saturating_mul(self.window).saturating_add(part as u64)
     }
 
     /// A fresh state's head word at `now`: the current sub-window, empty.
     pub(crate) fn initial_head(&self, now: u64) -> u64 {
         self.pack(self.absolute(now), 0)
+    }
+
+    /// A fresh state's archive cell: empty, in a sub-window `N` before the
+    /// current one. (An all-zero cell would hold epoch 0, which compares as
+    /// *later* than every epoch in the upper half of the field just below
+    /// its wrap; `merge` never replaces a later sub-window's word.)
+    pub(crate) fn initial_cell(&self, now: u64) -> u64 {
+        self.pack(self.absolute(now).wrapping_sub(self.per_window), 0)
     }
 
     /// The absolute sub-window of head word `hw`, read at `now` (head may be
@@ -328,7 +376,7 @@ impl CounterConfig {
         } else {
             let absolute =
                 absolute.saturating_add(head_epoch.wrapping_sub(epoch) & self.epoch_mask);
-            let at = now.max(absolute.saturating_mul(self.width));
+            let at = now.max(self.start(absolute));
             (head_epoch, absolute, at)
         }
     }
@@ -367,10 +415,13 @@ pub(crate) struct CounterRef<'a> {
 }
 
 impl CounterRef<'_> {
-    /// Checks `n <= limit` units at `now`; `None` if the state was closed
-    /// for eviction.
-    pub(crate) fn check(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+    /// Checks `n <= limit` units asked for at `asked`, judged at
+    /// `max(asked, floor)` (a keyed counter's eviction floor; 0 otherwise);
+    /// `None` if the state was closed for eviction. `retry_after` counts
+    /// from `asked`.
+    pub(crate) fn check(&self, n: u32, asked: u64, floor: u64) -> Option<Result<Admitted, Denied>> {
         let cfg = self.config;
+        let now = asked.max(floor);
         let limit = u64::from(cfg.limit);
         let n64 = u64::from(n);
         loop {
@@ -398,7 +449,7 @@ impl CounterRef<'_> {
             if used + n64 > limit {
                 let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
                 return Some(Err(Denied::rate_limited(
-                    retry_at.saturating_sub(now).max(1),
+                    retry_at.saturating_sub(asked).max(1),
                 )));
             }
             // In a new sub-window, head's count is archived first (whoever
@@ -445,8 +496,9 @@ impl CounterRef<'_> {
     }
 
     /// What [`check`](Self::check) would answer, recording nothing.
-    pub(crate) fn peek(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
+    pub(crate) fn peek(&self, n: u32, asked: u64, floor: u64) -> Option<Result<Admitted, Denied>> {
         let cfg = self.config;
+        let now = asked.max(floor);
         // Acquire: as in `check`.
         let hw = self.head.load(Ordering::Acquire);
         if hw == CLOSED {
@@ -457,7 +509,7 @@ impl CounterRef<'_> {
         let (limit, n) = (u64::from(cfg.limit), u64::from(n));
         Some(if n > 0 && used + n > limit {
             let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
-            Err(Denied::rate_limited(retry_at.saturating_sub(now).max(1)))
+            Err(Denied::rate_limited(retry_at.saturating_sub(asked).max(1)))
         } else {
             Ok(Admitted {
                 at,
@@ -504,22 +556,30 @@ impl CounterRef<'_> {
     /// race to write one sub-window's word, and a thread with a stale head
     /// word may come late with a smaller count: within a sub-window counts
     /// only grow, so the largest is the true one.
+    ///
+    /// A word that already holds a *later* sub-window is never replaced, on
+    /// the first look as after a failed CAS: a mover that stalled after
+    /// loading head, while others moved head two or more sub-windows on,
+    /// would otherwise write an old sub-window's summary over the current
+    /// one, or a stale count over a live archive cell.
     fn merge(&self, cell: &AtomicU64, epoch: u64, count: u64) {
         let cfg = self.config;
         let word = cfg.pack(epoch, count);
         let mut seen = cell.load(Ordering::Acquire);
-        while cfg.epoch_of(seen) != epoch || cfg.count_of(seen) < count {
-            // Release: the word happens-before our head CAS, which readers
-            // Acquire.
-            match cell.compare_exchange(seen, word, Ordering::Release, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(now_there) => {
-                    let there = cfg.epoch_of(now_there);
-                    if there != epoch && cfg.later(there, epoch) {
-                        break; // a later sub-window already reused the word
-                    }
-                    seen = now_there;
+        loop {
+            let there = cfg.epoch_of(seen);
+            if there == epoch {
+                if cfg.count_of(seen) >= count {
+                    return;
                 }
+            } else if cfg.later(there, epoch) && cfg.flaw() != Flaw::MergeOverLater {
+                return; // a later sub-window already reused the word
+            }
+            // Release: the word happens-before our head CAS, which readers
+            // Acquire. Acquire on failure: we judge the word that beat us.
+            match cell.compare_exchange(seen, word, Ordering::Release, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(now_there) => seen = now_there,
             }
         }
     }
@@ -544,7 +604,7 @@ impl CounterRef<'_> {
             }
         }
         debug_assert!(oldest > 0 || cfg.count_of(hw) > 0 || self.summary.is_none());
-        (base - oldest.min(base) + slots).saturating_mul(cfg.width)
+        cfg.start(base - oldest.min(base) + slots)
     }
 
     /// Admissions counted against a request at `at` in sub-window `epoch`
@@ -567,8 +627,7 @@ impl CounterRef<'_> {
                     let past = cfg.count_of(word);
                     // Nothing archived in the window: head's slot is the
                     // oldest, and leaves when slot `base + N` begins.
-                    let retry_at = (past == 0)
-                        .then(|| base.saturating_add(cfg.span()).saturating_mul(cfg.width));
+                    let retry_at = (past == 0).then(|| cfg.start(base.saturating_add(cfg.span())));
                     return (head_count + past, retry_at);
                 }
             }
@@ -613,13 +672,13 @@ impl CounterRef<'_> {
                 }
                 // The oldest non-empty slot, `base - oldest`, leaves the
                 // window when slot `base - oldest + slots` begins.
-                let retry_at = (base - oldest.min(base) + slots).saturating_mul(cfg.width);
+                let retry_at = cfg.start(base - oldest.min(base) + slots);
                 (used, retry_at)
             }
             CounterMode::TwoWindow => {
                 let previous = count(epoch.wrapping_sub(1) & cfg.epoch_mask, 0);
                 let current = if head_epoch == epoch { head_count } else { 0 };
-                let start = base.saturating_mul(cfg.width);
+                let start = cfg.start(base);
                 let elapsed = at.saturating_sub(start);
                 let left = cfg.window - elapsed.min(cfg.window);
                 let weighted = (u128::from(previous) * u128::from(left))
@@ -639,11 +698,14 @@ impl CounterRef<'_> {
     }
 
     /// Closes the state for eviction if every admission it holds left the
-    /// window at least `margin` nanoseconds before `now`: CASes head to
-    /// [`CLOSED`], which makes every concurrent or later admission on it
-    /// fail (they all CAS head). `Ok` if closed; otherwise `Err` with the
-    /// earliest time it could be closed.
-    pub(crate) fn close_if_idle(&self, now: u64, margin: u64) -> Result<(), u64> {
+    /// window at least `margin` nanoseconds before `now`: raises `floor` to
+    /// the end of the newest admission's counted span (so that no later
+    /// keyed admission counts in a sub-window the evicted state counted in,
+    /// see [`crate::floor`]), then CASes head to [`CLOSED`], which makes
+    /// every concurrent or later admission on it fail (they all CAS head).
+    /// `Ok` if closed; otherwise `Err` with the earliest time it could be
+    /// closed.
+    pub(crate) fn close_if_idle(&self, now: u64, margin: u64, floor: &Floor) -> Result<(), u64> {
         let cfg = self.config;
         loop {
             // Acquire: as in `check`.
@@ -653,19 +715,21 @@ impl CounterRef<'_> {
             }
             // Archived sub-windows are older than head's: all of them have
             // left once head's has.
-            let idle_at = cfg
-                .head_absolute(hw, now)
-                .saturating_add(cfg.span())
-                .saturating_mul(cfg.width)
-                .saturating_add(margin);
+            let counted_until = cfg.start(cfg.head_absolute(hw, now).saturating_add(cfg.span()));
+            let idle_at = counted_until.saturating_add(margin);
             if idle_at > now {
                 return Err(idle_at);
             }
             if cfg.flaw() == Flaw::FakeClose {
                 return Ok(());
             }
-            // Release/Relaxed: as for the head CAS in `check`; on failure
-            // head changed (an admission, perhaps in a new sub-window) and we look again.
+            // Before the close: whoever sees the state closed sees the floor.
+            if cfg.flaw() != Flaw::NoFloor {
+                floor.raise(counted_until);
+            }
+            // Release/Relaxed: as for the head CAS in `check` (the Release
+            // also publishes the floor's raise); on failure head changed (an
+            // admission, perhaps in a new sub-window) and we look again.
             if self
                 .head
                 .compare_exchange(hw, CLOSED, Ordering::Release, Ordering::Relaxed)
@@ -795,12 +859,15 @@ impl<C: Clock> SlidingCounter<C> {
         let config = CounterConfig::new(limit, window, mode)?;
         // Head starts in the current sub-window, so epochs compare correctly
         // however long the clock has run.
-        let head = config.initial_head(clock.now());
+        let now = clock.now();
+        let head = config.initial_head(now);
         Ok(SlidingCounter {
             head: CachePadded::new(AtomicU64::new(head)),
             // Nothing archived yet: the summary of head's sub-window is 0.
             summary: AtomicU64::new(head),
-            archive: (0..config.cells).map(|_| AtomicU64::new(0)).collect(),
+            archive: (0..config.cells)
+                .map(|_| AtomicU64::new(config.initial_cell(now)))
+                .collect(),
             config,
             clock,
         })
@@ -875,7 +942,7 @@ impl<C: Clock> SlidingCounter<C> {
             return Err(Denied::exceeds_limit(n, self.config.limit));
         }
         self.state()
-            .check(n, now)
+            .check(n, now, 0)
             .expect("a SlidingCounter is never closed")
     }
 
@@ -896,7 +963,7 @@ impl<C: Clock> SlidingCounter<C> {
             return Err(Denied::exceeds_limit(n, self.config.limit));
         }
         self.state()
-            .peek(n, now)
+            .peek(n, now, 0)
             .expect("a SlidingCounter is never closed")
     }
 
@@ -990,13 +1057,19 @@ impl<C: Clock> SlidingCounter<C> {
         Ok(counter)
     }
 
-    /// `None` if the state was closed for eviction.
-    pub fn try_check_n_at(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
-        self.state().check(n, now)
+    /// `None` if the state was closed for eviction. Judged at
+    /// `floor.apply(now)`, as a keyed counter does.
+    pub fn try_check_n_at(
+        &self,
+        n: u32,
+        now: u64,
+        floor: &Floor,
+    ) -> Option<Result<Admitted, Denied>> {
+        self.state().check(n, now, floor.get())
     }
 
-    pub fn close_if_idle(&self, now: u64, margin: u64) -> bool {
-        self.state().close_if_idle(now, margin).is_ok()
+    pub fn close_if_idle(&self, now: u64, margin: u64, floor: &Floor) -> bool {
+        self.state().close_if_idle(now, margin, floor).is_ok()
     }
 }
 
@@ -1014,7 +1087,13 @@ mod tests {
         )
         .unwrap();
         let words = (0..cfg.words())
-            .map(|i| AtomicU64::new(if i < 2 { cfg.initial_head(0) } else { 0 }))
+            .map(|i| {
+                AtomicU64::new(if i < 2 {
+                    cfg.initial_head(0)
+                } else {
+                    cfg.initial_cell(0)
+                })
+            })
             .collect();
         (cfg, words)
     }
@@ -1130,26 +1209,34 @@ mod tests {
     fn denials_and_dry_checks_never_write() {
         let (cfg, words) = state(1, 100, 10);
         let state = view(&cfg, &words);
-        state.check(1, 5).unwrap().unwrap();
+        state.check(1, 5, 0).unwrap().unwrap();
         let snapshot = |words: &[AtomicU64]| -> Vec<u64> {
             words.iter().map(|w| w.load(Ordering::Relaxed)).collect()
         };
         let before = snapshot(&words);
         assert_eq!(
-            state.check(1, 55).unwrap().unwrap_err().retry_after_nanos(),
+            state
+                .check(1, 55, 0)
+                .unwrap()
+                .unwrap_err()
+                .retry_after_nanos(),
             45
         );
-        assert_eq!(state.check(0, 77).unwrap().unwrap().remaining(), 0);
+        assert_eq!(state.check(0, 77, 0).unwrap().unwrap().remaining(), 0);
         assert_eq!(
-            state.peek(1, 99).unwrap().unwrap_err().retry_after_nanos(),
+            state
+                .peek(1, 99, 0)
+                .unwrap()
+                .unwrap_err()
+                .retry_after_nanos(),
             1
         );
         assert_eq!(snapshot(&words), before, "nothing written");
         // The next admission moves head, archives the old slot (cell 0) and
         // writes the new slot's summary (1 archived admission in its window).
-        assert!(state.check(0, 100).unwrap().is_ok());
+        assert!(state.check(0, 100, 0).unwrap().is_ok());
         assert_eq!(snapshot(&words), before, "n = 0 writes nothing either");
-        assert!(state.check(1, 100).unwrap().is_ok());
+        assert!(state.check(1, 100, 0).unwrap().is_ok());
         assert_ne!(words[0].load(Ordering::Relaxed), before[0]);
         assert_eq!(words[2].load(Ordering::Relaxed), before[0]);
         assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(10, 0));
@@ -1162,20 +1249,20 @@ mod tests {
         let (cfg, words) = state(3, 100, 10);
         let state = view(&cfg, &words);
         for t in [5, 15, 25] {
-            assert!(state.check(1, t).unwrap().is_ok());
+            assert!(state.check(1, t, 0).unwrap().is_ok());
         }
         // Head in slot 2 with 1; slots 0 and 1 summarised.
         assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(2, 2));
-        let denied = state.check(1, 26).unwrap().unwrap_err();
+        let denied = state.check(1, 26, 0).unwrap().unwrap_err();
         assert_eq!(denied.retry_after_nanos(), 74, "slot [0, 10) leaves at 100");
-        assert_eq!(state.check(0, 29).unwrap().unwrap().remaining(), 0);
+        assert_eq!(state.check(0, 29, 0).unwrap().unwrap().remaining(), 0);
         // A stale summary (another sub-window's) is ignored: same answers.
         words[1].store(cfg.pack(7, 0), Ordering::Relaxed);
-        assert_eq!(state.check(1, 26).unwrap().unwrap_err(), denied);
-        assert_eq!(state.check(0, 29).unwrap().unwrap().remaining(), 0);
+        assert_eq!(state.check(1, 26, 0).unwrap().unwrap_err(), denied);
+        assert_eq!(state.check(0, 29, 0).unwrap().unwrap().remaining(), 0);
         // At 100 slot 0 has left: admitted into slot 10, whose window holds
         // slots 1 and 2.
-        assert_eq!(state.check(1, 100).unwrap().unwrap().remaining(), 0);
+        assert_eq!(state.check(1, 100, 0).unwrap().unwrap().remaining(), 0);
         assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(10, 2));
     }
 
@@ -1183,13 +1270,13 @@ mod tests {
     fn close_waits_for_every_slot_to_leave() {
         let (cfg, words) = state(5, 100, 10);
         let state = view(&cfg, &words);
-        state.check(1, 35).unwrap().unwrap(); // slot [30, 40) leaves at 130
-        assert_eq!(state.close_if_idle(129, 0), Err(130));
-        assert_eq!(state.close_if_idle(140, 20), Err(150));
-        assert_eq!(state.close_if_idle(150, 20), Ok(()));
-        assert!(state.check(1, 150).is_none());
-        assert!(state.peek(1, 150).is_none());
-        assert_eq!(state.close_if_idle(150, 20), Ok(()));
+        state.check(1, 35, 0).unwrap().unwrap(); // slot [30, 40) leaves at 130
+        assert_eq!(state.close_if_idle(129, 0, &Floor::new()), Err(130));
+        assert_eq!(state.close_if_idle(140, 20, &Floor::new()), Err(150));
+        assert_eq!(state.close_if_idle(150, 20, &Floor::new()), Ok(()));
+        assert!(state.check(1, 150, 0).is_none());
+        assert!(state.peek(1, 150, 0).is_none());
+        assert_eq!(state.close_if_idle(150, 20, &Floor::new()), Ok(()));
     }
 }
 

@@ -15,13 +15,15 @@ use crate::clock::{Clock, QuantaClock};
 use crate::counter::CounterMode;
 use crate::decision::{Admitted, Denied, DenyReason};
 use crate::error::ConfigError;
+use crate::floor::Floor;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
-/// 256 MiB of rings and map entries, between 1,024 and 1,048,576.
+/// 256 MiB of rings and map entries, at most 1,048,576 (and at least one).
+/// No floor overrides the budget: at L = 2^20 (8 MiB per ring) that is 31
+/// keys, not the 8 GiB a 1,024-key floor used to allow.
 const DEFAULT_BUDGET_BYTES: usize = 256 << 20;
 const DEFAULT_MAX_KEYS_CAP: usize = 1 << 20;
-const DEFAULT_MAX_KEYS_FLOOR: usize = 1 << 10;
 
 /// Bytes of map bookkeeping per key besides the ring itself, measured with a
 /// counting allocator at 100k `u64` keys (papaya's entry box with the key
@@ -112,6 +114,11 @@ pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState, A = Log> {
     clock: C,
     max_keys: usize,
     idle_margin: u64,
+    /// The eviction floor: every check judges at `max(now, floor)`, so no
+    /// admission overlaps the history of an evicted key (see
+    /// [`crate::floor`]). Read by every check, written only by sweeps that
+    /// evict: it shares the read-mostly line with the fields above.
+    floor: Floor,
     house: CachePadded<Housekeeping>,
 }
 
@@ -236,7 +243,8 @@ impl<K, C, S, A> fmt::Debug for KeyedBuilder<K, C, S, A> {
 
 impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S, A> {
     /// The most keys held at once (the memory bound). Default: as many as
-    /// fit in 256 MiB at this limit, between 1,024 and 1,048,576.
+    /// fit in 256 MiB at this limit (at most 1,048,576, at least 1): the
+    /// budget holds whatever the limit.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -412,9 +420,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
         let max_keys = match self.max_keys {
             Some(0) => return Err(ConfigError::ZeroMaxKeys),
             Some(n) => n,
-            None => {
-                (DEFAULT_BUDGET_BYTES / per_key).clamp(DEFAULT_MAX_KEYS_FLOOR, DEFAULT_MAX_KEYS_CAP)
-            }
+            None => (DEFAULT_BUDGET_BYTES / per_key).clamp(1, DEFAULT_MAX_KEYS_CAP),
         };
         let idle_margin = self
             .idle_margin
@@ -434,6 +440,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
             clock: self.clock,
             max_keys,
             idle_margin,
+            floor: Floor::new(),
             house: CachePadded::new(Housekeeping::default()),
         })
     }
@@ -545,10 +552,13 @@ where
             let state = match self.map.get(key, &guard) {
                 Some(state) => state,
                 // An absent key is a fresh state: nothing to record.
-                None if n == 0 => return Ok(self.algorithm.fresh(0, now)),
+                None if n == 0 => return Ok(self.algorithm.fresh(0, self.floor.apply(now))),
                 None => self.insert(key, now, &guard)?,
             };
-            match self.algorithm.check(&state.0, n, now) {
+            // The floor is loaded after the lookup found (or made) this
+            // state, and again on every retry: a state that replaced an
+            // evicted one is only reached after the eviction's raise.
+            match self.algorithm.check(&state.0, n, now, self.floor.get()) {
                 Some(decision) => return decision,
                 // Closed for eviction: unlink it and look again.
                 None => self.unlink(key, state, &guard),
@@ -584,9 +594,9 @@ where
         let guard = self.map.guard();
         self.map
             .get(key, &guard)
-            .and_then(|state| self.algorithm.peek(&state.0, n, now))
+            .and_then(|state| self.algorithm.peek(&state.0, n, now, self.floor.get()))
             // Absent or being evicted: a fresh state.
-            .unwrap_or_else(|| Ok(self.algorithm.fresh(n, now)))
+            .unwrap_or_else(|| Ok(self.algorithm.fresh(n, self.floor.apply(now))))
     }
 
     /// Inserts a fresh state for `key`, or returns the state a racing
@@ -605,7 +615,7 @@ where
     {
         if !self.reserve() {
             // At the cap: try to make room, then try once more.
-            self.sweep(now, true);
+            self.sweep(true);
             if !self.reserve() {
                 // Racing inserters may have created this very key.
                 if let Some(ring) = self.map.get(key, guard) {
@@ -626,16 +636,17 @@ where
             }
         }
         let algorithm = &self.algorithm;
+        let created = self.floor.apply(now);
         match self
             .map
-            .try_insert_with(key.to_owned(), || KeyState(algorithm.init(now)), guard)
+            .try_insert_with(key.to_owned(), || KeyState(algorithm.init(created)), guard)
         {
             Ok(ring) => {
                 // Relaxed: a heuristic counter.
                 let inserts = self.house.inserts.fetch_add(1, Ordering::Relaxed) + 1;
                 let live = self.house.live.load(Ordering::Relaxed);
                 if inserts >= SWEEP_MIN_INSERTS.max(live / 2) {
-                    self.sweep(now, false);
+                    self.sweep(false);
                 }
                 Ok(ring)
             }
@@ -689,8 +700,15 @@ where
     /// `live / 8` refusals since the last one, or a quarter margin of time.
     /// So a flood of new keys at the cap costs O(1) amortised per request,
     /// never a full scan each.
-    fn sweep(&self, now: u64, at_cap: bool) -> usize {
+    ///
+    /// A sweep judges idleness by the limiter's own clock, never by the
+    /// reading of the caller that triggered it: a reading from the future
+    /// could otherwise evict keys that are live at the present (and store a
+    /// `next_idle` far ahead that blocks the cap's sweeps), and a stale one
+    /// would only evict less.
+    fn sweep(&self, at_cap: bool) -> usize {
         let house = &*self.house;
+        let now = self.clock.now();
         // Relaxed throughout: heuristics that only decide when to scan.
         if at_cap {
             if now < house.next_idle.load(Ordering::Relaxed) {
@@ -736,7 +754,10 @@ where
         let guard = self.map.guard();
         let mut evicted = 0;
         for (key, ring) in self.map.iter(&guard) {
-            match self.algorithm.close_if_idle(&ring.0, now, self.idle_margin) {
+            match self
+                .algorithm
+                .close_if_idle(&ring.0, now, self.idle_margin, &self.floor)
+            {
                 // Closed: no admission can land in it any more.
                 Ok(()) => {
                     if let Ok(Some(_)) =

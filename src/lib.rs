@@ -134,6 +134,7 @@ mod config;
 mod counter;
 mod decision;
 mod error;
+mod floor;
 #[cfg(not(slidelog_loom))]
 mod keyed;
 mod limiter;
@@ -160,6 +161,7 @@ pub use crate::limiter::Limiter;
 #[doc(hidden)]
 pub mod loom_hooks {
     //! Only under `--cfg slidelog_loom`: the deliberately broken variants.
+    pub use crate::floor::Floor;
     pub use crate::ring::Flaw;
 }
 

@@ -307,13 +307,20 @@ impl<C: Clock> Limiter<C> {
         Ok(Limiter::from_geometry(geometry, clock))
     }
 
-    /// `None` if the ring was closed for eviction.
-    pub fn try_check_n_at(&self, n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
-        self.geometry.decision(self.ring().check(now, n), now)
+    /// `None` if the ring was closed for eviction. Judged at
+    /// `floor.apply(now)`, as a keyed limiter does.
+    pub fn try_check_n_at(
+        &self,
+        n: u32,
+        now: u64,
+        floor: &crate::floor::Floor,
+    ) -> Option<Result<Admitted, Denied>> {
+        self.geometry
+            .decision(self.ring().check(floor.apply(now), n), now)
     }
 
-    pub fn close_if_idle(&self, now: u64, margin: u64) -> bool {
-        self.ring().close_if_idle(now, margin).is_ok()
+    pub fn close_if_idle(&self, now: u64, margin: u64, floor: &crate::floor::Floor) -> bool {
+        self.ring().close_if_idle(now, margin, floor).is_ok()
     }
 }
 

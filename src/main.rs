@@ -387,8 +387,12 @@ where
         None => fullest,
         // Slot numbers are sorted like the times: the same scan counts
         // admissions in any `n` consecutive slots.
-        Some((width, n)) => {
-            let slots: Vec<(u64, u64)> = admitted.iter().map(|&(k, at)| (k, at / width)).collect();
+        // Sub-window k is [ceil(k W / n), ceil((k + 1) W / n)): t lies in
+        // floor(t n / W) (the counter's numbering, also where n does not
+        // divide W; `at / width` was wrong there).
+        Some((_, n)) => {
+            let slot = |at: u64| (u128::from(at) * u128::from(n) / u128::from(judge.window)) as u64;
+            let slots: Vec<(u64, u64)> = admitted.iter().map(|&(k, at)| (k, slot(at))).collect();
             max_in_window(&slots, n)
         }
     };

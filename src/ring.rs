@@ -32,6 +32,7 @@
 //! slept across a lap never judges by the wrong slot. A denial only loads.
 
 use crate::decision::{Admitted, Denied};
+use crate::floor::Floor;
 use crate::sync::Backoff;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -128,6 +129,14 @@ pub enum Flaw {
     Piecewise,
     /// Report a ring closed for eviction without closing it.
     FakeClose,
+    /// (Weighted requests) Trust a view in which a slot past `head`'s was
+    /// claimed behind a lazy head (the spurious denial of issue #14).
+    TornWeighted,
+    /// (Keyed eviction) Close an idle state without raising the eviction
+    /// floor first: a stale reading admits over the evicted history.
+    NoFloor,
+    /// (Counter) Merge into a cell that already holds a later sub-window.
+    MergeOverLater,
     /// (Counter) Move head to the new sub-window before archiving the old
     /// one's count and writing the new one's summary.
     ArchiveLate,
@@ -203,7 +212,8 @@ impl Geometry {
     /// `1 <= window <= MAX_WINDOW`.
     pub(crate) fn new(limit: u32, window: u64) -> Self {
         debug_assert!((1..=MAX_LIMIT).contains(&limit));
-        debug_assert!((1..=slot::MAX_DEADLINE / 2).contains(&window));
+        // MAX_WINDOW = 2^61 <= MAX_DEADLINE / 2 + 1: `max_now` stays >= 0.
+        debug_assert!((1..=1 << 61).contains(&window));
         let bits = u32::BITS - (limit - 1).leading_zeros();
         Geometry {
             limit: u64::from(limit),
@@ -442,6 +452,11 @@ impl<'a> RingRef<'a> {
                     };
                 }
                 let word = slot::pack(d, g.stamp(idx), false);
+                // Before the CAS, so that it is the count at the
+                // linearization point: the slots it reads hold admissions
+                // older than `idx`, which only admissions after ours can
+                // overwrite (see `remaining_after`).
+                let remaining = self.remaining_after(idx, 1, p, t_eff);
                 if g.flaw() == Flaw::LoadThenStore {
                     if self.slot(pos).load(Ordering::Acquire) != s {
                         continue 'fresh;
@@ -463,7 +478,6 @@ impl<'a> RingRef<'a> {
                         continue;
                     }
                 }
-                let remaining = self.remaining_after(idx, 1, p, t_eff);
                 if k + 1 >= g.lag || remaining == 0 {
                     // The lag reached B, or the window is now full (so the
                     // denials that follow find the frontier at `head`, with
@@ -524,6 +538,9 @@ impl<'a> RingRef<'a> {
                     available_at: oldest,
                 };
             }
+            // Counted before the commit, at the linearization point (see
+            // `remaining_after`).
+            let remaining = self.remaining_after(snap.c, n64, snap.p, t_eff);
             if head::pending(snap.hw) != 0 {
                 // Another weighted request announced itself at `c` and has
                 // not committed yet (slot c is unclaimed). Only one
@@ -556,7 +573,7 @@ impl<'a> RingRef<'a> {
                 self.fill(announced, snap.c, snap.pos, n64, d);
                 return Outcome::Admitted {
                     at: t_eff,
-                    remaining: self.remaining_after(snap.c, n64, snap.p, t_eff),
+                    remaining,
                 };
             }
         }
@@ -628,8 +645,26 @@ impl<'a> RingRef<'a> {
         let last = if n <= 1 {
             s
         } else {
-            self.slot(g.position_plus(pos, n - 1))
-                .load(Ordering::Acquire)
+            let word = self
+                .slot(g.position_plus(pos, n - 1))
+                .load(Ordering::Acquire);
+            // With a lazy head, singles claim slots c, c + 1, ... (and a
+            // batch committed at c fills c + 1, ...) without moving head, so
+            // the re-validation below cannot see them: a slot past c that
+            // already holds its own index's word, while slot c read
+            // unclaimed, means slot c was claimed after we read it (claims
+            // go in index order). The view is torn; retry (the next read of
+            // slot c sees the claim, and the caller helps head along). If
+            // slot c read claimed, the caller helps anyway.
+            let claimed =
+                |w: u64, index: u64| w != slot::CLOSED && (w & slot::STAMP) == g.stamp(index);
+            if g.flaw() != Flaw::TornWeighted
+                && !claimed(s, c)
+                && claimed(word, g.advance(c, n - 1))
+            {
+                return None;
+            }
+            word
         };
         if g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw {
             return None;
@@ -649,19 +684,21 @@ impl<'a> RingRef<'a> {
 
     /// The broken weighted path of [`Flaw::Piecewise`]: one unit at a time.
     fn check_piecewise(&self, now: u64, n: u32) -> Outcome {
-        let mut first = None;
+        // The first unit's time and the last one's count: right whenever no
+        // other thread slips in between (the flaw shows as a partial
+        // admission, not as a wrong count).
+        let mut admitted = None;
         for _ in 0..n {
             match self.check_one(now) {
                 Outcome::Admitted { at, remaining } => {
-                    first.get_or_insert(Outcome::Admitted { at, remaining });
+                    let at = admitted.map_or(at, |(first, _)| first);
+                    admitted = Some((at, remaining));
                 }
                 other => return other,
             }
         }
-        first.unwrap_or(Outcome::Admitted {
-            at: now,
-            remaining: 0,
-        })
+        let (at, remaining) = admitted.unwrap_or((now, 0));
+        Outcome::Admitted { at, remaining }
     }
 
     /// Slot `c` is claimed but `head` still says `c`: finish that admission's
@@ -744,9 +781,14 @@ impl<'a> RingRef<'a> {
     }
 
     /// `L` minus the admissions in the window `(t_eff - W, t_eff]` after
-    /// admitting `n` units at index `c`. Exact for sequential use; under
-    /// concurrency newer admissions may already overwrite the slots read here
-    /// (they only make the answer smaller). Loads only, no retry.
+    /// admitting `n` units at index `c`. Loads only, no retry.
+    ///
+    /// Exact at the linearization point when called before the commit CAS
+    /// on slot `c` succeeds: the slots read hold admissions `c + n - L ..
+    /// c - 1`, all committed (their claims happen-before our Acquire load of
+    /// slot `c - 1`), and only admissions `>= c + n` overwrite them, which
+    /// claim in index order after ours. If our CAS fails, the count is
+    /// thrown away with the attempt.
     #[inline]
     fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> u32 {
         let g = self.geometry;
@@ -806,25 +848,34 @@ impl<'a> RingRef<'a> {
     }
 
     /// Closes the ring for eviction if its newest admission expired at least
-    /// `margin` nanoseconds before `now`: CASes the slot at `head` (still
+    /// `margin` nanoseconds before `now`: raises `floor` to that admission's
+    /// deadline (so no later keyed admission can overlap what is forgotten,
+    /// see [`crate::floor`]), then CASes the slot at the frontier (still
     /// holding its previous-lap word) to [`slot::CLOSED`], which makes every
     /// concurrent or later admission on this ring fail. `Ok` if the ring is
     /// closed; otherwise `Err` with the earliest time it could be closed.
-    pub(crate) fn close_if_idle(&self, now: u64, margin: u64) -> Result<(), u64> {
+    pub(crate) fn close_if_idle(&self, now: u64, margin: u64, floor: &Floor) -> Result<(), u64> {
+        let g = self.geometry;
         loop {
-            let Some((snap, _, _)) = self.frontier(now, 1) else {
+            let Some((snap, _, _)) = self.frontier(g.clamp_now(now), 1) else {
                 return Ok(()); // already closed
             };
             // Deadlines grow along the log: the newest admission is c - 1.
-            let idle_at = slot::deadline(snap.p).saturating_add(margin);
+            let newest = slot::deadline(snap.p);
+            let idle_at = newest.saturating_add(margin);
             if idle_at > now {
                 return Err(idle_at);
             }
-            if self.geometry.flaw() == Flaw::FakeClose {
+            if g.flaw() == Flaw::FakeClose {
                 return Ok(());
             }
-            // Release: orders the CLOSED word after our snapshot like any
-            // commit; Relaxed on failure (we retry with fresh loads).
+            // Before the close: whoever sees the ring closed sees the floor.
+            if g.flaw() != Flaw::NoFloor {
+                floor.raise(newest);
+            }
+            // Release: orders the CLOSED word after our snapshot and the
+            // floor's raise, like any commit; Relaxed on failure (we retry
+            // with fresh loads).
             if self
                 .slot(snap.pos)
                 .compare_exchange(snap.s, slot::CLOSED, Ordering::Release, Ordering::Relaxed)

@@ -61,6 +61,39 @@ proptest! {
         }
     }
 
+    /// Slots mode with any window, also when N does not divide it (issue
+    /// #14): slot k spans [ceil(k W / N), ceil((k + 1) W / N)), so N
+    /// consecutive slots span exactly W. The counter never denies what the
+    /// exact rule (on the counter's own admissions) admits, and any N
+    /// consecutive slots hold at most `limit`.
+    #[test]
+    fn never_denies_what_the_log_admits_for_any_window(
+        limit in 1..6u32,
+        (window, slots) in (1..200u64).prop_flat_map(|w| (Just(w), 1..=(w.min(9) as u32))),
+        steps in prop::collection::vec((0..40u64, 1..3u32), 1..200),
+    ) {
+        let c = counter(limit, window, CounterMode::Slots(slots));
+        let slot_of = |t: u64| t * u64::from(slots) / window;
+        let mut admitted: Vec<u64> = Vec::new();
+        let mut t = 0;
+        for (dt, n) in steps {
+            t += dt;
+            let n = n.min(limit);
+            let got = c.check_n_at(n, t);
+            let live = admitted.iter().filter(|&&a| a + window > t).count() as u32;
+            if live + n <= limit {
+                prop_assert!(got.is_ok(), "W={} N={}: denied at {} what the log admits ({} live): {:?}", window, slots, t, live, got);
+            }
+            if got.is_ok() {
+                admitted.extend(std::iter::repeat_n(t, n as usize));
+            }
+        }
+        for first in 0..=slot_of(t) {
+            let span = admitted.iter().filter(|&&a| (first..first + u64::from(slots)).contains(&slot_of(a))).count();
+            prop_assert!(span <= limit as usize, "{} admissions in slots {}..+{}", span, first, slots);
+        }
+    }
+
     /// Both modes: never more than `limit` admissions at one instant, and
     /// `retry_after` never sends a caller back before anything changed.
     #[test]
@@ -185,6 +218,21 @@ fn config_errors() {
         SlidingCounter::new(u32::MAX, w, 4).unwrap_err(),
         ConfigError::LimitTooLarge { .. }
     ));
+}
+
+/// Issue #14: with N not dividing W, the slot width used to be rounded up,
+/// so N slots spanned more than W and the counter denied at W what the
+/// exact log admits.
+#[test]
+fn uneven_slots_admit_when_the_log_does() {
+    let c = SlidingCounter::with_clock(1, Duration::from_secs(1), 7, ManualClock::new()).unwrap();
+    assert!(c.check_at(0).is_ok());
+    assert!(c.check_at(999_999_999).is_err());
+    assert!(c.check_at(1_000_000_000).is_ok(), "denied at W");
+    let c = counter(1, 10, CounterMode::Slots(3));
+    assert!(c.check_at(0).is_ok());
+    assert_eq!(c.check_at(5).unwrap_err().retry_after_nanos(), 5);
+    assert!(c.check_at(10).is_ok(), "denied at W");
 }
 
 #[test]

@@ -218,3 +218,59 @@ fn stress_first_touch_shares_one_ring() {
     assert_eq!(admitted, keys as usize * limit as usize);
     assert_eq!(limiter.len(), keys as usize);
 }
+
+/// Issue #14: the default `max_keys` stays within the 256 MiB budget at
+/// every limit (a 1,024-key floor used to allow 8 GiB at L = 2^20).
+#[test]
+fn default_key_cap_is_bounded_by_memory_at_any_limit() {
+    for limit in [1, 10, 1_000, 32_768, 100_000, slidelog::MAX_LIMIT] {
+        let limiter = KeyedLimiter::<u64>::new(limit, Duration::from_secs(1)).unwrap();
+        let bound = limiter.max_keys() * limiter.bytes_per_key();
+        assert!(
+            bound <= 256 << 20,
+            "L = {limit}: {} keys x {} bytes = {bound}",
+            limiter.max_keys(),
+            limiter.bytes_per_key()
+        );
+        assert!(limiter.max_keys() >= 1);
+    }
+}
+
+/// Issue #14: valid extremes never panic (debug builds check overflow): the
+/// longest window, readings at `u64::MAX` that run automatic sweeps, and a
+/// clock advanced by `Duration::MAX` before an explicit sweep.
+#[test]
+fn extreme_windows_and_times_never_panic() {
+    let longest = slidelog::MAX_WINDOW;
+    let one = slidelog::Limiter::new(1, longest).unwrap();
+    assert!(one.check_at(0).is_ok());
+    assert!(one.check_at(u64::MAX).unwrap_err().is_rate_limited());
+    let keyed = KeyedLimiter::<u64>::new(1, longest).unwrap();
+    assert!(keyed.check_at(&1, 0).is_ok());
+    assert!(keyed.check_at(&1, 1).is_err());
+    for algorithm in 0..2 {
+        let clock = ManualClock::new();
+        let builder = KeyedLimiter::<u64>::builder(2, Duration::from_secs(1))
+            .clock(clock.clone())
+            .max_keys(100);
+        let check = |limiter: &dyn Fn(u64, u64) -> bool| {
+            // New keys at the end of time: automatic sweeps and the cap's.
+            for key in 0..300 {
+                let _ = limiter(key, u64::MAX);
+            }
+        };
+        if algorithm == 0 {
+            let l = builder.build().unwrap();
+            check(&|k, t| l.check_at(&k, t).is_ok());
+            clock.advance(Duration::MAX);
+            l.retain_recent();
+            assert!(l.check(&1_000).is_ok());
+        } else {
+            let l = builder.sliding_counter(4).build().unwrap();
+            check(&|k, t| l.check_at(&k, t).is_ok());
+            clock.advance(Duration::MAX);
+            l.retain_recent();
+            assert!(l.check(&1_000).is_ok());
+        }
+    }
+}

@@ -5,12 +5,18 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use common::{Call, admitted_units, assert_linearizable, assert_no_over_admission, limiter};
+use common::{
+    Call, Tickets, admitted_units, assert_linearizable, assert_no_over_admission, explore, limiter,
+};
+
+/// Pre-emptions the lazy head's races need (see `common::explore`): limits
+/// of 4 and more lag head by B >= 3.
+fn bound(limit: u32) -> usize {
+    if limit >= 4 { 3 } else { 0 }
+}
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
-use slidelog::{Limiter, ManualClock};
 
 /// A weighted request racing singles: the units the limiter holds afterwards
 /// are exactly the units it reported admitted, and the results are
@@ -22,32 +28,25 @@ fn weighted_vs_single(
     prefill: u32,
     flaw: Flaw,
 ) {
-    loom::model(move || {
+    explore(bound(limit), move || {
         let window = 10;
         let limiter = limiter(limit, window, flaw);
         for _ in 0..prefill {
             limiter.check_at(0).unwrap();
         }
         let now = if prefill > 0 { 5 } else { 0 };
-        let l = Arc::clone(&limiter);
+        let tickets = Tickets::new();
+        let (l, t) = (Arc::clone(&limiter), tickets.clone());
         let w = thread::spawn(move || {
             weighted
                 .iter()
-                .map(|&n| Call {
-                    now,
-                    n,
-                    result: l.check_n_at(n, now),
-                })
+                .map(|&n| t.call(now, n, || l.check_n_at(n, now)))
                 .collect::<Vec<_>>()
         });
-        let l = Arc::clone(&limiter);
+        let (l, t) = (Arc::clone(&limiter), tickets.clone());
         let s = thread::spawn(move || {
             (0..singles)
-                .map(|_| Call {
-                    now,
-                    n: 1,
-                    result: l.check_at(now),
-                })
+                .map(|_| t.call(now, 1, || l.check_at(now)))
                 .collect::<Vec<_>>()
         });
         let threads = vec![w.join().unwrap(), s.join().unwrap()];
@@ -86,6 +85,35 @@ fn full_ring_weighted_vs_single() {
     weighted_vs_single(2, &[2], 1, 0, Flaw::None);
 }
 
+/// Issue #14: with L >= 4 the head is lazy (it lags by up to B = 3..4), so
+/// singles claim slots behind it; a pair that read slot c before their
+/// claims and slot c + 1 after them must not deny. Everything fits here
+/// (2 + 2 <= 4), so any denial fails the linearizability check.
+#[test]
+fn pair_vs_singles_behind_a_lazy_head() {
+    weighted_vs_single(4, &[2], 2, 0, Flaw::None);
+}
+
+/// The same at L = 5 with a live admission already in the ring.
+#[test]
+fn pair_vs_singles_behind_a_lazy_head_prefilled() {
+    weighted_vs_single(5, &[2], 2, 1, Flaw::None);
+}
+
+/// A triple at L = 6 (B = 4): it reads slot c + 2.
+#[test]
+fn triple_vs_singles_behind_a_lazy_head() {
+    weighted_vs_single(6, &[3], 2, 0, Flaw::None);
+}
+
+/// Negative control: trusting the torn view (slot c read unclaimed, slot
+/// c + 1 read claimed, head unchanged) denies spuriously.
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_torn_weighted_view_is_caught() {
+    weighted_vs_single(4, &[2], 2, 0, Flaw::TornWeighted);
+}
+
 /// Negative control: taking a weighted request's units one at a time lets a
 /// single sneak in between, leaving a partial admission behind.
 #[test]
@@ -94,31 +122,65 @@ fn control_piecewise_is_caught() {
     weighted_vs_single(2, &[2], 1, 0, Flaw::Piecewise);
 }
 
-/// Two weighted requests racing: one announcement at a time, both exact.
-#[test]
-fn weighted_vs_weighted() {
-    loom::model(|| {
-        let (limit, window) = (3, 10);
-        let limiter = Arc::new(
-            Limiter::with_clock(limit, Duration::from_nanos(window), ManualClock::new()).unwrap(),
-        );
-        let handles: Vec<_> = [2u32, 2]
-            .into_iter()
-            .map(|n| {
-                let l = Arc::clone(&limiter);
-                thread::spawn(move || {
-                    vec![Call {
-                        now: 0,
-                        n,
-                        result: l.check_n_at(n, 0),
-                    }]
-                })
+/// Weighted requests racing each other: one announcement at a time, each
+/// exact; `units` of them fit.
+fn weighted_race(limit: u32, sizes: &'static [u32], units: u32, flaw: Flaw) {
+    explore(bound(limit), move || {
+        let window = 10;
+        let limiter = limiter(limit, window, flaw);
+        let tickets = Tickets::new();
+        let handles: Vec<_> = sizes
+            .iter()
+            .map(|&n| {
+                let (l, t) = (Arc::clone(&limiter), tickets.clone());
+                thread::spawn(move || vec![t.call(0, n, || l.check_n_at(n, 0))])
             })
             .collect();
         let threads: Vec<Vec<Call>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         let all: Vec<Call> = threads.iter().flatten().copied().collect();
-        assert_eq!(admitted_units(&all), 2, "exactly one pair fits in 3 slots");
-        assert_eq!(limiter.check_n_at(0, 0).unwrap().remaining(), 1);
+        assert_eq!(admitted_units(&all), units, "{all:?}");
+        assert_eq!(limiter.check_n_at(0, 0).unwrap().remaining(), limit - units);
         assert_linearizable(&threads, limit, window, &[]);
     });
+}
+
+/// Two pairs in three slots: exactly one fits.
+#[test]
+fn weighted_vs_weighted() {
+    weighted_race(3, &[2, 2], 2, Flaw::None);
+}
+
+/// Two pairs in four slots (a lazy head): both fit.
+#[test]
+fn weighted_vs_weighted_behind_a_lazy_head() {
+    weighted_race(4, &[2, 2], 4, Flaw::None);
+}
+
+/// A peek of two units racing two singles at L = 5: everything fits, so the
+/// peek never denies (it reads the same frontier view as `check_n`).
+fn peek_vs_singles(flaw: Flaw) {
+    explore(bound(5), move || {
+        let limiter = limiter(5, 10, flaw);
+        let l = Arc::clone(&limiter);
+        let singles = thread::spawn(move || (0..2).all(|_| l.check_at(0).is_ok()));
+        let l = Arc::clone(&limiter);
+        let peek = thread::spawn(move || l.peek_n_at(2, 0));
+        assert!(singles.join().unwrap(), "a single was denied");
+        let peeked = peek.join().unwrap();
+        assert!(peeked.is_ok(), "spurious denial by a peek: {peeked:?}");
+        let left = peeked.unwrap().remaining();
+        assert!((1..=3).contains(&left), "peek saw {left} left");
+    });
+}
+
+#[test]
+fn peek_vs_singles_behind_a_lazy_head() {
+    peek_vs_singles(Flaw::None);
+}
+
+/// Negative control: the torn view makes the peek deny.
+#[test]
+#[should_panic(expected = "spurious denial by a peek")]
+fn control_torn_peek_is_caught() {
+    peek_vs_singles(Flaw::TornWeighted);
 }

@@ -12,9 +12,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::evict_while_admitting;
+use common::{evict_while_admitting, stale_reader_across_eviction};
 use loom::thread;
-use slidelog::loom_hooks::Flaw;
+use slidelog::loom_hooks::{Flaw, Floor};
 use slidelog::{ManualClock, SlidingCounter};
 
 fn counter(limit: u32, window: u64, slots: u32, flaw: Flaw) -> Arc<SlidingCounter<ManualClock>> {
@@ -175,14 +175,85 @@ fn busy_counter_is_not_closed() {
     loom::model(|| {
         let c = counter(2, 10, 2, Flaw::None);
         c.check_at(0).unwrap();
+        let floor = Arc::new(Floor::new());
         let admitter = {
-            let c = Arc::clone(&c);
-            thread::spawn(move || c.try_check_n_at(1, 19).is_some_and(|r| r.is_ok()))
+            let (c, f) = (Arc::clone(&c), Arc::clone(&floor));
+            thread::spawn(move || c.try_check_n_at(1, 19, &f).is_some_and(|r| r.is_ok()))
         };
         // Slot [0, 5) leaves the window at 10: idle at 20 with margin 0,
         // unless the admission at 19 (slot [15, 20), until 25) landed.
-        let closed = c.close_if_idle(20, 0);
+        let closed = c.close_if_idle(20, 0, &floor);
         let admitted = admitter.join().unwrap();
         assert_ne!(admitted, closed, "admitted {admitted}, closed {closed}");
     });
+}
+
+/// No two admissions (limit 1) in one slot of 10 ns (N = 1).
+fn one_per_slot(times: &[u64]) -> bool {
+    let mut slots: Vec<u64> = times.iter().map(|t| t / 10).collect();
+    slots.sort_unstable();
+    slots.windows(2).all(|w| w[0] != w[1])
+}
+
+/// Issue #13 for the keyed counter: a reading from 5, held across the
+/// eviction at 25, never counts in the evicted admission's slot [0, 10).
+#[test]
+fn counter_stale_reader_meets_the_floor() {
+    stale_reader_across_eviction(|| counters(Flaw::None), 5, one_per_slot);
+}
+
+/// Negative control: no floor, and the stale reading lands in slot 0.
+#[test]
+#[should_panic(expected = "over-admission across the eviction")]
+fn control_counter_no_floor_is_caught() {
+    stale_reader_across_eviction(|| counters(Flaw::NoFloor), 5, one_per_slot);
+}
+
+/// Issue #14: limit 2 over two slots of 10 ns. One thread moves head from
+/// slot 0 to slot 1 (at 15) and may stall after loading head, while the
+/// other admits at 15, 25 and 35, moving head two sub-windows on. The
+/// stalled mover's late summary and archive writes (for slots 1 and 0) must
+/// not replace the newer words in those cells: every two consecutive slots
+/// hold at most 2 of the effective times, including a final check at 38.
+fn stalled_mover(flaw: Flaw) {
+    loom::model(move || {
+        let c = counter(2, 20, 2, flaw);
+        let spawn = |times: &'static [u64]| {
+            let c = Arc::clone(&c);
+            thread::spawn(move || {
+                times
+                    .iter()
+                    .filter_map(|&t| c.check_at(t).ok().map(|a| a.at()))
+                    .collect::<Vec<u64>>()
+            })
+        };
+        let stalled = spawn(&[15]);
+        let mover = spawn(&[15, 25, 35]);
+        let mut times = stalled.join().unwrap();
+        times.extend(mover.join().unwrap());
+        times.extend(c.check_at(38).ok().map(|a| a.at()));
+        for first in 0..5u64 {
+            let held = times
+                .iter()
+                .filter(|&&t| t / 10 == first || t / 10 == first + 1);
+            assert!(
+                held.count() <= 2,
+                "over-admitted: slots {first} and {} hold {times:?}",
+                first + 1
+            );
+        }
+    });
+}
+
+#[test]
+fn a_stalled_mover_never_overwrites_later_words() {
+    stalled_mover(Flaw::None);
+}
+
+/// Negative control: merging over a later sub-window's word (the first
+/// pass of the old merge loop).
+#[test]
+#[should_panic(expected = "over-admitted")]
+fn control_merge_over_later_is_caught() {
+    stalled_mover(Flaw::MergeOverLater);
 }

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 mod common;
 
-use common::evict_while_admitting;
+use common::{evict_while_admitting, stale_reader_across_eviction};
 use loom::thread;
-use slidelog::loom_hooks::Flaw;
+use slidelog::loom_hooks::{Flaw, Floor};
 use slidelog::{Limiter, ManualClock};
 
 /// The old ring (limit 1, window 10) holds one admission at 0.
@@ -39,15 +39,39 @@ fn control_fake_close_is_caught() {
     evict_while_admitting(|| rings(Flaw::FakeClose));
 }
 
-/// A ring that is still in use is never closed.
+/// No two admissions (limit 1) within one window of 10 ns.
+fn one_per_window(times: &[u64]) -> bool {
+    let mut sorted = times.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).all(|w| w[1] - w[0] >= 10)
+}
+
+/// Issue #13: a caller holding a reading from 5 (before the eviction at 25)
+/// never admits next to the evicted admission at 0: the floor moves it to
+/// 10, where the evicted one has left the window.
 #[test]
-fn busy_ring_is_not_closed() {
-    loom::model(|| {
-        let limiter =
-            Arc::new(Limiter::with_clock(2, Duration::from_nanos(10), ManualClock::new()).unwrap());
-        let l = Arc::clone(&limiter);
-        let admitter = thread::spawn(move || l.try_check_n_at(1, 25));
-        let closed = limiter.close_if_idle(25, 10);
+fn stale_reader_meets_the_floor() {
+    stale_reader_across_eviction(|| rings(Flaw::None), 5, one_per_window);
+}
+
+/// Negative control: closing without raising the floor lets the stale
+/// reading admit at 5 on the fresh ring.
+#[test]
+#[should_panic(expected = "over-admission across the eviction")]
+fn control_no_floor_is_caught() {
+    stale_reader_across_eviction(|| rings(Flaw::NoFloor), 5, one_per_window);
+}
+
+/// A ring that is still in use is never closed.
+fn busy_ring(flaw: Flaw) {
+    loom::model(move || {
+        let limiter = Arc::new(
+            Limiter::with_flaw(2, Duration::from_nanos(10), ManualClock::new(), flaw).unwrap(),
+        );
+        let floor = Arc::new(Floor::new());
+        let (l, f) = (Arc::clone(&limiter), Arc::clone(&floor));
+        let admitter = thread::spawn(move || l.try_check_n_at(1, 25, &f));
+        let closed = limiter.close_if_idle(25, 10, &floor);
         let result = admitter.join().unwrap();
         match result {
             // Admitted before the close: the ring was busy and must stay open.
@@ -56,4 +80,17 @@ fn busy_ring_is_not_closed() {
             None => assert!(closed),
         }
     });
+}
+
+#[test]
+fn busy_ring_is_not_closed() {
+    busy_ring(Flaw::None);
+}
+
+/// Negative control: a close that reports success without the CLOSED word
+/// leaves an admission in a ring the map is about to drop.
+#[test]
+#[should_panic(expected = "closed a ring holding a live admission")]
+fn control_busy_ring_fake_close_is_caught() {
+    busy_ring(Flaw::FakeClose);
 }

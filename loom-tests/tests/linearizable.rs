@@ -8,26 +8,24 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Call, assert_linearizable, assert_no_over_admission, limiter};
+use common::{Call, Tickets, assert_linearizable, assert_no_over_admission, limiter};
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
 
 fn run(limit: u32, window: u64, threads: &'static [&'static [u64]], flaw: Flaw) {
     loom::model(move || {
         let limiter = limiter(limit, window, flaw);
+        let tickets = Tickets::new();
         let handles: Vec<_> = threads
             .iter()
             .map(|&times| {
                 let l = Arc::clone(&limiter);
+                let tickets = tickets.clone();
                 thread::spawn(move || {
                     times
                         .iter()
-                        .map(|&now| Call {
-                            now,
-                            n: 1,
-                            result: l.check_at(now),
-                        })
-                        .collect::<Vec<_>>()
+                        .map(|&now| tickets.call(now, 1, || l.check_at(now)))
+                        .collect::<Vec<Call>>()
                 })
             })
             .collect();

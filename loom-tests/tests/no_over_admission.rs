@@ -23,11 +23,7 @@ fn straddle(flaw: Flaw) {
             thread::spawn(move || {
                 times
                     .iter()
-                    .map(|&now| Call {
-                        now,
-                        n: 1,
-                        result: l.check_at(now),
-                    })
+                    .map(|&now| Call::untimed(now, 1, l.check_at(now)))
                     .collect::<Vec<_>>()
             })
         };
@@ -64,11 +60,7 @@ fn clock_advanced_while_checking() {
                     (0..2)
                         .map(|_| {
                             let result = l.check();
-                            Call {
-                                now: 0,
-                                n: 1,
-                                result,
-                            }
+                            Call::untimed(0, 1, result)
                         })
                         .collect::<Vec<_>>()
                 })

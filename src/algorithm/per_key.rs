@@ -8,6 +8,7 @@ use crate::config;
 use crate::counter::{CounterConfig, CounterMode, CounterRef};
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
+use crate::floor::Floor;
 use crate::ring::{Geometry, RingRef};
 use crate::sync::atomic::AtomicU64;
 
@@ -59,15 +60,35 @@ pub(crate) mod sealed {
         fn window_nanos(&self) -> u64;
         /// A fresh key's state, created at `now`.
         fn init(&self, now: u64) -> Box<[AtomicU64]>;
-        /// Checks `n <= limit` units; `None` if the state was closed.
-        fn check(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>>;
+        /// Checks `n <= limit` units asked for at `now`, judged at
+        /// `max(now, floor)` (the eviction floor, see [`crate::floor`]);
+        /// `retry_after` counts from `now`. `None` if the state was closed.
+        fn check(
+            &self,
+            state: &[AtomicU64],
+            n: u32,
+            now: u64,
+            floor: u64,
+        ) -> Option<Result<Admitted, Denied>>;
         /// What `check` would answer, recording nothing; `None` if closed.
-        fn peek(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>>;
+        fn peek(
+            &self,
+            state: &[AtomicU64],
+            n: u32,
+            now: u64,
+            floor: u64,
+        ) -> Option<Result<Admitted, Denied>>;
         /// What an absent key answers to `n <= limit` units.
         fn fresh(&self, n: u32, now: u64) -> Admitted;
-        /// Closes the state if it has been idle for `margin` (see the
-        /// ring's and the counter's `close_if_idle`).
-        fn close_if_idle(&self, state: &[AtomicU64], now: u64, margin: u64) -> Result<(), u64>;
+        /// Closes the state if it has been idle for `margin`, raising
+        /// `floor` first (see the ring's and the counter's `close_if_idle`).
+        fn close_if_idle(
+            &self,
+            state: &[AtomicU64],
+            now: u64,
+            margin: u64,
+            floor: &Floor,
+        ) -> Result<(), u64>;
         /// A lower bound on when a key admitted at or after `now` can become
         /// idle, before the margin.
         fn earliest_idle(&self, now: u64) -> u64;
@@ -144,17 +165,37 @@ impl sealed::Sealed for Log {
         (0..self.words()).map(|_| AtomicU64::new(0)).collect()
     }
     #[inline]
-    fn check(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
-        self.geometry.decision(self.ring(state).check(now, n), now)
+    fn check(
+        &self,
+        state: &[AtomicU64],
+        n: u32,
+        now: u64,
+        floor: u64,
+    ) -> Option<Result<Admitted, Denied>> {
+        let outcome = self.ring(state).check(now.max(floor), n);
+        self.geometry.decision(outcome, now)
     }
-    fn peek(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
-        self.geometry.decision(self.ring(state).peek(now, n), now)
+    fn peek(
+        &self,
+        state: &[AtomicU64],
+        n: u32,
+        now: u64,
+        floor: u64,
+    ) -> Option<Result<Admitted, Denied>> {
+        let outcome = self.ring(state).peek(now.max(floor), n);
+        self.geometry.decision(outcome, now)
     }
     fn fresh(&self, n: u32, now: u64) -> Admitted {
         self.geometry.fresh(n, now)
     }
-    fn close_if_idle(&self, state: &[AtomicU64], now: u64, margin: u64) -> Result<(), u64> {
-        self.ring(state).close_if_idle(now, margin)
+    fn close_if_idle(
+        &self,
+        state: &[AtomicU64],
+        now: u64,
+        margin: u64,
+        floor: &Floor,
+    ) -> Result<(), u64> {
+        self.ring(state).close_if_idle(now, margin, floor)
     }
     fn earliest_idle(&self, now: u64) -> u64 {
         // An admission at `t >= now` expires at `t + W`.
@@ -237,24 +278,42 @@ impl sealed::Sealed for Counter {
     }
     fn init(&self, now: u64) -> Box<[AtomicU64]> {
         // Head and the summary start in the current sub-window, empty.
-        let head = self.config.initial_head(now);
+        let (head, cell) = (self.config.initial_head(now), self.config.initial_cell(now));
         let fresh = 1 + usize::from(self.config.summarised());
         (0..self.words())
-            .map(|i| AtomicU64::new(if i < fresh { head } else { 0 }))
+            .map(|i| AtomicU64::new(if i < fresh { head } else { cell }))
             .collect()
     }
     #[inline]
-    fn check(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
-        self.state(state).check(n, now)
+    fn check(
+        &self,
+        state: &[AtomicU64],
+        n: u32,
+        now: u64,
+        floor: u64,
+    ) -> Option<Result<Admitted, Denied>> {
+        self.state(state).check(n, now, floor)
     }
-    fn peek(&self, state: &[AtomicU64], n: u32, now: u64) -> Option<Result<Admitted, Denied>> {
-        self.state(state).peek(n, now)
+    fn peek(
+        &self,
+        state: &[AtomicU64],
+        n: u32,
+        now: u64,
+        floor: u64,
+    ) -> Option<Result<Admitted, Denied>> {
+        self.state(state).peek(n, now, floor)
     }
     fn fresh(&self, n: u32, now: u64) -> Admitted {
         self.config.fresh(n, now)
     }
-    fn close_if_idle(&self, state: &[AtomicU64], now: u64, margin: u64) -> Result<(), u64> {
-        self.state(state).close_if_idle(now, margin)
+    fn close_if_idle(
+        &self,
+        state: &[AtomicU64],
+        now: u64,
+        margin: u64,
+        floor: &Floor,
+    ) -> Result<(), u64> {
+        self.state(state).close_if_idle(now, margin, floor)
     }
     fn earliest_idle(&self, now: u64) -> u64 {
         self.config.earliest_idle(now)

@@ -165,7 +165,8 @@ pub fn keyed_ops(
 
 /// The sliding-window counter as documented, written plainly (a map of
 /// sub-window counts, sequential time): the oracle for the lock-free counter
-/// in property tests. `Slots(N)`: sub-windows of `ceil(W / N)`; a request is
+/// in property tests. `Slots(N)`: sub-window `k` spans `[ceil(k W / N),
+/// ceil((k + 1) W / N))` (all of width `W / N` when N divides W); a request is
 /// admitted iff the counts of its sub-window and the `N - 1` before it, plus
 /// `n`, are at most the limit; `retry_after` runs until the oldest non-empty
 /// one leaves. `TwoWindow`: the previous window's count weighted by its
@@ -174,7 +175,11 @@ pub fn keyed_ops(
 pub struct CounterModel {
     limit: u64,
     window: u64,
-    width: u64,
+    /// Sub-windows per window: N, or 1 (two-window mode). Slot `k` spans
+    /// `[ceil(k W / per), ceil((k + 1) W / per))`, so `per` consecutive
+    /// slots span exactly `W` (plain u128 arithmetic here, independent of
+    /// the crate's reciprocal division).
+    per: u64,
     /// `None`: the two-window mode.
     slots: Option<u64>,
     counts: HashMap<u64, u64>,
@@ -189,7 +194,7 @@ impl CounterModel {
         CounterModel {
             limit: u64::from(limit),
             window,
-            width: slots.map_or(window, |n| window.div_ceil(n)),
+            per: slots.unwrap_or(1),
             slots,
             counts: HashMap::new(),
         }
@@ -199,21 +204,24 @@ impl CounterModel {
     /// `Ok((at, remaining))` or `Err(retry_after)`.
     pub fn decide(&mut self, t: u64, n: u32) -> Result<(u64, u32), u64> {
         let n = u64::from(n);
-        let e = t / self.width;
+        let e = (u128::from(t) * u128::from(self.per) / u128::from(self.window)) as u64;
+        let start_of = |k: u64| {
+            (u128::from(k) * u128::from(self.window)).div_ceil(u128::from(self.per)) as u64
+        };
         let count = |s: u64| self.counts.get(&s).copied().unwrap_or(0);
         let (used, retry_at) = match self.slots {
             Some(slots) => {
                 let first = e.saturating_sub(slots - 1);
                 let used: u64 = (first..=e).map(count).sum();
                 let oldest = (first..=e).find(|&s| count(s) > 0).unwrap_or(e);
-                (used, (oldest + slots) * self.width)
+                (used, start_of(oldest + slots))
             }
             None => {
                 let previous = if e == 0 { 0 } else { count(e - 1) };
-                let start = e * self.width;
+                let start = start_of(e);
                 let left = self.window - (t - start);
                 let weighted = (previous * left).div_ceil(self.window);
-                let end = start + self.width;
+                let end = start_of(e + 1);
                 let retry_at = if previous > 0 {
                     t + self.window.div_ceil(previous).min(end - t)
                 } else {

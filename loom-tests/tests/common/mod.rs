@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use slidelog::loom_hooks::Flaw;
+use slidelog::loom_hooks::{Flaw, Floor};
 use slidelog::{Admitted, Denied, Limiter, ManualClock, SlidingCounter};
 
 /// A shared limiter of `limit` per `window` ns on a manual clock, built with
@@ -25,12 +25,79 @@ pub fn limiter(limit: u32, window: u64, flaw: Flaw) -> Arc<Limiter<ManualClock>>
     )
 }
 
-/// One call a thread made and what it got.
+/// Runs `f` under loom with at least `min_preemptions` pre-emptions
+/// (`LOOM_MAX_PREEMPTIONS` when larger). The lazy head's races need three:
+/// a thread pre-empted between two slot loads while another completes two
+/// checks, counted the way loom counts switches (the negative control of the
+/// torn weighted view is caught at three, not at two).
+pub fn explore<F>(min_preemptions: usize, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(
+        builder
+            .preemption_bound
+            .map_or(min_preemptions, |p| p.max(min_preemptions)),
+    );
+    builder.check(f);
+}
+
+/// One call a thread made and what it got, with its real-time interval:
+/// `start` and `end` are tickets from one shared counter ([`Tickets`]),
+/// taken just before the call and just after it returned (0 and
+/// `usize::MAX` when the model does not track real time).
 #[derive(Clone, Copy, Debug)]
 pub struct Call {
     pub now: u64,
     pub n: u32,
     pub result: Result<Admitted, Denied>,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Call {
+    /// A call with no real-time interval.
+    pub fn untimed(now: u64, n: u32, result: Result<Admitted, Denied>) -> Call {
+        Call {
+            now,
+            n,
+            result,
+            start: 0,
+            end: usize::MAX,
+        }
+    }
+}
+
+/// A shared ticket counter that orders calls in real time: a call that
+/// returned before another started has a smaller `end` than the other's
+/// `start` (SeqCst read-modify-writes on one word form one total order
+/// consistent with happens-before).
+#[derive(Clone)]
+pub struct Tickets(Arc<loom::sync::atomic::AtomicUsize>);
+
+impl Tickets {
+    pub fn new() -> Self {
+        Tickets(Arc::new(loom::sync::atomic::AtomicUsize::new(1)))
+    }
+
+    fn take(&self) -> usize {
+        self.0.fetch_add(1, loom::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Runs `f` (a call of `n` units at `now`) between two tickets.
+    pub fn call(&self, now: u64, n: u32, f: impl FnOnce() -> Result<Admitted, Denied>) -> Call {
+        let start = self.take();
+        let result = f();
+        let end = self.take();
+        Call {
+            now,
+            n,
+            result,
+            start,
+            end,
+        }
+    }
 }
 
 /// The classic log (test oracle).
@@ -41,7 +108,8 @@ struct Model {
 }
 
 impl Model {
-    fn decide(&mut self, t: u64, n: u32) -> Result<(), u64> {
+    /// `Ok(remaining)` or `Err(retry_after)`.
+    fn decide(&mut self, t: u64, n: u32) -> Result<u32, u64> {
         while let Some(&front) = self.log.front() {
             if front + self.window <= t {
                 self.log.pop_front();
@@ -52,7 +120,7 @@ impl Model {
         let len = self.log.len() as u32;
         if len + n <= self.limit {
             self.log.extend(std::iter::repeat_n(t, n as usize));
-            Ok(())
+            Ok(self.limit - len - n)
         } else {
             Err(self.log[(len + n - self.limit - 1) as usize] + self.window - t)
         }
@@ -82,9 +150,11 @@ pub fn assert_no_over_admission(calls: &[Call], limit: u32, window: u64) {
 }
 
 /// Linearizability: some interleaving of the threads' calls, in program order
-/// per thread, fed to the model at each call's effective time (its `now`,
-/// clamped to the newest admission so far), reproduces every decision, every
-/// `at()` and every absolute retry time (`now + retry_after`).
+/// per thread and in real-time order (a call that returned before another
+/// started comes first, see [`Tickets`]), fed to the model at each call's
+/// effective time (its `now`, clamped to the newest admission so far),
+/// reproduces every decision, every `at()`, every `remaining()` and every
+/// absolute retry time (`now + retry_after`).
 pub fn assert_linearizable(threads: &[Vec<Call>], limit: u32, window: u64, prefix: &[u64]) {
     let mut cursor = vec![0; threads.len()];
     let mut model = Model {
@@ -114,10 +184,19 @@ fn search(
         let Some(call) = threads[t].get(cursor[t]) else {
             continue;
         };
+        // Real time: no pending call of another thread returned before this
+        // one started (each thread's own calls are in order already).
+        let overtakes = (0..threads.len())
+            .filter(|&u| u != t)
+            .filter_map(|u| threads[u].get(cursor[u]))
+            .any(|other| other.end < call.start);
+        if overtakes {
+            continue;
+        }
         let saved = model.log.clone();
         let eff = call.now.max(last_at);
         let fits = match (model.decide(eff, call.n), call.result) {
-            (Ok(()), Ok(a)) => a.at() == eff,
+            (Ok(remaining), Ok(a)) => a.at() == eff && a.remaining() == remaining,
             (Err(retry), Err(d)) => {
                 d.is_rate_limited() && call.now + d.retry_after_nanos() == eff + retry
             }
@@ -148,27 +227,28 @@ pub fn admitted_units(calls: &[Call]) -> u32 {
 /// A key's state that the keyed map can evict: the exact ring (through
 /// [`Limiter`]) or the counter (through [`SlidingCounter`]).
 pub trait Evictable: Send + Sync + 'static {
-    /// One unit at `now`; `None` if the state was closed for eviction.
-    fn try_check_at(&self, now: u64) -> Option<Result<Admitted, Denied>>;
-    /// Closes the state if idle at `now` with `margin`.
-    fn close_if_idle(&self, now: u64, margin: u64) -> bool;
+    /// One unit at `now`, judged at `floor.apply(now)` as a keyed limiter
+    /// does; `None` if the state was closed for eviction.
+    fn try_check_at(&self, now: u64, floor: &Floor) -> Option<Result<Admitted, Denied>>;
+    /// Closes the state if idle at `now` with `margin`, raising `floor`.
+    fn close_if_idle(&self, now: u64, margin: u64, floor: &Floor) -> bool;
 }
 
 impl Evictable for Limiter<ManualClock> {
-    fn try_check_at(&self, now: u64) -> Option<Result<Admitted, Denied>> {
-        self.try_check_n_at(1, now)
+    fn try_check_at(&self, now: u64, floor: &Floor) -> Option<Result<Admitted, Denied>> {
+        self.try_check_n_at(1, now, floor)
     }
-    fn close_if_idle(&self, now: u64, margin: u64) -> bool {
-        Limiter::close_if_idle(self, now, margin)
+    fn close_if_idle(&self, now: u64, margin: u64, floor: &Floor) -> bool {
+        Limiter::close_if_idle(self, now, margin, floor)
     }
 }
 
 impl Evictable for SlidingCounter<ManualClock> {
-    fn try_check_at(&self, now: u64) -> Option<Result<Admitted, Denied>> {
-        self.try_check_n_at(1, now)
+    fn try_check_at(&self, now: u64, floor: &Floor) -> Option<Result<Admitted, Denied>> {
+        self.try_check_n_at(1, now, floor)
     }
-    fn close_if_idle(&self, now: u64, margin: u64) -> bool {
-        SlidingCounter::close_if_idle(self, now, margin)
+    fn close_if_idle(&self, now: u64, margin: u64, floor: &Floor) -> bool {
+        SlidingCounter::close_if_idle(self, now, margin, floor)
     }
 }
 
@@ -188,14 +268,16 @@ pub fn evict_while_admitting<T: Evictable>(make: impl Fn() -> [T; 2] + Send + Sy
     loom::model(move || {
         let states = Arc::new(make());
         let current = Arc::new(AtomicUsize::new(0));
+        let floor = Arc::new(Floor::new());
         let admit = |now: u64| {
             let states = Arc::clone(&states);
             let current = Arc::clone(&current);
+            let floor = Arc::clone(&floor);
             thread::spawn(move || {
                 loop {
                     // Acquire pairs with the publication below.
                     let g = current.load(Ordering::Acquire);
-                    match states[g].try_check_at(now) {
+                    match states[g].try_check_at(now, &floor) {
                         Some(result) => return result.is_ok(),
                         // Closed: replace the state in the "map" (as the
                         // keyed limiter does: remove it, insert a fresh
@@ -211,8 +293,9 @@ pub fn evict_while_admitting<T: Evictable>(make: impl Fn() -> [T; 2] + Send + Sy
         let evictor = {
             let states = Arc::clone(&states);
             let current = Arc::clone(&current);
+            let floor = Arc::clone(&floor);
             thread::spawn(move || {
-                if states[0].close_if_idle(25, 10) {
+                if states[0].close_if_idle(25, 10, &floor) {
                     // Release pairs with the admitters' Acquire loads.
                     let _ = current.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
                 }
@@ -230,8 +313,70 @@ pub fn evict_while_admitting<T: Evictable>(make: impl Fn() -> [T; 2] + Send + Sy
         // The admission at 25 must be visible to the key's current state.
         let g = current.load(Ordering::Acquire);
         assert!(
-            states[g].try_check_at(26).is_some_and(|r| r.is_err()),
+            states[g]
+                .try_check_at(26, &floor)
+                .is_some_and(|r| r.is_err()),
             "lost admission: the current state admits again at 26"
+        );
+    });
+}
+
+/// The eviction floor (issue #13): a caller whose clock reading (`stale`)
+/// predates an eviction reaches the key only after the evictor closed the
+/// old state (at 25, margin 10) and a fresh one replaced it. The old state
+/// (limit 1) holds one admission at 0. Whatever the interleaving, the
+/// admissions' effective times — the one at 0 and the stale caller's, on
+/// whichever state it lands — satisfy `in_window(times)` (the log: no two
+/// within the window; the counter: no two in one slot).
+pub fn stale_reader_across_eviction<T: Evictable>(
+    make: impl Fn() -> [T; 2] + Send + Sync + 'static,
+    stale: u64,
+    within_limit: fn(&[u64]) -> bool,
+) {
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::thread;
+    loom::model(move || {
+        let states = Arc::new(make());
+        let current = Arc::new(AtomicUsize::new(0));
+        let floor = Arc::new(Floor::new());
+        let evictor = {
+            let states = Arc::clone(&states);
+            let current = Arc::clone(&current);
+            let floor = Arc::clone(&floor);
+            thread::spawn(move || {
+                if states[0].close_if_idle(25, 10, &floor) {
+                    // Release pairs with the admitter's Acquire loads: the
+                    // map's removal of the closed state.
+                    let _ = current.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+                }
+            })
+        };
+        let admitter = {
+            let states = Arc::clone(&states);
+            let current = Arc::clone(&current);
+            let floor = Arc::clone(&floor);
+            thread::spawn(move || {
+                loop {
+                    let g = current.load(Ordering::Acquire);
+                    match states[g].try_check_at(stale, &floor) {
+                        Some(result) => return result,
+                        None => {
+                            let _ =
+                                current.compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
+                        }
+                    }
+                }
+            })
+        };
+        evictor.join().unwrap();
+        let result = admitter.join().unwrap();
+        let mut times = vec![0];
+        if let Ok(admitted) = result {
+            times.push(admitted.at());
+        }
+        assert!(
+            within_limit(&times),
+            "over-admission across the eviction: effective times {times:?}"
         );
     });
 }
