@@ -75,7 +75,33 @@ struct Housekeeping {
 /// is closed first (a compare-and-swap that makes every late admission on it
 /// fail and look the key up again), then removed. Sweeps run inside the
 /// calls that create keys, amortised O(1) per new key, and on demand with
-/// [`retain_recent`](Self::retain_recent).
+/// [`retain_recent`](Self::retain_recent); they judge idleness by the
+/// limiter's own clock, never by a caller's reading.
+///
+/// **Stale readings.** A caller may hold a clock reading for any time (a
+/// thread descheduled between reading the clock and checking). Before a
+/// sweep closes a key's state it raises the limiter's *eviction floor* to
+/// the time from which that state's admissions no longer count, and every
+/// check is judged at `max(now, floor)`: a reading older than an eviction is
+/// admitted at the floor (see [`Admitted::at`]) instead of next to history
+/// the fresh state cannot see, so no window of any key ever holds more than
+/// `limit` admissions. The floor trails the clock by at least the idle
+/// margin; for current readings it is one load of a rarely written word.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{KeyedLimiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_nanos(100), clock.clone())?;
+/// limiter.check_at(&7, 0).unwrap();
+/// clock.set(250);
+/// assert_eq!(limiter.retain_recent(), 1); // idle: window 100 + margin 100
+/// // A reading taken at 50, before the eviction, is judged at the floor
+/// // (100, where the evicted admission at 0 has left the window).
+/// assert_eq!(limiter.check_at(&7, 50).unwrap().at(), 100);
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
 ///
 /// **Memory bound.** At most `max_keys` keys live at once (default: as many
 /// as fit in 256 MiB, see [`KeyedBuilder::max_keys`]). A new key that would
@@ -259,8 +285,10 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
 
     /// How long after its newest admission expires a key counts as idle and
     /// may be evicted. Default: one window; shorter values are raised to one
-    /// window (a thread whose clock reading is older than the margin when it
-    /// reaches an evicted key could otherwise see a fresh ring).
+    /// window. Exactness does not depend on it (a reading older than an
+    /// eviction is judged at the eviction floor), but a longer margin keeps
+    /// a key that comes back now and then from being evicted and re-created,
+    /// and keeps the floor further behind the present.
     ///
     /// ```
     /// # use std::time::Duration;

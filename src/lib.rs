@@ -48,6 +48,29 @@
 //! * **Linearizable**: every concurrent history equals some sequential order
 //!   of the same calls fed to the reference model at their effective times.
 //! * **All or nothing**: [`Limiter::check_n`] takes `n` slots or none.
+//! * **Keyed limiters, eviction included.** The same holds per key of a
+//!   [`KeyedLimiter`] with no assumption on the callers' clock readings:
+//!   evicting an idle key forgets its ring, so every keyed check is judged
+//!   at `max(now, floor)`, where the *eviction floor* is raised by each sweep
+//!   (before it closes a state) to the evicted state's newest deadline
+//!   (`t_eff + W`; for a [`KeyedCounter`], the end of the newest admission's
+//!   counted span). A caller whose reading predates an eviction is admitted
+//!   at the floor ([`Admitted::at`] says so; `retry_after` still counts from
+//!   its own reading), never next to the history it cannot see. The floor
+//!   trails the limiter's clock by at least the idle margin, so callers
+//!   with current readings never meet it. Sweeps judge idleness by the
+//!   limiter's own [`Clock`], never by the reading of the call that
+//!   triggered them: a reading from the future evicts nothing that is live
+//!   at the present.
+//! * **Progress.** A single-unit check ([`Limiter::check`]) and every
+//!   denial are lock-free: a thread that finds another's admission half
+//!   done (slot claimed, `head` not moved) finishes it instead of waiting.
+//!   A weighted check (`n >= 2`) is lock-free against singles but waits for
+//!   another *weighted* check on the same key that announced itself in
+//!   `head` and has not committed its first slot yet (one announcement
+//!   stands at a time): if that thread is descheduled between its two
+//!   steps, other weighted checks on the key back off until it resumes or
+//!   a single check takes the announced slot. Singles never wait.
 //! * **Denials record nothing** and write nothing: an overloaded key does not
 //!   bounce its cache line between cores.
 //!

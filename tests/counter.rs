@@ -155,6 +155,8 @@ fn disagreement_with_the_exact_log() {
         CounterMode::Slots(10),
         CounterMode::Slots(60),
         CounterMode::TwoWindow,
+        // 7 does not divide W: slots of W / 7 rounded either way.
+        CounterMode::Slots(7),
     ] {
         let c = counter(limit, window, mode);
         // Judge each decision by the exact rule on the counter's own history
@@ -185,6 +187,12 @@ fn disagreement_with_the_exact_log() {
             rate * 100.0
         );
         rates.push(rate);
+        if mode != CounterMode::TwoWindow {
+            assert_eq!(
+                fewer, 0,
+                "{mode:?} denied what the exact log admits {fewer} times"
+            );
+        }
     }
     // One slot is a fixed window: far worse than 60 slots.
     assert!(
