@@ -16,6 +16,7 @@ use crate::counter::CounterMode;
 use crate::decision::{Admitted, Denied, DenyReason};
 use crate::error::ConfigError;
 use crate::floor::Floor;
+use crate::key_size::KeySize;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
@@ -48,6 +49,8 @@ struct KeyState(Box<[AtomicU64]>);
 struct Housekeeping {
     /// Keys in the map plus insertions in flight (each holds a reservation).
     live: AtomicUsize,
+    /// Their bytes: `bytes_per_key` plus each key's heap bytes.
+    bytes: AtomicUsize,
     /// New keys since the last sweep.
     inserts: AtomicUsize,
     /// A sweep is running (one at a time).
@@ -139,6 +142,8 @@ pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState, A = Log> {
     algorithm: A,
     clock: C,
     max_keys: usize,
+    /// The memory budget: rings, map entries and key heap bytes.
+    max_bytes: usize,
     idle_margin: u64,
     /// The eviction floor: every check judges at `max(now, floor)`, so no
     /// admission overlaps the history of an evicted key (see
@@ -148,7 +153,7 @@ pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState, A = Log> {
     house: CachePadded<Housekeeping>,
 }
 
-impl<K: Hash + Eq> KeyedLimiter<K, QuantaClock, RandomState> {
+impl<K: Hash + Eq + KeySize> KeyedLimiter<K, QuantaClock, RandomState> {
     /// A keyed limiter admitting at most `limit` requests per `window` for
     /// each key, on the default [`QuantaClock`], with default options.
     ///
@@ -192,6 +197,7 @@ impl<K: Hash + Eq> KeyedLimiter<K, QuantaClock, RandomState> {
             limit,
             window,
             max_keys: None,
+            max_bytes: None,
             idle_margin: None,
             capacity: 0,
             clock: QuantaClock::new(),
@@ -202,7 +208,7 @@ impl<K: Hash + Eq> KeyedLimiter<K, QuantaClock, RandomState> {
     }
 }
 
-impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C, RandomState> {
+impl<K: Hash + Eq + KeySize, C: Clock> KeyedLimiter<K, C, RandomState> {
     /// A keyed limiter on the given clock.
     ///
     /// # Errors
@@ -245,6 +251,7 @@ pub struct KeyedBuilder<K, C, S, A = Log> {
     limit: u32,
     window: Duration,
     max_keys: Option<usize>,
+    max_bytes: Option<usize>,
     idle_margin: Option<Duration>,
     capacity: usize,
     clock: C,
@@ -260,6 +267,7 @@ impl<K, C, S, A> fmt::Debug for KeyedBuilder<K, C, S, A> {
             .field("limit", &self.limit)
             .field("window", &self.window)
             .field("max_keys", &self.max_keys)
+            .field("max_bytes", &self.max_bytes)
             .field("idle_margin", &self.idle_margin)
             .field("capacity", &self.capacity)
             .field("algorithm", &core::any::type_name::<A>())
@@ -267,7 +275,7 @@ impl<K, C, S, A> fmt::Debug for KeyedBuilder<K, C, S, A> {
     }
 }
 
-impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S, A> {
+impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S, A> {
     /// The most keys held at once (the memory bound). Default: as many as
     /// fit in 256 MiB at this limit (at most 1,048,576, at least 1): the
     /// budget holds whatever the limit.
@@ -280,6 +288,30 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
     /// ```
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// The memory budget in bytes: rings (or counters), map entries **and
+    /// the keys' own heap bytes** ([`KeySize`]), so that long keys chosen by
+    /// clients cannot exhaust memory. A new key that does not fit is refused
+    /// with [`DenyReason::KeyCapacity`] (after a sweep for idle keys), as at
+    /// `max_keys`. Default: 256 MiB, or what `max_keys` keys of no heap bytes
+    /// take if that is more.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{DenyReason, KeyedLimiter};
+    /// let l = KeyedLimiter::<String>::builder(1, Duration::from_secs(1))
+    ///     .max_bytes(4096)
+    ///     .build()?;
+    /// assert!(l.check("short").is_ok());
+    /// let huge = "x".repeat(10_000);
+    /// assert_eq!(l.check(huge.as_str()).unwrap_err().reason(), DenyReason::KeyCapacity);
+    /// assert!(l.memory_bytes() <= 4096);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = Some(max_bytes);
         self
     }
 
@@ -415,6 +447,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
             limit: self.limit,
             window: self.window,
             max_keys: self.max_keys,
+            max_bytes: self.max_bytes,
             idle_margin: self.idle_margin,
             capacity: self.capacity,
             clock: clock(self.clock),
@@ -425,7 +458,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
     }
 }
 
-impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S, A> {
+impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S, A> {
     /// Builds the limiter.
     ///
     /// # Errors
@@ -450,6 +483,11 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
             Some(n) => n,
             None => (DEFAULT_BUDGET_BYTES / per_key).clamp(1, DEFAULT_MAX_KEYS_CAP),
         };
+        let max_bytes = match self.max_bytes {
+            Some(0) => return Err(ConfigError::ZeroMaxKeys),
+            Some(n) => n,
+            None => DEFAULT_BUDGET_BYTES.max(max_keys.saturating_mul(per_key)),
+        };
         let idle_margin = self
             .idle_margin
             .map(|m| u64::try_from(m.as_nanos()).unwrap_or(u64::MAX))
@@ -467,6 +505,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
             algorithm,
             clock: self.clock,
             max_keys,
+            max_bytes,
             idle_margin,
             floor: Floor::new(),
             house: CachePadded::new(Housekeeping::default()),
@@ -476,7 +515,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S,
 
 impl<K, C, S, A> KeyedLimiter<K, C, S, A>
 where
-    K: Hash + Eq,
+    K: Hash + Eq + KeySize,
     C: Clock,
     S: BuildHasher,
     A: Algorithm,
@@ -641,10 +680,12 @@ where
         K: Borrow<Q> + 'g,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        if !self.reserve() {
+        let owned = key.to_owned();
+        let cost = self.cost(&owned);
+        if !self.reserve(cost) {
             // At the cap: try to make room, then try once more.
             self.sweep(true);
-            if !self.reserve() {
+            if !self.reserve(cost) {
                 // Racing inserters may have created this very key.
                 if let Some(ring) = self.map.get(key, guard) {
                     return Ok(ring);
@@ -667,7 +708,7 @@ where
         let created = self.floor.apply(now);
         match self
             .map
-            .try_insert_with(key.to_owned(), || KeyState(algorithm.init(created)), guard)
+            .try_insert_with(owned, || KeyState(algorithm.init(created)), guard)
         {
             Ok(ring) => {
                 // Relaxed: a heuristic counter.
@@ -680,29 +721,52 @@ where
             }
             Err(existing) => {
                 // Another thread created the key first: share its ring.
-                self.release();
+                self.release(cost);
                 Ok(existing)
             }
         }
     }
 
-    /// Takes one place under `max_keys`.
+    /// What a live key costs the budget: its state and map entry, and the
+    /// key's own heap bytes.
     #[inline]
-    fn reserve(&self) -> bool {
-        // Relaxed: the count guards memory, not other data; the map's own
+    fn cost(&self, key: &K) -> usize {
+        self.bytes_per_key().saturating_add(key.heap_bytes())
+    }
+
+    /// Takes one place under `max_keys` and `cost` bytes under `max_bytes`.
+    #[inline]
+    fn reserve(&self, cost: usize) -> bool {
+        // Relaxed: the counts guard memory, not other data; the map's own
         // synchronisation orders the insertions themselves.
-        self.house
+        let house = &*self.house;
+        if house
             .live
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |live| {
                 (live < self.max_keys).then_some(live + 1)
             })
-            .is_ok()
+            .is_err()
+        {
+            return false;
+        }
+        let fits = house
+            .bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bytes| {
+                bytes.checked_add(cost).filter(|&b| b <= self.max_bytes)
+            })
+            .is_ok();
+        if !fits {
+            house.live.fetch_sub(1, Ordering::Relaxed);
+        }
+        fits
     }
 
+    /// Gives back a place and `cost` bytes.
     #[inline]
-    fn release(&self) {
+    fn release(&self, cost: usize) {
         // Relaxed: see `reserve`.
         self.house.live.fetch_sub(1, Ordering::Relaxed);
+        self.house.bytes.fetch_sub(cost, Ordering::Relaxed);
     }
 
     /// Removes `key` if it still maps to the closed `ring` (whoever removes
@@ -712,11 +776,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if let Ok(Some(_)) =
+        if let Ok(Some((removed, _))) =
             self.map
                 .remove_if(key, |_, current| core::ptr::eq(current, ring), guard)
         {
-            self.release();
+            self.release(self.cost(removed));
         }
     }
 
@@ -788,11 +852,11 @@ where
             {
                 // Closed: no admission can land in it any more.
                 Ok(()) => {
-                    if let Ok(Some(_)) =
+                    if let Ok(Some((removed, _))) =
                         self.map
                             .remove_if(key, |_, current| core::ptr::eq(current, ring), &guard)
                     {
-                        self.release();
+                        self.release(self.cost(removed));
                         evicted += 1;
                     }
                 }
@@ -856,17 +920,35 @@ where
         self.len() == 0
     }
 
-    /// An estimate of the heap bytes held: `len() x bytes_per_key()`.
+    /// An estimate of the heap bytes held: `bytes_per_key()` per live key
+    /// plus the keys' own heap bytes ([`KeySize`]); what the memory budget
+    /// ([`KeyedBuilder::max_bytes`]) counts. Includes insertions in flight.
     ///
     /// ```
     /// # use std::time::Duration;
     /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
     /// limiter.check(&1).unwrap();
     /// assert_eq!(limiter.memory_bytes(), limiter.bytes_per_key());
+    /// let by_name = slidelog::KeyedLimiter::<String>::new(10, Duration::from_secs(1))?;
+    /// by_name.check("a-rather-long-api-key").unwrap();
+    /// assert_eq!(by_name.memory_bytes(), by_name.bytes_per_key() + 21);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn memory_bytes(&self) -> usize {
-        self.len() * self.bytes_per_key()
+        // Relaxed: a statistic.
+        self.house.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The memory budget: see [`KeyedBuilder::max_bytes`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.max_bytes(), 256 << 20);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 
     /// Bytes per live key: the ring (`8 (limit + 1)`) plus the map entry
@@ -975,7 +1057,7 @@ where
 /// ```
 pub type KeyedCounter<K, C = QuantaClock, S = RandomState> = KeyedLimiter<K, C, S, Counter>;
 
-impl<K: Hash + Eq> KeyedLimiter<K, QuantaClock, RandomState, Counter> {
+impl<K: Hash + Eq + KeySize> KeyedLimiter<K, QuantaClock, RandomState, Counter> {
     /// A keyed counter with `slots` sub-windows per key, on the default
     /// clock, with default options (see [`KeyedLimiter::builder`] for the
     /// rest: [`sliding_counter`](KeyedBuilder::sliding_counter)).
@@ -999,7 +1081,7 @@ impl<K: Hash + Eq> KeyedLimiter<K, QuantaClock, RandomState, Counter> {
     }
 }
 
-impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C, RandomState, Counter> {
+impl<K: Hash + Eq + KeySize, C: Clock> KeyedLimiter<K, C, RandomState, Counter> {
     /// A keyed counter with `slots` sub-windows per key, on the given clock.
     ///
     /// # Errors

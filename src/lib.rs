@@ -98,8 +98,17 @@
 //! [`Limiter`] of `L = 100` is about 1 KiB. A [`KeyedLimiter`] stores each
 //! key's ring inline as one allocation of `8 (L + 1)` bytes, plus about 48
 //! bytes of map entry (measured: 136 bytes per key at `L = 10`). Idle keys
-//! are evicted without changing any decision, and `max_keys` caps the live
-//! keys, so a flood of new keys cannot exhaust memory.
+//! are evicted without changing any decision, and two caps bound the live
+//! keys: `max_keys` (default: what fits 256 MiB) and a byte budget,
+//! [`KeyedBuilder::max_bytes`] (default 256 MiB), that counts each key's own
+//! heap bytes ([`KeySize`]) beside its ring and map entry. So memory stays
+//! below `max_bytes` plus the map's table slack (measured: 8,000 new
+//! 64 KiB `String` keys against the default configuration peaked at
+//! 256.04 MiB of heap, 4,042 admitted and the rest refused with
+//! [`DenyReason::KeyCapacity`]) whatever the keys weigh: an attacker's long
+//! keys fill the budget sooner, never past it. The tower layer's
+//! `HeaderKey` keys header values longer than 256 bytes by a keyed 128-bit
+//! digest, and the Redis backend refuses keys longer than 512 bytes.
 //!
 //! For limits in the millions per window, where 8 bytes per admission is too
 //! much, use the approximate [`SlidingCounter`] instead, or per key a
@@ -158,6 +167,7 @@ mod counter;
 mod decision;
 mod error;
 mod floor;
+mod key_size;
 #[cfg(not(slidelog_loom))]
 mod keyed;
 mod limiter;
@@ -176,6 +186,7 @@ pub use crate::config::{MAX_LIMIT, MAX_WINDOW};
 pub use crate::counter::{CounterMode, MAX_COUNTER_LIMIT, MAX_SLOTS, SlidingCounter};
 pub use crate::decision::{Admitted, Denied, DenyReason};
 pub use crate::error::ConfigError;
+pub use crate::key_size::KeySize;
 #[cfg(not(slidelog_loom))]
 pub use crate::keyed::{KeyedBuilder, KeyedCounter, KeyedLimiter};
 pub use crate::limiter::Limiter;

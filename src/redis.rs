@@ -103,6 +103,16 @@ pub enum RedisLimitError {
     Timeout(Duration),
     /// The script answered something unexpected.
     Protocol(String),
+    /// The key is longer than the builder's
+    /// [`max_key_len`](RedisBuilder::max_key_len): refused before any round
+    /// trip (a client-chosen key of hundreds of KiB per client would
+    /// otherwise fill Redis's memory, and this process's pre-check map).
+    KeyTooLong {
+        /// The key's length in bytes.
+        len: usize,
+        /// The configured maximum.
+        max: usize,
+    },
 }
 
 impl fmt::Display for RedisLimitError {
@@ -112,6 +122,12 @@ impl fmt::Display for RedisLimitError {
             RedisLimitError::Redis(e) => write!(f, "redis: {e}"),
             RedisLimitError::Timeout(t) => write!(f, "redis did not answer within {t:?}"),
             RedisLimitError::Protocol(m) => write!(f, "unexpected answer from the script: {m}"),
+            RedisLimitError::KeyTooLong { len, max } => {
+                write!(
+                    f,
+                    "rate-limit key of {len} bytes is longer than the maximum of {max}"
+                )
+            }
         }
     }
 }
@@ -230,9 +246,26 @@ pub struct RedisBuilder {
     policy: FailurePolicy,
     timeout: Duration,
     precheck: bool,
+    max_key_len: usize,
 }
 
+/// The longest key a [`RedisLimiter`] accepts by default, in bytes.
+pub const DEFAULT_MAX_KEY_LEN: usize = 512;
+
 impl RedisBuilder {
+    /// The longest key accepted, in bytes (default [`DEFAULT_MAX_KEY_LEN`]);
+    /// a longer one is refused with [`RedisLimitError::KeyTooLong`] before
+    /// any round trip, whatever the failure policy.
+    ///
+    /// ```
+    /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
+    /// let _ = b.max_key_len(128);
+    /// ```
+    pub fn max_key_len(mut self, max: usize) -> Self {
+        self.max_key_len = max;
+        self
+    }
+
     /// The storage layout (default: sorted set).
     ///
     /// ```
@@ -336,6 +369,7 @@ impl RedisBuilder {
                 prefix: self.prefix,
                 policy: self.policy,
                 timeout: self.timeout,
+                max_key_len: self.max_key_len,
                 precheck: self.precheck.then(papaya::HashMap::new),
                 clock: QuantaClock::new(),
                 member: format!("{:016x}", RandomState::new().hash_one(std::process::id())),
@@ -379,6 +413,7 @@ struct Shared {
     prefix: String,
     policy: FailurePolicy,
     timeout: Duration,
+    max_key_len: usize,
     /// Per key: (local time before which it is certainly denied, units).
     precheck: Option<papaya::HashMap<String, (u64, u32)>>,
     clock: QuantaClock,
@@ -422,6 +457,7 @@ impl RedisLimiter {
             policy: FailurePolicy::default(),
             timeout: Duration::from_secs(1),
             precheck: false,
+            max_key_len: DEFAULT_MAX_KEY_LEN,
         }
     }
 
@@ -480,6 +516,12 @@ impl RedisLimiter {
         n: u32,
         now_us: Option<u64>,
     ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        if key.len() > self.shared.max_key_len {
+            return Err(RedisLimitError::KeyTooLong {
+                len: key.len(),
+                max: self.shared.max_key_len,
+            });
+        }
         if n > self.shared.limit {
             return Ok(Err(Denied::exceeds_limit(n, self.shared.limit)));
         }

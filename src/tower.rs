@@ -23,6 +23,7 @@ use core::future::Future;
 use core::hash::{BuildHasher, Hash};
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use std::collections::hash_map::RandomState;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,15 +183,34 @@ fn parse_node(text: &str) -> Option<IpAddr> {
 
 /// The value of a request header, e.g. an API key.
 ///
+/// The value is chosen by the client, and servers accept header blocks of
+/// hundreds of KiB: a value longer than [`max_len`](Self::max_len) bytes
+/// (default [`DEFAULT_MAX_KEY_LEN`]) is never stored whole. It is keyed by a
+/// 128-bit digest instead (two independently, randomly keyed SipHash-1-3
+/// hashes, so clients cannot aim collisions), written as a NUL byte and 32
+/// hex digits: no header value can equal it, since header values cannot
+/// contain NUL. Digests are per `HeaderKey` (and its clones), so for limits
+/// shared across processes (Redis) keep `max_len` above your real keys.
+///
 /// ```
 /// use slidelog::tower::{HeaderKey, KeyExtractor};
 /// let request = http::Request::builder().header("x-api-key", "k1").body(()).unwrap();
 /// assert_eq!(HeaderKey::new("x-api-key").extract(&request), Some("k1".to_string()));
+///
+/// let long = "k".repeat(100_000);
+/// let request = http::Request::builder().header("x-api-key", long.as_str()).body(()).unwrap();
+/// let key = HeaderKey::new("x-api-key").extract(&request).unwrap();
+/// assert_eq!(key.len(), 33); // a digest, not the value
 /// ```
 #[derive(Clone, Debug)]
 pub struct HeaderKey {
     name: HeaderName,
+    max_len: usize,
+    digest: (RandomState, RandomState),
 }
+
+/// The longest header value [`HeaderKey`] keys by as it is, in bytes.
+pub const DEFAULT_MAX_KEY_LEN: usize = 256;
 
 impl HeaderKey {
     /// Keys requests by the header `name`.
@@ -204,9 +224,28 @@ impl HeaderKey {
     /// let _ = slidelog::tower::HeaderKey::new("authorization");
     /// ```
     pub fn new(name: &'static str) -> Self {
+        HeaderKey::named(HeaderName::from_static(name))
+    }
+
+    fn named(name: HeaderName) -> Self {
         HeaderKey {
-            name: HeaderName::from_static(name),
+            name,
+            max_len: DEFAULT_MAX_KEY_LEN,
+            digest: (RandomState::new(), RandomState::new()),
         }
+    }
+
+    /// Values longer than `max_len` bytes are keyed by their digest.
+    ///
+    /// ```
+    /// use slidelog::tower::{HeaderKey, KeyExtractor};
+    /// let key = HeaderKey::new("x-api-key").max_len(4);
+    /// let request = http::Request::builder().header("x-api-key", "12345").body(()).unwrap();
+    /// assert_ne!(key.extract(&request), Some("12345".to_string()));
+    /// ```
+    pub fn max_len(mut self, max_len: usize) -> Self {
+        self.max_len = max_len;
+        self
     }
 
     /// Keys requests by the header `name`, if it is a valid header name.
@@ -220,9 +259,7 @@ impl HeaderKey {
     /// assert!(slidelog::tower::HeaderKey::try_new("not a header").is_err());
     /// ```
     pub fn try_new(name: &str) -> Result<Self, http::header::InvalidHeaderName> {
-        Ok(HeaderKey {
-            name: HeaderName::from_bytes(name.as_bytes())?,
-        })
+        Ok(HeaderKey::named(HeaderName::from_bytes(name.as_bytes())?))
     }
 }
 
@@ -232,8 +269,16 @@ impl<B> KeyExtractor<B> for HeaderKey {
     fn extract(&self, request: &Request<B>) -> Option<String> {
         // Non-UTF-8 values are keyed by their bytes, lossily: still distinct
         // from every valid value that differs.
-        let value = request.headers().get(&self.name)?;
-        Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+        let value = request.headers().get(&self.name)?.as_bytes();
+        if value.len() > self.max_len {
+            let (a, b) = &self.digest;
+            return Some(format!(
+                "\0{:016x}{:016x}",
+                a.hash_one(value),
+                b.hash_one(value)
+            ));
+        }
+        Some(String::from_utf8_lossy(value).into_owned())
     }
 }
 
@@ -413,7 +458,7 @@ pub trait Backend<K>: Send + Sync + 'static {
 
 impl<K, C, S, A> Backend<K> for KeyedLimiter<K, C, S, A>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Hash + Eq + crate::KeySize + Clone + Send + Sync + 'static,
     C: Clock + 'static,
     S: BuildHasher + Send + Sync + 'static,
     A: Algorithm,

@@ -145,7 +145,7 @@ impl<C: Clock> SlidingCounter<C> {
 
 impl<K, C, S, A> KeyedLimiter<K, C, S, A>
 where
-    K: Hash + Eq,
+    K: Hash + Eq + crate::KeySize,
     C: Clock,
     S: BuildHasher,
     A: Algorithm,

@@ -29,6 +29,7 @@ fn rss() -> Option<u64> {
 fn memory() {
     // The flood first, so its RSS is not inflated by the larger maps below.
     flood_of_new_keys_stays_bounded();
+    flood_of_long_keys_stays_within_the_budget();
     bytes_per_key();
     counter_bytes_per_key();
 }
@@ -155,4 +156,60 @@ fn flood_of_new_keys_stays_bounded() {
     );
     assert!(refused > 0, "the flood ran above the cap");
     assert!(peak <= bound, "heap grew to {peak} bytes, bound {bound}");
+}
+
+/// Issue #19: the default configuration's budget counts the keys' own heap
+/// bytes. 8,000 new keys of 64 KiB each (512 MiB offered; all admitted and
+/// stored whole before, RSS growing by 64 KiB a key) against
+/// `KeyedLimiter::<String>::new(100, 60 s)`: the live heap stays within the
+/// 256 MiB budget (plus one key being built), `memory_bytes()` counts the
+/// key bytes, and the keys beyond the budget are refused at the cap.
+fn flood_of_long_keys_stays_within_the_budget() {
+    let keyed = KeyedLimiter::<String>::new(100, Duration::from_secs(60)).unwrap();
+    let budget = keyed.max_bytes();
+    assert_eq!(budget, 256 << 20);
+    let start = live();
+    let rss_start = rss();
+    let (mut admitted, mut refused, mut peak) = (0usize, 0usize, 0isize);
+    let long = 64 << 10;
+    for k in 0..8_000usize {
+        let key = format!("{k:08}{}", "k".repeat(long - 8));
+        match keyed.check(key.as_str()) {
+            Ok(_) => admitted += 1,
+            Err(d) => {
+                assert_eq!(d.reason(), DenyReason::KeyCapacity);
+                refused += 1;
+            }
+        }
+        drop(key);
+        if k % 64 == 0 {
+            peak = peak.max(live() - start);
+        }
+        assert!(keyed.memory_bytes() <= budget);
+    }
+    peak = peak.max(live() - start);
+    println!(
+        "long keys: {admitted} admitted, {refused} refused, memory_bytes {} KiB, peak heap {} KiB \
+         (budget {} KiB), RSS {:?} -> {:?} KiB",
+        keyed.memory_bytes() / 1024,
+        peak / 1024,
+        budget / 1024,
+        rss_start.map(|r| r / 1024),
+        rss().map(|r| r / 1024)
+    );
+    assert!(refused > 0, "the flood went past the budget");
+    assert!(
+        keyed.memory_bytes() >= admitted * long,
+        "memory_bytes counts the key bytes"
+    );
+    // The budget, the papaya table's slack around it, and one key in flight.
+    let bound = budget as isize + (budget / 8) as isize + 2 * long as isize;
+    assert!(peak <= bound, "heap grew to {peak} bytes, bound {bound}");
+    // Refused only once another long key no longer fits the budget.
+    let one_more = long + keyed.bytes_per_key();
+    assert!(
+        keyed.memory_bytes() + one_more > budget,
+        "refused with {} of {budget} bytes used",
+        keyed.memory_bytes()
+    );
 }

@@ -82,7 +82,10 @@ async fn serve(app: Router) -> SocketAddr {
 }
 
 /// A keyed limiter of `limit` per `secs` seconds on its own manual clock.
-fn manual<K: std::hash::Hash + Eq>(limit: u32, secs: u64) -> Arc<KeyedLimiter<K, ManualClock>> {
+fn manual<K: std::hash::Hash + Eq + slidelog::KeySize>(
+    limit: u32,
+    secs: u64,
+) -> Arc<KeyedLimiter<K, ManualClock>> {
     Arc::new(
         KeyedLimiter::with_clock(limit, Duration::from_secs(secs), ManualClock::new()).unwrap(),
     )
@@ -323,4 +326,55 @@ async fn single_key_backends_limit_globally() {
         clock.advance(Duration::from_secs(4));
         assert_eq!(get_path(addr, "/", &[]).await.status, 200);
     }
+}
+
+/// Issue #19: a flood of long `x-api-key` values through the layer never
+/// stores a value whole: `HeaderKey` keys values longer than its maximum by
+/// a 33-byte digest, so 1,000 clients with 64 KiB keys cost what 1,000
+/// short keys cost; distinct long values stay distinct keys, and one long
+/// value is limited like any key.
+#[tokio::test]
+async fn long_header_keys_are_never_stored_whole() {
+    use tower::{Service, ServiceExt};
+    let limiter = manual::<String>(2, 60);
+    let layer = RateLimitLayer::new(Arc::clone(&limiter), HeaderKey::new("x-api-key"));
+    let mut service = tower::ServiceBuilder::new()
+        .layer(layer)
+        .service(tower::service_fn(|_: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(Body::empty()))
+        }));
+    let long = 64 << 10;
+    for client in 0..1_000 {
+        let key = format!("{client:06}{}", "x".repeat(long - 6));
+        let request = Request::builder()
+            .header("x-api-key", key)
+            .body(Body::empty())
+            .unwrap();
+        let response = service.ready().await.unwrap().call(request).await.unwrap();
+        assert_eq!(response.status(), 200, "client {client}");
+    }
+    assert_eq!(limiter.len(), 1_000, "distinct long values stay distinct");
+    let per_key = limiter.bytes_per_key() + 64;
+    assert!(
+        limiter.memory_bytes() <= 1_000 * per_key,
+        "{} bytes for 1,000 keys: long values were stored",
+        limiter.memory_bytes()
+    );
+    let same = format!("{:06}{}", 7, "x".repeat(long - 6));
+    let request = Request::builder()
+        .header("x-api-key", same.as_str())
+        .body(Body::empty())
+        .unwrap();
+    let response = service.ready().await.unwrap().call(request).await.unwrap();
+    assert_eq!(response.status(), 200, "the second of two");
+    let request = Request::builder()
+        .header("x-api-key", same.as_str())
+        .body(Body::empty())
+        .unwrap();
+    let response = service.ready().await.unwrap().call(request).await.unwrap();
+    assert_eq!(
+        response.status(),
+        429,
+        "one long value is limited like any key"
+    );
 }

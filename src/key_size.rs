@@ -1,0 +1,142 @@
+//! [`KeySize`]: the heap bytes a key holds, counted against a keyed
+//! limiter's memory budget.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+/// The heap bytes a key owns besides its inline size, so that a
+/// [`KeyedLimiter`](crate::KeyedLimiter)'s memory budget holds whatever the
+/// keys weigh (keys are often chosen by clients: an API-key header, a path).
+///
+/// Implemented for integers, `bool`, `char`, IP and socket addresses,
+/// `String`, `Box<str>`, `Arc<str>`, `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`,
+/// `&'static str`, `Option`, and tuples of up to four keys. For your own key
+/// type, return what it allocates (the default, 0, suits keys that own no
+/// heap memory):
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{KeySize, KeyedLimiter};
+///
+/// #[derive(Hash, PartialEq, Eq, Clone)]
+/// struct Tenant { id: u32, region: String }
+///
+/// impl KeySize for Tenant {
+///     fn heap_bytes(&self) -> usize {
+///         self.region.heap_bytes()
+///     }
+/// }
+///
+/// let limiter = KeyedLimiter::<Tenant>::new(10, Duration::from_secs(1))?;
+/// let acme = Tenant { id: 7, region: "eu-west".into() };
+/// assert!(limiter.check(&acme).is_ok());
+/// assert_eq!(limiter.memory_bytes(), limiter.bytes_per_key() + "eu-west".len());
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub trait KeySize {
+    /// Bytes this key owns on the heap (not counting `size_of::<Self>()`).
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+}
+
+macro_rules! inline_keys {
+    ($($t:ty),* $(,)?) => { $(impl KeySize for $t {})* };
+}
+
+inline_keys!(
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    bool,
+    char,
+    (),
+    IpAddr,
+    Ipv4Addr,
+    Ipv6Addr,
+    SocketAddr,
+    &'static str
+);
+
+impl KeySize for String {
+    fn heap_bytes(&self) -> usize {
+        self.capacity()
+    }
+}
+
+impl KeySize for Box<str> {
+    fn heap_bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+impl KeySize for Vec<u8> {
+    fn heap_bytes(&self) -> usize {
+        self.capacity()
+    }
+}
+
+impl KeySize for Box<[u8]> {
+    fn heap_bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+/// The shared allocation (two reference counts plus the bytes), counted
+/// whole: an `Arc` key usually lives only in the map.
+impl KeySize for Arc<str> {
+    fn heap_bytes(&self) -> usize {
+        2 * core::mem::size_of::<usize>() + self.len()
+    }
+}
+
+impl KeySize for Arc<[u8]> {
+    fn heap_bytes(&self) -> usize {
+        2 * core::mem::size_of::<usize>() + self.len()
+    }
+}
+
+impl<T: KeySize> KeySize for Option<T> {
+    fn heap_bytes(&self) -> usize {
+        self.as_ref().map_or(0, T::heap_bytes)
+    }
+}
+
+macro_rules! tuple_keys {
+    ($(($($t:ident . $i:tt),+)),* $(,)?) => {
+        $(impl<$($t: KeySize),+> KeySize for ($($t,)+) {
+            fn heap_bytes(&self) -> usize {
+                0 $(+ self.$i.heap_bytes())+
+            }
+        })*
+    };
+}
+
+tuple_keys!((A.0), (A.0, B.1), (A.0, B.1, C.2), (A.0, B.1, C.2, D.3));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(7u64.heap_bytes(), 0);
+        let s = String::from("abc");
+        assert_eq!(s.heap_bytes(), s.capacity());
+        assert_eq!(Box::<str>::from("abcd").heap_bytes(), 4);
+        assert_eq!(vec![1u8; 10].heap_bytes(), 10);
+        assert_eq!(Arc::<str>::from("ab").heap_bytes(), 2 + 16);
+        assert_eq!((String::from("ab"), 3u8).heap_bytes(), 2);
+        assert_eq!(Some(String::from("xyz")).heap_bytes(), 3);
+        assert_eq!(None::<String>.heap_bytes(), 0);
+    }
+}
