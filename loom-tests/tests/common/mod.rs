@@ -252,54 +252,82 @@ impl Evictable for SlidingCounter<ManualClock> {
     }
 }
 
-/// P5, the keyed map's eviction handshake over two states of one key: the
-/// map is modelled by a generation word choosing between the old state and
-/// its replacement (papaya itself is not loom-aware; real-thread stress
-/// tests cover it). The evictor closes the old state at 25 (margin 10),
-/// then publishes the new one; two admitters at 25 that find the old one
-/// closed publish it themselves (first one wins) and look again.
+/// One key of the keyed map, modelled (papaya itself is not loom-aware;
+/// real-thread stress tests cover it): a generation word choosing between
+/// the key's old state and its replacement, and the limiter's eviction
+/// floor.
+pub struct KeyMap<T> {
+    states: [T; 2],
+    current: loom::sync::atomic::AtomicUsize,
+    floor: Floor,
+}
+
+impl<T: Evictable> KeyMap<T> {
+    pub fn new(states: [T; 2]) -> Arc<Self> {
+        Arc::new(KeyMap {
+            states,
+            current: loom::sync::atomic::AtomicUsize::new(0),
+            floor: Floor::new(),
+        })
+    }
+
+    /// The evictor: closes the old state at 25 (margin 10), raising the
+    /// floor, then publishes the new one (the map's removal).
+    pub fn evict(&self) {
+        use loom::sync::atomic::Ordering;
+        if self.states[0].close_if_idle(25, 10, &self.floor) {
+            // Release pairs with the admitters' Acquire loads.
+            let _ = self
+                .current
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// An admitter at `now`, as the keyed limiter does: a state found closed
+    /// is replaced in the "map" (remove it, insert a fresh one; whoever
+    /// comes first wins) and the key looked up again.
+    pub fn admit(&self, now: u64) -> Result<Admitted, Denied> {
+        use loom::sync::atomic::Ordering;
+        loop {
+            // Acquire pairs with the publication in `evict`.
+            let g = self.current.load(Ordering::Acquire);
+            match self.states[g].try_check_at(now, &self.floor) {
+                Some(result) => return result,
+                None => {
+                    let _ =
+                        self.current
+                            .compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
+                }
+            }
+        }
+    }
+
+    /// The key's current state checked at `now`.
+    pub fn check_current(&self, now: u64) -> Option<Result<Admitted, Denied>> {
+        let g = self.current.load(loom::sync::atomic::Ordering::Acquire);
+        self.states[g].try_check_at(now, &self.floor)
+    }
+}
+
+/// P5, the keyed map's eviction handshake over two states of one key
+/// ([`KeyMap`]): the evictor closes the old state at 25 (margin 10), then
+/// publishes the new one; two admitters at 25 that find the old one closed
+/// publish it themselves (first one wins) and look again.
 ///
 /// `make` returns (old, new) for a limit of 1, the old one holding one unit
 /// at 0 that has left the window by 15. Exactly one admitter succeeds, and
 /// its admission is visible to the key's current state at 26.
 pub fn evict_while_admitting<T: Evictable>(make: impl Fn() -> [T; 2] + Send + Sync + 'static) {
-    use loom::sync::atomic::{AtomicUsize, Ordering};
     use loom::thread;
     loom::model(move || {
-        let states = Arc::new(make());
-        let current = Arc::new(AtomicUsize::new(0));
-        let floor = Arc::new(Floor::new());
+        let map = KeyMap::new(make());
         let admit = |now: u64| {
-            let states = Arc::clone(&states);
-            let current = Arc::clone(&current);
-            let floor = Arc::clone(&floor);
-            thread::spawn(move || {
-                loop {
-                    // Acquire pairs with the publication below.
-                    let g = current.load(Ordering::Acquire);
-                    match states[g].try_check_at(now, &floor) {
-                        Some(result) => return result.is_ok(),
-                        // Closed: replace the state in the "map" (as the
-                        // keyed limiter does: remove it, insert a fresh
-                        // one; whoever comes first wins) and look again.
-                        None => {
-                            let _ =
-                                current.compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
-                        }
-                    }
-                }
-            })
+            let map = Arc::clone(&map);
+            thread::spawn(move || map.admit(now).is_ok())
         };
         let evictor = {
-            let states = Arc::clone(&states);
-            let current = Arc::clone(&current);
-            let floor = Arc::clone(&floor);
-            thread::spawn(move || {
-                if states[0].close_if_idle(25, 10, &floor) {
-                    // Release pairs with the admitters' Acquire loads.
-                    let _ = current.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
-                }
-            })
+            let map = Arc::clone(&map);
+            thread::spawn(move || map.evict())
         };
         let a = admit(25);
         let b = admit(25);
@@ -311,11 +339,8 @@ pub fn evict_while_admitting<T: Evictable>(make: impl Fn() -> [T; 2] + Send + Sy
             "duplicated or lost: {admitted:?}"
         );
         // The admission at 25 must be visible to the key's current state.
-        let g = current.load(Ordering::Acquire);
         assert!(
-            states[g]
-                .try_check_at(26, &floor)
-                .is_some_and(|r| r.is_err()),
+            map.check_current(26).is_some_and(|r| r.is_err()),
             "lost admission: the current state admits again at 26"
         );
     });
@@ -326,47 +351,23 @@ pub fn evict_while_admitting<T: Evictable>(make: impl Fn() -> [T; 2] + Send + Sy
 /// old state (at 25, margin 10) and a fresh one replaced it. The old state
 /// (limit 1) holds one admission at 0. Whatever the interleaving, the
 /// admissions' effective times — the one at 0 and the stale caller's, on
-/// whichever state it lands — satisfy `in_window(times)` (the log: no two
-/// within the window; the counter: no two in one slot).
+/// whichever state it lands — satisfy `within_limit(times)` (the log: no
+/// two within the window; the counter: no two in one slot).
 pub fn stale_reader_across_eviction<T: Evictable>(
     make: impl Fn() -> [T; 2] + Send + Sync + 'static,
     stale: u64,
     within_limit: fn(&[u64]) -> bool,
 ) {
-    use loom::sync::atomic::{AtomicUsize, Ordering};
     use loom::thread;
     loom::model(move || {
-        let states = Arc::new(make());
-        let current = Arc::new(AtomicUsize::new(0));
-        let floor = Arc::new(Floor::new());
+        let map = KeyMap::new(make());
         let evictor = {
-            let states = Arc::clone(&states);
-            let current = Arc::clone(&current);
-            let floor = Arc::clone(&floor);
-            thread::spawn(move || {
-                if states[0].close_if_idle(25, 10, &floor) {
-                    // Release pairs with the admitter's Acquire loads: the
-                    // map's removal of the closed state.
-                    let _ = current.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
-                }
-            })
+            let map = Arc::clone(&map);
+            thread::spawn(move || map.evict())
         };
         let admitter = {
-            let states = Arc::clone(&states);
-            let current = Arc::clone(&current);
-            let floor = Arc::clone(&floor);
-            thread::spawn(move || {
-                loop {
-                    let g = current.load(Ordering::Acquire);
-                    match states[g].try_check_at(stale, &floor) {
-                        Some(result) => return result,
-                        None => {
-                            let _ =
-                                current.compare_exchange(g, 1, Ordering::AcqRel, Ordering::Acquire);
-                        }
-                    }
-                }
-            })
+            let map = Arc::clone(&map);
+            thread::spawn(move || map.admit(stale))
         };
         evictor.join().unwrap();
         let result = admitter.join().unwrap();
