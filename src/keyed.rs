@@ -63,6 +63,8 @@ struct Housekeeping {
     next_idle: AtomicU64,
     /// New-key requests refused at the cap since the last sweep.
     refused: AtomicUsize,
+    /// Keys evicted since the limiter was built.
+    evicted: AtomicU64,
 }
 
 /// An exact sliding-window-log limiter per key: at most `limit` admissions
@@ -77,8 +79,10 @@ struct Housekeeping {
 /// absent key, so it can be dropped without changing any decision. Its ring
 /// is closed first (a compare-and-swap that makes every late admission on it
 /// fail and look the key up again), then removed. Sweeps run inside the
-/// calls that create keys, amortised O(1) per new key, and on demand with
-/// [`retain_recent`](Self::retain_recent); they judge idleness by the
+/// calls that create keys, amortised O(1) per new key, once the live keys
+/// fill half of `max_keys` or half of the byte budget (below that, idle keys
+/// stay: a steady population is not evicted and re-created), and on demand
+/// with [`retain_recent`](Self::retain_recent); they judge idleness by the
 /// limiter's own clock, never by a caller's reading.
 ///
 /// **Stale readings.** A caller may hold a clock reading for any time (a
@@ -714,7 +718,7 @@ where
                 // Relaxed: a heuristic counter.
                 let inserts = self.house.inserts.fetch_add(1, Ordering::Relaxed) + 1;
                 let live = self.house.live.load(Ordering::Relaxed);
-                if inserts >= SWEEP_MIN_INSERTS.max(live / 2) {
+                if inserts >= SWEEP_MIN_INSERTS.max(live / 2) && self.under_pressure(live) {
                     self.sweep(false);
                 }
                 Ok(ring)
@@ -725,6 +729,19 @@ where
                 Ok(existing)
             }
         }
+    }
+
+    /// Whether the live keys fill half the key cap or half the byte budget:
+    /// automatic sweeps run only then. Below it, idle keys stay (memory is
+    /// bounded by the caps either way), so a steady population of keys that
+    /// come back after more than the window plus the idle margin is not
+    /// evicted and re-created over and over (each re-creation counted as a
+    /// new key that paid for the next sweep); a flood of new keys reaches
+    /// half the cap and is swept from there on exactly as before.
+    #[inline]
+    fn under_pressure(&self, live: usize) -> bool {
+        // Relaxed: a heuristic.
+        live >= self.max_keys / 2 || self.house.bytes.load(Ordering::Relaxed) >= self.max_bytes / 2
     }
 
     /// What a live key costs the budget: its state and map entry, and the
@@ -781,13 +798,16 @@ where
                 .remove_if(key, |_, current| core::ptr::eq(current, ring), guard)
         {
             self.release(self.cost(removed));
+            // Relaxed: a statistic.
+            self.house.evicted.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Evicts idle keys; at most one sweep runs at a time.
     ///
     /// An automatic sweep (`at_cap == false`) runs after every
-    /// `max(64, live / 2)` new keys. At the cap (`at_cap`), a sweep runs only
+    /// `max(64, live / 2)` new keys once the keys fill half a cap (see
+    /// `under_pressure`). At the cap (`at_cap`), a sweep runs only
     /// if some key may be idle by now (`next_idle`) and it is paid for:
     /// `live / 8` refusals since the last one, or a quarter margin of time.
     /// So a flood of new keys at the cap costs O(1) amortised per request,
@@ -857,6 +877,8 @@ where
                             .remove_if(key, |_, current| core::ptr::eq(current, ring), &guard)
                     {
                         self.release(self.cost(removed));
+                        // Relaxed: a statistic.
+                        self.house.evicted.fetch_add(1, Ordering::Relaxed);
                         evicted += 1;
                     }
                 }
@@ -892,6 +914,27 @@ where
         // statistics alone.
         self.sweep_exclusive(now)
             .unwrap_or_else(|| self.evict_idle(now).0)
+    }
+
+    /// How many keys have been evicted since the limiter was built (by
+    /// automatic sweeps and [`retain_recent`](Self::retain_recent)): a
+    /// steady key population keeps this near zero; a flood of new keys at
+    /// the cap drives it up.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_secs(1), clock.clone())?;
+    /// limiter.check(&1).unwrap();
+    /// clock.advance(Duration::from_secs(2));
+    /// limiter.retain_recent();
+    /// assert_eq!(limiter.evicted(), 1);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn evicted(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.house.evicted.load(Ordering::Relaxed)
     }
 
     /// The number of live keys. Approximate under concurrency (insertions and

@@ -274,3 +274,35 @@ fn extreme_windows_and_times_never_panic() {
         }
     }
 }
+
+/// Issue #15: a steady population of keys that each come back after more
+/// than the window plus the idle margin is not evicted and re-created over
+/// and over (automatic sweeps run only under memory pressure), while a
+/// small cap still evicts idle keys to make room.
+#[test]
+fn a_steady_key_population_does_not_churn() {
+    let clock = ManualClock::new();
+    let limiter = keyed(10, 1_000, &clock);
+    // Time moves on while the keys cycle: each comes back 10 µs later,
+    // long after the window plus the idle margin (2 µs).
+    for _ in 0..20 {
+        for key in 0..10_000u64 {
+            assert!(limiter.check(&key).is_ok());
+            clock.advance(Duration::from_nanos(1));
+        }
+    }
+    assert_eq!(limiter.evicted(), 0, "a steady population churned");
+    assert_eq!(limiter.len(), 10_000);
+    // At half a small cap, new keys sweep the idle ones away.
+    let capped = KeyedLimiter::<u64>::builder(10, Duration::from_nanos(1_000))
+        .clock(clock.clone())
+        .max_keys(1_000)
+        .build()
+        .unwrap();
+    for key in 0..5_000u64 {
+        assert!(capped.check(&key).is_ok(), "key {key}");
+        clock.advance(Duration::from_nanos(10));
+    }
+    assert!(capped.evicted() >= 4_000, "evicted {}", capped.evicted());
+    assert!(capped.len() <= 1_000);
+}
