@@ -153,5 +153,41 @@ fn flood(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, keyed, flood);
+/// Issue #15's keyed row as a new user writes it: `KeyedLimiter::<u64>::new(10,
+/// 1 µs)` with the **default** idle margin, one thread cycling over 10,000
+/// keys on the real clock (each key comes back long after it went idle),
+/// against governor with the same quota. Before sweeps waited for memory
+/// pressure, every revisit evicted and re-created the key.
+fn keyed_default_margin(c: &mut Criterion) {
+    let keys = 10_000u64;
+    let mut g = c.benchmark_group("keyed_allow_default_margin_10k");
+    g.throughput(Throughput::Elements(1));
+    let slide = KeyedLimiter::<u64>::new(LIMIT, Duration::from_micros(1)).unwrap();
+    let gov = RateLimiter::keyed(
+        Quota::with_period(Duration::from_nanos(100))
+            .unwrap()
+            .allow_burst(NonZeroU32::new(LIMIT).unwrap()),
+    );
+    for k in 0..keys {
+        let _ = slide.check(&k);
+        let _ = gov.check_key(&k);
+    }
+    let mut i = 0u64;
+    g.bench_function("slidelog", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(slide.check(&key(i, 0, 1, keys)).is_ok())
+        })
+    });
+    let mut i = 0u64;
+    g.bench_function("governor", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(gov.check_key(&key(i, 0, 1, keys)).is_ok())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, keyed, flood, keyed_default_margin);
 criterion_main!(benches);

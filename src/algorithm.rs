@@ -68,6 +68,16 @@ pub trait RateLimit: Send + Sync {
     fn check_n(&self, n: u32) -> Result<Admitted, Denied> {
         self.check_n_at(n, self.now())
     }
+
+    /// What [`check`](Self::check) would answer now, recording nothing.
+    fn peek(&self) -> Result<Admitted, Denied> {
+        self.peek_n_at(1, self.now())
+    }
+
+    /// What [`check_n`](Self::check_n) would answer now, recording nothing.
+    fn peek_n(&self, n: u32) -> Result<Admitted, Denied> {
+        self.peek_n_at(n, self.now())
+    }
 }
 
 impl<C: Clock> RateLimit for Limiter<C> {

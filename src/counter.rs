@@ -895,6 +895,7 @@ impl<C: Clock> SlidingCounter<C> {
     /// assert!(counter.check().is_err());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check(&self) -> Result<Admitted, Denied> {
         self.check_n_at(1, self.clock.now())
@@ -909,6 +910,7 @@ impl<C: Clock> SlidingCounter<C> {
     /// assert!(counter.check_n(2).is_err());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_n(&self, n: u32) -> Result<Admitted, Denied> {
         self.check_n_at(n, self.clock.now())
@@ -925,6 +927,7 @@ impl<C: Clock> SlidingCounter<C> {
     /// assert_eq!(counter.check_at(50).unwrap_err().retry_after_nanos(), 50);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
         self.check_n_at(1, now)
@@ -940,6 +943,7 @@ impl<C: Clock> SlidingCounter<C> {
     /// assert!(matches!(counter.check_n_at(5, 0).unwrap_err().reason(), DenyReason::ExceedsLimit { .. }));
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         if n > self.config.limit {
             return Err(Denied::exceeds_limit(n, self.config.limit));
@@ -962,6 +966,40 @@ impl<C: Clock> SlidingCounter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn peek_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
+        self.peek_inner(n, now)
+    }
+
+    /// What [`check`](Self::check) would answer now, recording nothing.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{ManualClock, SlidingCounter};
+    /// let counter = SlidingCounter::with_clock(1, Duration::from_secs(1), 10, ManualClock::new())?;
+    /// assert!(counter.peek().is_ok());
+    /// counter.check().unwrap();
+    /// assert!(counter.peek().is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek(&self) -> Result<Admitted, Denied> {
+        self.peek_inner(1, self.clock.now())
+    }
+
+    /// What [`check_n`](Self::check_n) would answer now, recording nothing.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{ManualClock, SlidingCounter};
+    /// let counter = SlidingCounter::with_clock(4, Duration::from_secs(1), 10, ManualClock::new())?;
+    /// assert_eq!(counter.peek_n(3).unwrap().remaining(), 1);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek_n(&self, n: u32) -> Result<Admitted, Denied> {
+        self.peek_inner(n, self.clock.now())
+    }
+
+    fn peek_inner(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         if n > self.config.limit {
             return Err(Denied::exceeds_limit(n, self.config.limit));
         }

@@ -120,7 +120,7 @@ pub enum DenyReason {
 /// assert!(limiter.check().is_ok());
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Denied {
     pub(crate) retry_after: u64,
     pub(crate) reason: DenyReason,
@@ -209,6 +209,60 @@ impl Denied {
     }
 }
 
+/// `retry_after` as a [`Duration`] (not raw nanoseconds).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+/// let limiter = Limiter::with_clock(1, Duration::from_secs(1), ManualClock::new())?;
+/// limiter.check_at(0).unwrap();
+/// let denied = limiter.check_at(250_000_000).unwrap_err();
+/// assert_eq!(
+///     format!("{denied:?}"),
+///     "Denied { retry_after: 750ms, reason: RateLimited }"
+/// );
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+impl fmt::Debug for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Denied")
+            .field("retry_after", &self.retry_after())
+            .field("reason", &self.reason)
+            .finish()
+    }
+}
+
+/// A sentence a log line can carry.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+/// let limiter = Limiter::with_clock(3, Duration::from_secs(1), ManualClock::new())?;
+/// let admitted = limiter.check_at(5).unwrap();
+/// assert_eq!(admitted.to_string(), "admitted at 5 ns, 2 more fit in the window");
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+impl fmt::Display for Admitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "admitted at {} ns, {} more fit in the window",
+            self.at, self.remaining
+        )
+    }
+}
+
+/// A sentence a log line can carry.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+/// let limiter = Limiter::with_clock(1, Duration::from_secs(1), ManualClock::new())?;
+/// limiter.check_at(0).unwrap();
+/// let denied = limiter.check_at(0).unwrap_err();
+/// assert_eq!(denied.to_string(), "rate limited: retry after 1s");
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
 impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.reason {

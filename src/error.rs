@@ -18,7 +18,7 @@ use std::time::Duration;
 /// assert_eq!(err, ConfigError::ZeroLimit);
 /// assert_eq!(err.to_string(), "the limit must be at least 1");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// The limit was 0: nothing could ever be admitted.

@@ -265,6 +265,23 @@ pub struct KeyedBuilder<K, C, S, A = Log> {
     _marker: core::marker::PhantomData<fn(K) -> A>,
 }
 
+impl<K, C: Clone, S: Clone, A> Clone for KeyedBuilder<K, C, S, A> {
+    fn clone(&self) -> Self {
+        KeyedBuilder {
+            limit: self.limit,
+            window: self.window,
+            max_keys: self.max_keys,
+            max_bytes: self.max_bytes,
+            idle_margin: self.idle_margin,
+            capacity: self.capacity,
+            clock: self.clock.clone(),
+            hasher: self.hasher.clone(),
+            mode: self.mode,
+            _marker: core::marker::PhantomData,
+        }
+    }
+}
+
 impl<K, C, S, A> fmt::Debug for KeyedBuilder<K, C, S, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBuilder")
@@ -538,6 +555,7 @@ where
     /// assert!(limiter.check("10.0.0.1").is_err());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check<Q>(&self, key: &Q) -> Result<Admitted, Denied>
     where
@@ -561,6 +579,7 @@ where
     /// assert!(limiter.check_n(&1, 3).is_err());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_n<Q>(&self, key: &Q, n: u32) -> Result<Admitted, Denied>
     where
@@ -583,6 +602,7 @@ where
     /// assert_eq!(limiter.check_at(&1, 4).unwrap_err().retry_after_nanos(), 6);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at<Q>(&self, key: &Q, now: u64) -> Result<Admitted, Denied>
     where
@@ -608,6 +628,7 @@ where
     /// ));
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     pub fn check_n_at<Q>(&self, key: &Q, n: u32, now: u64) -> Result<Admitted, Denied>
     where
         K: Borrow<Q>,
@@ -635,6 +656,48 @@ where
                 None => self.unlink(key, state, &guard),
             }
         }
+    }
+
+    /// What [`check`](Self::check) would answer for `key` now, recording
+    /// nothing and creating no key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// let limiter = KeyedLimiter::<String>::new(1, Duration::from_secs(60))?;
+    /// assert!(limiter.peek("alice").is_ok());
+    /// assert!(limiter.is_empty(), "a peek creates no key");
+    /// limiter.check("alice").unwrap();
+    /// assert!(limiter.peek("alice").is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek<Q>(&self, key: &Q) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.peek_n_at(key, 1, self.clock.now())
+    }
+
+    /// What [`check_n`](Self::check_n) would answer for `key` now,
+    /// recording nothing and creating no key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// let limiter = KeyedLimiter::<u64>::new(5, Duration::from_secs(60))?;
+    /// assert_eq!(limiter.peek_n(&1, 5).unwrap().remaining(), 0);
+    /// assert!(limiter.peek_n(&1, 6).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek_n<Q>(&self, key: &Q, n: u32) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.peek_n_at(key, n, self.clock.now())
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer for `key`,

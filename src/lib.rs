@@ -139,6 +139,46 @@
 //! [`KeyedLimiter`] takes either as its [`Algorithm`](algorithm::Algorithm)
 //! parameter, and the tower layer and `until_ready` work with both.
 //!
+//! # Migrating from governor
+//!
+//! | governor / tower_governor | slidelog |
+//! |---|---|
+//! | `RateLimiter::direct(Quota::per_second(nonzero!(10u32)))` | `Limiter::new(10, Duration::from_secs(1))?` |
+//! | `RateLimiter::keyed(quota)` + `check_key(&key)` | `KeyedLimiter::<K>::new(10, Duration::from_secs(1))?` + `check(&key)` |
+//! | `check()` → `Err(NotUntil)`, `wait_time_from(clock.now())` | `check()` → `Err(Denied)`, [`Denied::retry_after`] (exact, from the same reading) |
+//! | `check_n(n)` → `Err(InsufficientCapacity)` | `check_n(n)` → `Err(Denied)` with [`DenyReason::ExceedsLimit`] |
+//! | `until_ready().await`, `until_key_ready(&k).await`, `until_n_ready(n)` | `until_ready().await`, `until_ready(&k).await` (a `Result`: a new key can be refused at the key cap), `until_n_ready(n)`, `until_n_ready_with_jitter(n, max)` |
+//! | `retain_recent()`, `len()` | the same names; idle keys are also evicted automatically under memory pressure |
+//! | `GovernorLayer` with `GovernorConfigBuilder::default().per_second(s).burst_size(b)` | [`tower::RateLimitLayer::new`](crate::tower)`(Arc::new(KeyedLimiter::<IpAddr>::new(b, ..)?), PeerIp::new())` |
+//! | `PeerIpKeyExtractor` / `SmartIpKeyExtractor` | `PeerIp::new()` / `PeerIp::new().trust_forwarded()` (and `.ipv6_prefix(64)` for IPv6 clients) |
+//!
+//! The semantics differ in one way to know: governor's GCRA with
+//! `Quota::per_second(10)` allows a burst of 10 and then one request every
+//! 100 ms, smoothly; `Limiter::new(10, 1 s)` allows any 10 requests in any
+//! one-second window, exactly (a burst of 10, then the next when the
+//! oldest leaves the window). To keep GCRA's smooth spacing with a burst
+//! allowance, stack two policies: a burst limit and a per-interval one.
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidelog::{KeyedLimiter, Limiter, ManualClock};
+//!
+//! // governor: RateLimiter::direct(Quota::per_second(nonzero!(10u32)))
+//! let limiter = Limiter::with_clock(10, Duration::from_secs(1), ManualClock::new())?;
+//! for _ in 0..10 {
+//!     assert!(limiter.check().is_ok());
+//! }
+//! // governor: Err(not_until) => not_until.wait_time_from(clock.now())
+//! let denied = limiter.check().unwrap_err();
+//! assert_eq!(denied.retry_after(), Duration::from_secs(1));
+//!
+//! // governor: RateLimiter::keyed(quota).check_key(&"alice")
+//! let per_user = KeyedLimiter::<&'static str>::new(10, Duration::from_secs(1))?;
+//! assert!(per_user.check(&"alice").is_ok());
+//! assert_eq!(per_user.peek(&"alice").unwrap().remaining(), 8); // a dry run
+//! # Ok::<(), slidelog::ConfigError>(())
+//! ```
+//!
 //! # Performance
 //!
 //! An admission is one CAS on the slot plus one on `head`; a denial is four

@@ -128,6 +128,7 @@ impl<C: Clock> Limiter<C> {
     /// assert!(limiter.check().is_err());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check(&self) -> Result<Admitted, Denied> {
         self.check_at(self.clock.now())
@@ -148,6 +149,7 @@ impl<C: Clock> Limiter<C> {
     /// assert!(limiter.check_at(100).is_ok()); // (t - W, t]: the entry at 0 expired
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
         let outcome = self.ring().check_one(now);
@@ -176,6 +178,7 @@ impl<C: Clock> Limiter<C> {
     /// ));
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_n(&self, n: u32) -> Result<Admitted, Denied> {
         self.check_n_at(n, self.clock.now())
@@ -195,6 +198,7 @@ impl<C: Clock> Limiter<C> {
     /// assert!(limiter.check_n_at(4, 10).is_ok());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         let limit = self.geometry.limit();
@@ -222,6 +226,41 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn peek_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
+        self.peek_inner(n, now)
+    }
+
+    /// What [`check`](Self::check) would answer now, recording nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(1, Duration::from_secs(1), ManualClock::new())?;
+    /// assert_eq!(limiter.peek().unwrap().remaining(), 0);
+    /// assert!(limiter.check().is_ok()); // the peek took nothing
+    /// assert!(limiter.peek().is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek(&self) -> Result<Admitted, Denied> {
+        self.peek_inner(1, self.clock.now())
+    }
+
+    /// What [`check_n`](Self::check_n) would answer now, recording nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(3, Duration::from_secs(1), ManualClock::new())?;
+    /// assert!(limiter.peek_n(3).is_ok());
+    /// assert!(limiter.peek_n(4).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek_n(&self, n: u32) -> Result<Admitted, Denied> {
+        self.peek_inner(n, self.clock.now())
+    }
+
+    fn peek_inner(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         let limit = self.geometry.limit();
         if n > limit {
             return Err(Denied::exceeds_limit(n, limit));

@@ -61,7 +61,7 @@ pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
 /// let request = http::Request::new(());
 /// assert_eq!(GlobalKey.extract(&request), Some(()));
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GlobalKey;
 
 impl<B> KeyExtractor<B> for GlobalKey {
@@ -93,9 +93,27 @@ impl<B> KeyExtractor<B> for GlobalKey {
 /// assert_eq!(PeerIp::new().extract(&request), Some(IpAddr::from([10, 0, 0, 1])));
 /// assert_eq!(PeerIp::new().trust_forwarded().extract(&request), Some(IpAddr::from([1, 2, 3, 4])));
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
+///
+/// **IPv6.** One client usually holds a whole /64 (and often more) and can
+/// rotate through its addresses at will, so keying by the full IPv6 address
+/// gives it a fresh limit per request. Key by the prefix instead: the
+/// recommended setting is [`ipv6_prefix(64)`](Self::ipv6_prefix) (what a
+/// residential or cloud customer is assigned); IPv4 addresses (and
+/// IPv4-mapped IPv6 ones) are always keyed whole. The default keeps the full
+/// address (128), as before this option existed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PeerIp {
     trust_forwarded: bool,
+    ipv6_prefix: u8,
+}
+
+impl Default for PeerIp {
+    fn default() -> Self {
+        PeerIp {
+            trust_forwarded: false,
+            ipv6_prefix: 128,
+        }
+    }
 }
 
 impl PeerIp {
@@ -119,12 +137,44 @@ impl PeerIp {
         self.trust_forwarded = true;
         self
     }
+
+    /// Keys IPv6 clients by their first `bits` bits (at most 128; larger
+    /// values mean 128): every address of one /`bits` network shares a
+    /// limit. Recommended: 64. IPv4 is unaffected.
+    ///
+    /// ```
+    /// use std::net::{IpAddr, SocketAddr};
+    /// use slidelog::tower::{KeyExtractor, PeerIp};
+    /// let mut request = http::Request::new(());
+    /// let client: IpAddr = "2001:db8:1:2:aaaa:bbbb:cccc:dddd".parse().unwrap();
+    /// request.extensions_mut().insert(SocketAddr::new(client, 443));
+    /// let network: IpAddr = "2001:db8:1:2::".parse().unwrap();
+    /// assert_eq!(PeerIp::new().ipv6_prefix(64).extract(&request), Some(network));
+    /// assert_eq!(PeerIp::new().extract(&request), Some(client));
+    /// ```
+    pub fn ipv6_prefix(mut self, bits: u8) -> Self {
+        self.ipv6_prefix = bits.min(128);
+        self
+    }
+
+    /// `ip` as a key: IPv6 masked to the prefix, IPv4 (also IPv4-mapped)
+    /// whole.
+    fn key(&self, ip: IpAddr) -> IpAddr {
+        match ip.to_canonical() {
+            IpAddr::V6(v6) if self.ipv6_prefix < 128 => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.ipv6_prefix))
+                    .unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+            other => other,
+        }
+    }
 }
 
-impl<B> KeyExtractor<B> for PeerIp {
-    type Key = IpAddr;
-
-    fn extract(&self, request: &Request<B>) -> Option<IpAddr> {
+impl PeerIp {
+    /// The client's address, before masking.
+    fn peer<B>(&self, request: &Request<B>) -> Option<IpAddr> {
         if self.trust_forwarded {
             if let Some(ip) = forwarded_ip(request.headers()) {
                 return Some(ip);
@@ -142,6 +192,14 @@ impl<B> KeyExtractor<B> for PeerIp {
             return Some(info.0.ip());
         }
         None
+    }
+}
+
+impl<B> KeyExtractor<B> for PeerIp {
+    type Key = IpAddr;
+
+    fn extract(&self, request: &Request<B>) -> Option<IpAddr> {
+        self.peer(request).map(|ip| self.key(ip))
     }
 }
 
@@ -322,7 +380,7 @@ where
 }
 
 /// Which rate-limit headers to send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum HeaderStyle {
     /// IETF httpapi: `RateLimit-Policy: "default";q=5;w=10` and
@@ -337,7 +395,7 @@ pub enum HeaderStyle {
 }
 
 /// How a denial is answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum DenyStyle {
     /// HTTP `429 Too Many Requests` with a short text body.
@@ -424,7 +482,7 @@ pub(crate) fn rate_limit_headers(
 /// # Ok::<(), slidelog::ConfigError>(())
 /// # }).unwrap();
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// The decision.
     pub decision: Result<Admitted, Denied>,
@@ -659,8 +717,8 @@ where
 }
 
 impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
-    /// The key shared by requests without one (`None`, the default: such
-    /// requests are denied with 429).
+    /// The key shared by requests without one. By default there is none,
+    /// and such requests are denied with 429.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -669,11 +727,30 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// use slidelog::tower::{HeaderKey, RateLimitLayer};
     /// let limiter = Arc::new(KeyedLimiter::<String>::new(10, Duration::from_secs(1))?);
     /// let _shared = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"))
-    ///     .fallback_key(Some("anonymous".to_string()));
+    ///     .fallback_key("anonymous".to_string());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
-    pub fn fallback_key(mut self, key: Option<K>) -> Self {
-        self.fallback = key;
+    pub fn fallback_key(mut self, key: K) -> Self {
+        self.fallback = Some(key);
+        self
+    }
+
+    /// Removes the fallback key set by [`fallback_key`](Self::fallback_key):
+    /// requests without a key are denied again.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{HeaderKey, RateLimitLayer};
+    /// let limiter = Arc::new(KeyedLimiter::<String>::new(10, Duration::from_secs(1))?);
+    /// let _strict = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"))
+    ///     .fallback_key("anonymous".to_string())
+    ///     .no_fallback_key();
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn no_fallback_key(mut self) -> Self {
+        self.fallback = None;
         self
     }
 

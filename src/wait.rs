@@ -139,7 +139,31 @@ impl<C: Clock> SlidingCounter<C> {
     /// # }).unwrap();
     /// ```
     pub async fn until_n_ready(&self, n: u32) -> Result<Admitted, Denied> {
-        wait_until(|| RateLimit::check_n(self, n), Duration::ZERO).await
+        self.until_n_ready_with_jitter(n, Duration::ZERO).await
+    }
+
+    /// Like [`until_n_ready`](Self::until_n_ready), adding a random delay
+    /// below `max_jitter` to each sleep (see
+    /// [`Limiter::until_n_ready_with_jitter`]).
+    ///
+    /// # Errors
+    ///
+    /// `n > limit`.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// let counter = slidelog::SlidingCounter::new(1, Duration::from_millis(10), 2)?;
+    /// counter.until_n_ready_with_jitter(1, Duration::from_millis(2)).await.unwrap();
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn until_n_ready_with_jitter(
+        &self,
+        n: u32,
+        max_jitter: Duration,
+    ) -> Result<Admitted, Denied> {
+        wait_until(|| RateLimit::check_n(self, n), max_jitter).await
     }
 }
 
@@ -153,10 +177,15 @@ where
     /// Waits until one request for `key` is admitted (see
     /// [`Limiter::until_ready`]).
     ///
+    /// Unlike [`Limiter::until_ready`], a keyed wait can fail, so it returns
+    /// a `Result`: a key that is not live yet needs a place under
+    /// `max_keys` and the byte budget, and a full limiter refuses it.
+    ///
     /// # Errors
     ///
     /// Only [`DenyReason::KeyCapacity`](crate::DenyReason::KeyCapacity)
-    /// (a new key at a full `max_keys`), returned at once.
+    /// (a new key at a full `max_keys` or byte budget), returned at once:
+    /// waiting for room among other clients' keys is not this key's wait.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -195,6 +224,36 @@ where
         K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        wait_until(|| self.check_n(key, n), Duration::ZERO).await
+        self.until_n_ready_with_jitter(key, n, Duration::ZERO).await
+    }
+
+    /// Like [`until_n_ready`](Self::until_n_ready), adding a random delay
+    /// below `max_jitter` to each sleep (see
+    /// [`Limiter::until_n_ready_with_jitter`]).
+    ///
+    /// # Errors
+    ///
+    /// `n > limit`, or a new key at a full limiter.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::new(1, Duration::from_millis(5))?;
+    /// limiter.until_n_ready_with_jitter(&1, 1, Duration::from_millis(2)).await.unwrap();
+    /// limiter.until_n_ready_with_jitter(&1, 1, Duration::from_millis(2)).await.unwrap();
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn until_n_ready_with_jitter<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        max_jitter: Duration,
+    ) -> Result<Admitted, Denied>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        wait_until(|| self.check_n(key, n), max_jitter).await
     }
 }

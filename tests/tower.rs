@@ -220,7 +220,7 @@ async fn spoofed_forwarding_headers_are_ignored_by_default() {
 async fn clones_share_one_limiter_and_grpc_mode() {
     let limiter = manual::<String>(3, 60);
     let layer = RateLimitLayer::new(Arc::clone(&limiter), HeaderKey::new("x-api-key"))
-        .fallback_key(Some("anonymous".into()));
+        .fallback_key("anonymous".into());
     // Two routers built from clones of one layer.
     let a = serve(
         Router::new()
@@ -377,4 +377,51 @@ async fn long_header_keys_are_never_stored_whole() {
         429,
         "one long value is limited like any key"
     );
+}
+
+/// Issue #20: over a real IPv6 socket on [::1], `PeerIp::new().ipv6_prefix(64)`
+/// keys the client by its /64 (here `::`), so a client rotating addresses
+/// inside its network shares one limit; the default keys the full address.
+#[tokio::test]
+async fn peer_ip_keys_ipv6_clients_by_prefix_over_a_real_socket() {
+    async fn serve_v6(app: Router) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("[::1]:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+            .unwrap();
+        });
+        addr
+    }
+    let network: IpAddr = "::".parse().unwrap();
+    let host: IpAddr = "::1".parse().unwrap();
+
+    let limiter = manual::<IpAddr>(1, 60);
+    let by_net = serve_v6(Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new().ipv6_prefix(64)),
+    ))
+    .await;
+    assert!(by_net.is_ipv6());
+    assert_eq!(get_path(by_net, "/", &[]).await.status, 200);
+    assert_eq!(get_path(by_net, "/", &[]).await.status, 429);
+    assert!(limiter.peek(&network).is_err(), "keyed by the /64");
+    assert!(limiter.peek(&host).is_ok(), "not by the full address");
+
+    let limiter = manual::<IpAddr>(1, 60);
+    let by_host = serve_v6(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new())),
+    )
+    .await;
+    assert_eq!(get_path(by_host, "/", &[]).await.status, 200);
+    assert!(
+        limiter.peek(&host).is_err(),
+        "the default keys the full address"
+    );
+    assert!(limiter.peek(&network).is_ok());
 }
