@@ -43,6 +43,8 @@ pub enum ConfigError {
     },
     /// `max_keys` was 0 (a keyed limiter could hold no key).
     ZeroMaxKeys,
+    /// A keyed limiter's `max_bytes` was 0: no key would ever fit.
+    ZeroMaxBytes,
     /// A [`SlidingCounter`](crate::SlidingCounter) was asked for 0 slots.
     ZeroSlots,
     /// A [`SlidingCounter`](crate::SlidingCounter) was asked for more slots
@@ -71,6 +73,7 @@ impl fmt::Display for ConfigError {
                 )
             }
             ConfigError::ZeroMaxKeys => f.write_str("max_keys must be at least 1"),
+            ConfigError::ZeroMaxBytes => f.write_str("max_bytes must be at least 1"),
             ConfigError::ZeroSlots => f.write_str("a sliding counter needs at least 1 slot"),
             ConfigError::TooManySlots { slots, max } => {
                 write!(

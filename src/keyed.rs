@@ -114,8 +114,10 @@ struct Housekeeping {
 /// as fit in 256 MiB, see [`KeyedBuilder::max_keys`]). A new key that would
 /// exceed it is denied with [`DenyReason::KeyCapacity`] when no idle key can
 /// be evicted; existing keys are never evicted while they hold admissions in
-/// their window. Memory is bounded by `max_keys x (8 (limit + 1) + ~48 +
-/// key)` bytes.
+/// their window. A byte budget ([`KeyedBuilder::max_bytes`], default
+/// 256 MiB) counts every live key's ring, map entry **and the key's own
+/// heap bytes** ([`KeySize`]), so memory stays within it however long the
+/// keys are (an attacker's long keys fill it sooner, never past it).
 ///
 /// **Algorithm.** The fourth type parameter says what each key keeps: the
 /// exact log ([`Log`], the default) or the approximate sliding-window
@@ -505,7 +507,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             None => (DEFAULT_BUDGET_BYTES / per_key).clamp(1, DEFAULT_MAX_KEYS_CAP),
         };
         let max_bytes = match self.max_bytes {
-            Some(0) => return Err(ConfigError::ZeroMaxKeys),
+            Some(0) => return Err(ConfigError::ZeroMaxBytes),
             Some(n) => n,
             None => DEFAULT_BUDGET_BYTES.max(max_keys.saturating_mul(per_key)),
         };

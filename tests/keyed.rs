@@ -306,3 +306,15 @@ fn a_steady_key_population_does_not_churn() {
     assert!(capped.evicted() >= 4_000, "evicted {}", capped.evicted());
     assert!(capped.len() <= 1_000);
 }
+
+/// A zero byte budget is a configuration error, not a limiter that refuses
+/// every key.
+#[test]
+fn zero_byte_budget_is_a_config_error() {
+    let err = KeyedLimiter::<String>::builder(1, Duration::from_secs(1))
+        .max_bytes(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(err, slidelog::ConfigError::ZeroMaxBytes);
+    assert!(err.to_string().contains("max_bytes"));
+}

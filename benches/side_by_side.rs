@@ -1,0 +1,195 @@
+//! Issue #15's scenarios, slidelog against governor with the same quotas,
+//! measured in **alternating rounds in one process** (slidelog, governor,
+//! slidelog, ...) and reported as medians and their ratio. On these VMs a
+//! cache-line ping-pong costs 57 ns in one hour and 395 ns in the next, so
+//! only ratios from interleaved rounds compare; criterion's groups run one
+//! contender after the other.
+//!
+//! `cargo bench --bench side_by_side` (add `-- quick` for fewer rounds).
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+mod common;
+
+use common::parallel;
+use governor::{Quota, RateLimiter};
+use slidelog::{KeyedLimiter, Limiter};
+
+/// One contender: runs `calls` calls on `threads` threads, returns ns/call
+/// (aggregate: wall time / total calls).
+type Round = Box<dyn Fn(u64) -> f64>;
+
+/// A scenario: its name, how to build both contenders, calls per round.
+type Scenario = (&'static str, Box<dyn Fn() -> (Round, Round)>, u64);
+
+fn time(threads: usize, calls: u64, work: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
+    parallel(threads, calls, work).as_nanos() as f64 / calls as f64
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// The `i`-th key of thread `t` of `threads` over `keys` (spread by a
+/// multiplicative hash).
+fn key(i: u64, t: usize, threads: usize, keys: u64) -> u64 {
+    let per = keys / threads as u64;
+    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * threads as u64 + t as u64
+}
+
+fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> (Round, Round) {
+    let quota = if deny {
+        Quota::per_hour(NonZeroU32::new(limit).unwrap())
+    } else {
+        Quota::with_period(Duration::from_nanos(1))
+            .unwrap()
+            .allow_burst(NonZeroU32::new(limit).unwrap())
+    };
+    let window = if deny {
+        Duration::from_secs(3600)
+    } else {
+        window
+    };
+    let ours = Arc::new(Limiter::new(limit, window).unwrap());
+    let theirs = Arc::new(RateLimiter::direct(quota));
+    if deny {
+        while ours.check().is_ok() {}
+        while theirs.check().is_ok() {}
+    }
+    let a: Round = Box::new(move |calls| {
+        let l = Arc::clone(&ours);
+        time(threads, calls, move |_, n| {
+            for _ in 0..n {
+                black_box(l.check().is_ok());
+            }
+        })
+    });
+    let b: Round = Box::new(move |calls| {
+        let l = Arc::clone(&theirs);
+        time(threads, calls, move |_, n| {
+            for _ in 0..n {
+                black_box(l.check().is_ok());
+            }
+        })
+    });
+    (a, b)
+}
+
+/// `own_keys`: each thread's keys are created together (as when every
+/// thread creates the keys it sees), instead of in one interleaved pass:
+/// per-key rings are separate allocations (88 bytes at L = 10), so rings
+/// created one after the other share cache lines, and two threads on
+/// disjoint keys created interleaved write to shared lines.
+fn keyed(
+    limit: u32,
+    window: Duration,
+    keys: u64,
+    threads: usize,
+    own_keys: bool,
+) -> (Round, Round) {
+    // As a new user writes it: default idle margin, default max_keys.
+    let ours = Arc::new(KeyedLimiter::<u64>::new(limit, window).unwrap());
+    let theirs = Arc::new(RateLimiter::keyed(
+        Quota::with_period(window / limit)
+            .unwrap_or_else(|| Quota::with_period(Duration::from_nanos(1)).unwrap())
+            .allow_burst(NonZeroU32::new(limit).unwrap()),
+    ));
+    let step = if own_keys { threads } else { 1 };
+    for first in 0..step as u64 {
+        for k in (first..keys).step_by(step) {
+            let _ = ours.check(&k);
+            let _ = theirs.check_key(&k);
+        }
+    }
+    let a: Round = Box::new(move |calls| {
+        let l = Arc::clone(&ours);
+        time(threads, calls, move |me, n| {
+            for i in 0..n {
+                black_box(l.check(&key(i, me, threads, keys)).is_ok());
+            }
+        })
+    });
+    let b: Round = Box::new(move |calls| {
+        let l = Arc::clone(&theirs);
+        time(threads, calls, move |me, n| {
+            for i in 0..n {
+                black_box(l.check_key(&key(i, me, threads, keys)).is_ok());
+            }
+        })
+    });
+    (a, b)
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not run us.
+    let rounds = if quick { 3 } else { 7 };
+    let big = 1 << 20;
+    let us = Duration::from_micros(1);
+    let scenarios: Vec<Scenario> = vec![
+        (
+            "allow 1 thread, L = 10, W = 100 ns",
+            Box::new(|| single(10, Duration::from_nanos(100), false, 1)),
+            2_000_000,
+        ),
+        (
+            "allow 1 thread, L = 2^20, W = 1 us",
+            Box::new(move || single(big, us, false, 1)),
+            2_000_000,
+        ),
+        (
+            "deny 1 thread, 10 per hour, full",
+            Box::new(move || single(10, us, true, 1)),
+            4_000_000,
+        ),
+        (
+            "allow 2 threads one key, L = 10, W = 100 ns",
+            Box::new(|| single(10, Duration::from_nanos(100), false, 2)),
+            1_000_000,
+        ),
+        (
+            "allow 2 threads one key, L = 2^20, W = 1 us",
+            Box::new(move || single(big, us, false, 2)),
+            1_000_000,
+        ),
+        (
+            "deny 2 threads one key, 10 per hour, full",
+            Box::new(move || single(10, us, true, 2)),
+            4_000_000,
+        ),
+        (
+            "keyed allow 1 thread, 10k keys, L = 10, W = 1 us",
+            Box::new(move || keyed(10, us, 10_000, 1, false)),
+            2_000_000,
+        ),
+        (
+            "keyed allow 2 threads disjoint, 10k keys, L = 10, W = 1 us (keys created interleaved)",
+            Box::new(move || keyed(10, us, 10_000, 2, false)),
+            2_000_000,
+        ),
+        (
+            "keyed allow 2 threads disjoint, 10k keys, L = 10, W = 1 us (each thread's keys together)",
+            Box::new(move || keyed(10, us, 10_000, 2, true)),
+            2_000_000,
+        ),
+    ];
+    println!("| scenario | slidelog ns/call | governor ns/call | ratio |");
+    println!("|---|---|---|---|");
+    for (name, make, calls) in scenarios {
+        let (ours, theirs) = make();
+        // Warm up both, then alternate.
+        ours(calls / 10);
+        theirs(calls / 10);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            a.push(ours(calls));
+            b.push(theirs(calls));
+        }
+        let (a, b) = (median(a), median(b));
+        println!("| {name} | {a:.1} | {b:.1} | {:.2} |", a / b);
+    }
+}
