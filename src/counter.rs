@@ -368,7 +368,7 @@ impl CounterConfig {
     /// The sub-window a request at `now` counts in, given head word `hw`:
     /// `(epoch field, absolute number, effective time)`. A stale timestamp
     /// (before head's sub-window) counts in head's sub-window, at its start
-    /// (the clamp of DESIGN.md §2).
+    /// (the clamp of docs/design.md §2).
     #[inline]
     fn locate(&self, hw: u64, now: u64) -> (u64, u64, u64) {
         let absolute = self.absolute(now);

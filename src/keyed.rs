@@ -520,7 +520,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             .hasher(self.hasher)
             .capacity(self.capacity.min(max_keys))
             // An unfinished incremental resize made every later lookup ~10x
-            // slower in the feasibility study (DESIGN.md §6).
+            // slower in the feasibility study (docs/design.md §7).
             .resize_mode(ResizeMode::Blocking)
             .build();
         Ok(KeyedLimiter {
@@ -640,7 +640,7 @@ where
         if n > limit {
             return Err(Denied::exceeds_limit(n, limit));
         }
-        // Pin once per call (DESIGN.md §6).
+        // Pin once per call (docs/design.md §7).
         let guard = self.map.guard();
         loop {
             let state = match self.map.get(key, &guard) {

@@ -175,7 +175,7 @@ local e = redis.call('ZRANGE', KEYS[1], count + n - limit - 1, count + n - limit
 return {0, tonumber(e[2]) + window - now, now}
 "#;
 
-/// The ring of DESIGN.md §2 in one string: an 8-byte head (admissions so
+/// The ring of docs/design.md §2 in one string: an 8-byte head (admissions so
 /// far), then `limit` 8-byte deadlines (`t_eff + W`), big-endian doubles
 /// (exact for integers below 2^53 µs).
 const RING: &str = r#"

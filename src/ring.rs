@@ -3,7 +3,7 @@
 //! A key's log never needs more than its last `L` admissions: a request is
 //! admissible iff the `L`-th most recent admission has expired. So each key
 //! owns `L` slots of 8 bytes plus one `head` word, and the slot that the next
-//! admission overwrites is the oldest one (DESIGN.md §2).
+//! admission overwrites is the oldest one (docs/design.md §2).
 //!
 //! # Words
 //!
@@ -20,7 +20,7 @@
 //! the size of a weighted admission that has announced itself at that index
 //! (`PENDING`).
 //!
-//! # Protocol (DESIGN.md §3)
+//! # Protocol (docs/design.md §4)
 //!
 //! Admission `c` is the compare-and-swap of slot `c mod L` from the value
 //! written by admission `c - L` to its own deadline: that CAS is the
@@ -36,7 +36,7 @@ use crate::floor::Floor;
 use crate::sync::Backoff;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
-/// The codec of a slot word (STYLE.md rule 6).
+/// The codec of a slot word (docs/design.md §3).
 pub(crate) mod slot {
     /// Lap-parity stamp of the admission that wrote the slot. Admission
     /// index `c` writes `!(lap(c) & 1)`, so the all-zero initial word reads as
@@ -99,7 +99,7 @@ pub(crate) mod head {
     }
 }
 
-/// The most a lazy `head` lags the frontier (DESIGN.md §3: `B < L`).
+/// The most a lazy `head` lags the frontier (docs/design.md §4: `B < L`).
 const MAX_LAG: u64 = 4;
 
 /// The largest limit: positions take at most 20 bits, so the lap keeps at

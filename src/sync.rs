@@ -1,4 +1,4 @@
-//! The one place that names the atomics (STYLE.md rule 1).
+//! The one place that names the atomics (docs/design.md §10).
 //!
 //! Under `--cfg slidelog_loom` every atomic, `Arc` and spin hint comes from
 //! [`loom`](https://docs.rs/loom), so the model checker sees every access the

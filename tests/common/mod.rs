@@ -1,4 +1,4 @@
-//! The reference model of DESIGN.md §1: a deque of admitted timestamps.
+//! The reference model of docs/design.md §1: a deque of admitted timestamps.
 //!
 //! This is the test oracle. It lives in the test tree, never in `src/`.
 
@@ -35,7 +35,7 @@ impl Model {
         }
     }
 
-    /// `decide(t, n)` exactly as DESIGN.md §1 writes it.
+    /// `decide(t, n)` exactly as docs/design.md §1 states it.
     pub fn decide(&mut self, t: u64, n: u32) -> ModelDecision {
         if n > self.limit {
             return ModelDecision::ExceedsLimit;

@@ -1,4 +1,4 @@
-//! Shared by the loom models: the reference model of DESIGN.md §1 and the
+//! Shared by the loom models: the reference model of docs/design.md §1 and the
 //! checks run on every interleaving's results.
 
 #![allow(dead_code)]
