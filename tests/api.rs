@@ -42,6 +42,15 @@ fn public_types_have_the_common_traits() {
     clone::<KeyedBuilder<u64, ManualClock, std::collections::hash_map::RandomState>>();
 }
 
+#[cfg(feature = "redis")]
+#[test]
+fn the_redis_limiter_is_send_sync_clone_debug() {
+    fn all<T: Send + Sync + Clone + Debug>() {}
+    all::<slidelog::redis::RedisLimiter>();
+    all::<slidelog::redis::RedisBuilder>();
+    error::<slidelog::redis::RedisLimitError>();
+}
+
 #[cfg(feature = "tower")]
 #[test]
 fn the_layer_and_extractors_have_the_common_traits() {

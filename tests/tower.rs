@@ -81,6 +81,13 @@ async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
+/// Resident set size in bytes (Linux).
+fn rss() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
 /// A keyed limiter of `limit` per `secs` seconds on its own manual clock.
 fn manual<K: std::hash::Hash + Eq + slidelog::KeySize>(
     limit: u32,
@@ -344,6 +351,7 @@ async fn long_header_keys_are_never_stored_whole() {
             Ok::<_, std::convert::Infallible>(http::Response::new(Body::empty()))
         }));
     let long = 64 << 10;
+    let rss_before = rss();
     for client in 0..1_000 {
         let key = format!("{client:06}{}", "x".repeat(long - 6));
         let request = Request::builder()
@@ -354,6 +362,14 @@ async fn long_header_keys_are_never_stored_whole() {
         assert_eq!(response.status(), 200, "client {client}");
     }
     assert_eq!(limiter.len(), 1_000, "distinct long values stay distinct");
+    // 1,000 keys stored whole would hold 64 MiB; the digests hold 33 bytes
+    // each. (RSS is shared with the tests running beside this one, so the
+    // bound is loose.)
+    if let (Some(before), Some(after)) = (rss_before, rss()) {
+        let grown = after.saturating_sub(before);
+        println!("RSS {} -> {} KiB", before / 1024, after / 1024);
+        assert!(grown < 32 << 20, "RSS grew by {} KiB", grown / 1024);
+    }
     let per_key = limiter.bytes_per_key() + 64;
     assert!(
         limiter.memory_bytes() <= 1_000 * per_key,

@@ -100,10 +100,11 @@ fn pair_vs_singles_behind_a_lazy_head_prefilled() {
     weighted_vs_single(5, &[2], 2, 1, Flaw::None);
 }
 
-/// A triple at L = 6 (B = 4): it reads slot c + 2.
+/// A triple at L = 6 (B = 4) against three singles: it reads slot c + 2,
+/// which the singles claim behind the lazy head.
 #[test]
 fn triple_vs_singles_behind_a_lazy_head() {
-    weighted_vs_single(6, &[3], 2, 0, Flaw::None);
+    weighted_vs_single(6, &[3], 3, 0, Flaw::None);
 }
 
 /// Negative control: trusting the torn view (slot c read unclaimed, slot
@@ -138,7 +139,7 @@ fn weighted_race(limit: u32, sizes: &'static [u32], units: u32, flaw: Flaw) {
             .collect();
         let threads: Vec<Vec<Call>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         let all: Vec<Call> = threads.iter().flatten().copied().collect();
-        assert_eq!(admitted_units(&all), units, "{all:?}");
+        assert_eq!(admitted_units(&all), units, "units admitted: {all:?}");
         assert_eq!(limiter.check_n_at(0, 0).unwrap().remaining(), limit - units);
         assert_linearizable(&threads, limit, window, &[]);
     });
@@ -183,4 +184,19 @@ fn peek_vs_singles_behind_a_lazy_head() {
 #[should_panic(expected = "spurious denial by a peek")]
 fn control_torn_peek_is_caught() {
     peek_vs_singles(Flaw::TornWeighted);
+}
+
+/// Negative control for the triple: the torn view at L = 6 denies it.
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_torn_triple_is_caught() {
+    weighted_vs_single(6, &[3], 3, 0, Flaw::TornWeighted);
+}
+
+/// Negative control for two pairs at L = 4: a pair that read slot c before
+/// the other pair's commit and its fill of slot c + 1 after it denies.
+#[test]
+#[should_panic(expected = "units admitted")]
+fn control_torn_pairs_are_caught() {
+    weighted_race(4, &[2, 2], 4, Flaw::TornWeighted);
 }
