@@ -9,8 +9,9 @@ use std::sync::Arc;
 /// keys weigh (keys are often chosen by clients: an API-key header, a path).
 ///
 /// Implemented for integers, `bool`, `char`, IP and socket addresses,
-/// `String`, `Box<str>`, `Arc<str>`, `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`,
-/// `&'static str`, `Option`, and tuples of up to four keys. For your own key
+/// `String`, `Box<str>`, `Arc<str>`, `Cow<'static, str>`, `&'static str`,
+/// `Vec<T>`, `Box<[T]>`, `[T; N]`, `Box<T>`, `Arc<T>`, `Arc<[u8]>`, `Option`,
+/// tuples of up to four keys, and (feature `tower`) `bytes::Bytes`. For your own key
 /// type, return what it allocates (the default, 0, suits keys that own no
 /// heap memory):
 ///
@@ -79,13 +80,50 @@ impl KeySize for Box<str> {
     }
 }
 
-impl KeySize for Vec<u8> {
+impl<T: KeySize> KeySize for Vec<T> {
     fn heap_bytes(&self) -> usize {
-        self.capacity()
+        self.capacity() * core::mem::size_of::<T>() + self.iter().map(T::heap_bytes).sum::<usize>()
     }
 }
 
-impl KeySize for Box<[u8]> {
+impl<T: KeySize> KeySize for Box<[T]> {
+    fn heap_bytes(&self) -> usize {
+        core::mem::size_of_val::<[T]>(self) + self.iter().map(T::heap_bytes).sum::<usize>()
+    }
+}
+
+impl<T: KeySize, const N: usize> KeySize for [T; N] {
+    fn heap_bytes(&self) -> usize {
+        self.iter().map(T::heap_bytes).sum()
+    }
+}
+
+impl<T: KeySize> KeySize for Box<T> {
+    fn heap_bytes(&self) -> usize {
+        core::mem::size_of::<T>() + (**self).heap_bytes()
+    }
+}
+
+/// Counted whole, as for `Arc<str>`.
+impl<T: KeySize> KeySize for Arc<T> {
+    fn heap_bytes(&self) -> usize {
+        2 * core::mem::size_of::<usize>() + core::mem::size_of::<T>() + (**self).heap_bytes()
+    }
+}
+
+impl KeySize for std::borrow::Cow<'static, str> {
+    fn heap_bytes(&self) -> usize {
+        match self {
+            std::borrow::Cow::Borrowed(_) => 0,
+            std::borrow::Cow::Owned(s) => s.capacity(),
+        }
+    }
+}
+
+#[cfg(feature = "tower")]
+impl KeySize for bytes::Bytes {
+    /// The bytes viewed (a shared buffer may hold more, counted once by
+    /// whoever owns it).
     fn heap_bytes(&self) -> usize {
         self.len()
     }
@@ -134,6 +172,9 @@ mod tests {
         assert_eq!(s.heap_bytes(), s.capacity());
         assert_eq!(Box::<str>::from("abcd").heap_bytes(), 4);
         assert_eq!(vec![1u8; 10].heap_bytes(), 10);
+        assert_eq!([7u64; 4].heap_bytes(), 0);
+        assert_eq!([String::from("ab"), String::from("c")].heap_bytes(), 3);
+        assert_eq!(vec![String::from("ab")].heap_bytes(), 24 + 2);
         assert_eq!(Arc::<str>::from("ab").heap_bytes(), 2 + 16);
         assert_eq!((String::from("ab"), 3u8).heap_bytes(), 2);
         assert_eq!(Some(String::from("xyz")).heap_bytes(), 3);
