@@ -13,8 +13,12 @@
 //!   8 bytes per slot plus an 8-byte head, `O(1)` per admission (`O(log L)`
 //!   to count `remaining`).
 //!
-//! Keys are `prefix + key`. To keep several keys in one cluster slot, put a
-//! hash tag in them: `rl:{user42}:search`, `rl:{user42}:upload`.
+//! Keys are `prefix + key`. Each check touches one Redis key, so every
+//! script runs in one cluster slot; to keep several keys in one slot, put a
+//! hash tag in them: `rl:{user42}:search`, `rl:{user42}:upload`. On Redis
+//! Cluster, connect with [`RedisLimiter::cluster_builder`]: checks are
+//! routed to the shard that owns the key, and the script is loaded on every
+//! primary and reloaded wherever `NOSCRIPT` comes back.
 //!
 //! # Examples
 //!
@@ -41,8 +45,10 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{Client, Script};
+use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::ClusterClient;
+use ::redis::cluster_async::ClusterConnection;
+use ::redis::{Client, Script, ScriptInvocation};
 
 use crate::clock::{Clock, QuantaClock};
 use crate::config;
@@ -238,7 +244,8 @@ pub struct RedisStats {
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedisBuilder {
-    url: String,
+    /// One node's URL, or (a cluster) the seed nodes' URLs.
+    target: Target,
     limit: u32,
     window: Duration,
     layout: Layout,
@@ -247,6 +254,13 @@ pub struct RedisBuilder {
     timeout: Duration,
     precheck: bool,
     max_key_len: usize,
+}
+
+/// Where a [`RedisBuilder`] connects.
+#[derive(Debug, Clone)]
+enum Target {
+    Node(String),
+    Cluster(Vec<String>),
 }
 
 /// The longest key a [`RedisLimiter`] accepts by default, in bytes.
@@ -328,33 +342,56 @@ impl RedisBuilder {
     ///
     /// # Errors
     ///
-    /// An invalid limit, window or URL, or no connection within the timeout.
+    /// An invalid limit, window or URL; a refused connection
+    /// ([`RedisLimitError::Redis`], the `redis` error as the source); or no
+    /// connection within the timeout ([`RedisLimitError::Timeout`]).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// let unreachable = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1:1/", 10, std::time::Duration::from_secs(1))
+    /// use slidelog::redis::{RedisLimitError, RedisLimiter};
+    /// let refused = RedisLimiter::builder("redis://127.0.0.1:1/", 10, std::time::Duration::from_secs(1))
     ///     .timeout(std::time::Duration::from_millis(200))
     ///     .connect()
     ///     .await;
-    /// assert!(unreachable.is_err());
+    /// assert!(matches!(refused, Err(RedisLimitError::Redis(e)) if e.is_connection_refusal()));
     /// # });
     /// ```
     pub async fn connect(self) -> Result<RedisLimiter, RedisLimitError> {
         let window_ns = config::window_nanos(self.window)?;
         config::geometry(self.limit, self.window)?;
         let window_us = window_ns.div_ceil(1_000);
-        let client = Client::open(self.url.as_str())?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(self.timeout);
-        let conn = tokio::time::timeout(
-            self.timeout,
-            ConnectionManager::new_with_config(client, manager_config),
-        )
-        .await
-        .map_err(|_| RedisLimitError::Timeout(self.timeout))??;
+        let conn = match &self.target {
+            Target::Node(url) => {
+                let client = Client::open(url.as_str())?;
+                // No retry of the first connection: a refused one is
+                // reported as refused at once, not as a timeout.
+                let manager_config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.timeout))
+                    .set_response_timeout(Some(self.timeout))
+                    .set_number_of_retries(0)
+                    .set_max_delay(self.timeout);
+                Conn::Node(
+                    tokio::time::timeout(
+                        self.timeout,
+                        ConnectionManager::new_with_config(client, manager_config),
+                    )
+                    .await
+                    .map_err(|_| RedisLimitError::Timeout(self.timeout))??,
+                )
+            }
+            Target::Cluster(nodes) => {
+                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                    .connection_timeout(self.timeout)
+                    .response_timeout(self.timeout)
+                    .retries(1)
+                    .build()?;
+                Conn::Cluster(
+                    tokio::time::timeout(self.timeout, client.get_async_connection())
+                        .await
+                        .map_err(|_| RedisLimitError::Timeout(self.timeout))??,
+                )
+            }
+        };
         let script = Script::new(match self.layout {
             Layout::SortedSet => SORTED_SET,
             Layout::Ring => RING,
@@ -400,8 +437,32 @@ impl RedisBuilder {
 /// ```
 #[derive(Clone)]
 pub struct RedisLimiter {
-    conn: ConnectionManager,
+    conn: Conn,
     shared: std::sync::Arc<Shared>,
+}
+
+/// One node (a reconnecting manager) or a cluster (routed by key slot).
+#[derive(Clone)]
+enum Conn {
+    Node(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    /// Runs the script on the node that owns its key; on `NOSCRIPT` the
+    /// `redis` crate loads it (on every primary, for a cluster) and retries.
+    async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> ::redis::RedisResult<Vec<i64>> {
+        async fn on<C: ConnectionLike>(
+            mut conn: C,
+            invocation: &ScriptInvocation<'_>,
+        ) -> ::redis::RedisResult<Vec<i64>> {
+            invocation.invoke_async(&mut conn).await
+        }
+        match self {
+            Conn::Node(c) => on(c.clone(), invocation).await,
+            Conn::Cluster(c) => on(c.clone(), invocation).await,
+        }
+    }
 }
 
 /// Everything but the connection, shared by clones.
@@ -448,8 +509,48 @@ impl RedisLimiter {
     /// let _builder = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, Duration::from_secs(1));
     /// ```
     pub fn builder(url: impl Into<String>, limit: u32, window: Duration) -> RedisBuilder {
+        RedisBuilder::new(Target::Node(url.into()), limit, window)
+    }
+
+    /// Options for a limiter on a **Redis Cluster**, given seed nodes
+    /// (`redis://host:port` URLs; the rest of the cluster is discovered).
+    /// Each check is routed to the shard that owns its key (one key per
+    /// check, so every script runs in one slot), the script is loaded on
+    /// every primary and reloaded on whichever node answers `NOSCRIPT`
+    /// (after a failover or a `SCRIPT FLUSH`). The same options as
+    /// [`builder`](Self::builder).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), slidelog::redis::RedisLimitError> {
+    /// use std::time::Duration;
+    /// use slidelog::redis::RedisLimiter;
+    /// let limiter = RedisLimiter::cluster_builder(
+    ///     ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"],
+    ///     100,
+    ///     Duration::from_secs(60),
+    /// )
+    /// .connect()
+    /// .await?;
+    /// assert!(limiter.check("user42").await?.is_ok());
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster_builder(
+        nodes: impl IntoIterator<Item = impl Into<String>>,
+        limit: u32,
+        window: Duration,
+    ) -> RedisBuilder {
+        RedisBuilder::new(
+            Target::Cluster(nodes.into_iter().map(Into::into).collect()),
+            limit,
+            window,
+        )
+    }
+}
+
+impl RedisBuilder {
+    fn new(target: Target, limit: u32, window: Duration) -> RedisBuilder {
         RedisBuilder {
-            url: url.into(),
+            target,
             limit,
             window,
             layout: Layout::default(),
@@ -460,7 +561,9 @@ impl RedisLimiter {
             max_key_len: DEFAULT_MAX_KEY_LEN,
         }
     }
+}
 
+impl RedisLimiter {
     /// Checks one request for `key`.
     ///
     /// # Errors
@@ -496,6 +599,55 @@ impl RedisLimiter {
         n: u32,
     ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
         self.run(key, n, None).await
+    }
+
+    /// Waits until one request for `key` is admitted: sleeps each denial's
+    /// exact `retry_after` (tokio timers), as the in-process limiters'
+    /// `until_ready` do. Cancel-safe: dropping the future reserves nothing.
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check) (a failure ends the wait, with the
+    /// failure policy applied as for a check).
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// let admitted = limiter.until_ready("user42").await?.expect("1 unit always fits");
+    /// # let _ = admitted; Ok(()) }
+    /// ```
+    pub async fn until_ready(
+        &self,
+        key: &str,
+    ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        self.until_n_ready(key, 1).await
+    }
+
+    /// Waits until `n` units for `key` are admitted together.
+    ///
+    /// # Errors
+    ///
+    /// As for [`check_n`](Self::check_n); `n > limit` answers
+    /// `Ok(Err(Denied))` with [`DenyReason::ExceedsLimit`](crate::DenyReason::ExceedsLimit)
+    /// at once.
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// assert!(limiter.until_n_ready("user42", 3).await?.is_ok());
+    /// # Ok(()) }
+    /// ```
+    pub async fn until_n_ready(
+        &self,
+        key: &str,
+        n: u32,
+    ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        loop {
+            match self.check_n(key, n).await? {
+                Err(denied) if denied.is_rate_limited() => {
+                    tokio::time::sleep(denied.retry_after()).await;
+                }
+                decision => return Ok(decision),
+            }
+        }
     }
 
     /// Test hook: the scripts with the server's time replaced by `now_us`
@@ -554,12 +706,7 @@ impl RedisLimiter {
         if let Some(now) = now_us {
             invocation.arg(now);
         }
-        let mut conn = self.conn.clone();
-        let answer = tokio::time::timeout(
-            self.shared.timeout,
-            invocation.invoke_async::<Vec<i64>>(&mut conn),
-        )
-        .await;
+        let answer = tokio::time::timeout(self.shared.timeout, self.conn.invoke(&invocation)).await;
         let answer = match answer {
             Ok(Ok(values)) => values,
             Ok(Err(e)) => return self.fail(RedisLimitError::Redis(e)),

@@ -1,0 +1,563 @@
+//! The Redis backend on a real 3-master Redis Cluster on loopback.
+//!
+//! The harness starts three `redis-server --cluster-enabled yes` on free
+//! ports, joins them with `redis-cli --cluster create`, waits for
+//! `cluster_state:ok`, and tears them down. Without `redis-server` or
+//! `redis-cli` the tests skip with a printed reason, unless
+//! `SLIDELOG_REQUIRE_REDIS_CLUSTER=1` (set by `.ci/run`): then a cluster
+//! that cannot start fails the run.
+
+#![cfg(feature = "redis")]
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Model, ModelDecision, max_in_window, observed};
+use proptest::prelude::*;
+use slidelog::redis::{FailurePolicy, Layout, RedisLimitError, RedisLimiter};
+
+/// One redis-server of the cluster.
+struct Node {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Node {
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A running 3-master cluster, stopped (and its files removed) on drop.
+struct Cluster {
+    nodes: Vec<Node>,
+    dir: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn required() -> bool {
+    std::env::var("SLIDELOG_REQUIRE_REDIS_CLUSTER").as_deref() == Ok("1")
+}
+
+fn skip(reason: String) -> Option<Cluster> {
+    assert!(
+        !required(),
+        "SLIDELOG_REQUIRE_REDIS_CLUSTER=1 but the cluster could not start: {reason}"
+    );
+    eprintln!("NOTICE: skipping the Redis Cluster tests: {reason}");
+    None
+}
+
+/// A free port whose cluster-bus port (port + 10000) is free too.
+fn free_port() -> u16 {
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn cluster() -> Option<Cluster> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("slidelog-cluster-{}-{id}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cluster = Cluster {
+        nodes: Vec::new(),
+        dir: dir.clone(),
+    };
+    for _ in 0..3 {
+        let port = free_port();
+        let spawned = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--cluster-enabled", "yes"])
+            .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+            .args(["--cluster-node-timeout", "2000"])
+            // A killed shard must not stop the others from answering.
+            .args(["--cluster-require-full-coverage", "no"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        match spawned {
+            Ok(child) => cluster.nodes.push(Node {
+                child: Some(child),
+                port,
+            }),
+            Err(e) => return skip(format!("redis-server: {e}")),
+        }
+    }
+    let start = Instant::now();
+    for node in &cluster.nodes {
+        while std::net::TcpStream::connect(("127.0.0.1", node.port)).is_err() {
+            if start.elapsed() > Duration::from_secs(10) {
+                return skip(format!("redis-server on {} did not start", node.port));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let addresses: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let created = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(&addresses)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match created {
+        Ok(status) if status.success() => {}
+        Ok(status) => return skip(format!("redis-cli --cluster create: {status}")),
+        Err(e) => return skip(format!("redis-cli: {e}")),
+    }
+    for node in &cluster.nodes {
+        loop {
+            let info = cli(node.port, &["cluster", "info"]).unwrap_or_default();
+            if info.contains("cluster_state:ok") {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                return skip(format!("no cluster_state:ok on {}: {info}", node.port));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Some(cluster)
+}
+
+impl Cluster {
+    fn seeds(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// The port of the master that owns `key`'s slot.
+    fn owner(&self, key: &str) -> u16 {
+        let port = self.nodes.iter().find(|n| n.child.is_some()).unwrap().port;
+        let slot: u16 = cli(port, &["cluster", "keyslot", key])
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        for node in self.nodes.iter().filter(|n| n.child.is_some()) {
+            let nodes = cli(node.port, &["cluster", "nodes"]).unwrap_or_default();
+            for line in nodes.lines().filter(|l| l.contains("myself")) {
+                for range in line.split_whitespace().skip(8) {
+                    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                    if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>()) {
+                        if (lo..=hi).contains(&slot) {
+                            return node.port;
+                        }
+                    }
+                }
+            }
+        }
+        panic!("no master owns slot {slot} of {key}");
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn limiter(
+    cluster: &Cluster,
+    limit: u32,
+    window: Duration,
+    layout: Layout,
+    prefix: &str,
+) -> RedisLimiter {
+    RedisLimiter::cluster_builder(cluster.seeds(), limit, window)
+        .layout(layout)
+        .prefix(prefix)
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Keys land on all three shards (checked with `CLUSTER KEYSLOT` against
+/// each master's slots), and on every shard each key admits exactly its
+/// limit, both layouts.
+#[test]
+fn keys_spread_over_all_shards_admit_exactly_the_limit() {
+    let Some(cluster) = cluster() else { return };
+    let rt = runtime();
+    for layout in [Layout::SortedSet, Layout::Ring] {
+        let prefix = format!("spread-{layout:?}:");
+        let l = rt.block_on(limiter(
+            &cluster,
+            3,
+            Duration::from_secs(60),
+            layout,
+            &prefix,
+        ));
+        let mut owners = BTreeSet::new();
+        for k in 0..24 {
+            let key = format!("k{k}");
+            owners.insert(cluster.owner(&format!("{prefix}{key}")));
+            let admitted = rt.block_on(async {
+                let mut admitted = 0;
+                for _ in 0..5 {
+                    if l.check(&key).await.unwrap().is_ok() {
+                        admitted += 1;
+                    }
+                }
+                admitted
+            });
+            assert_eq!(admitted, 3, "{layout:?} key {key}");
+        }
+        assert_eq!(owners.len(), 3, "keys on every shard: {owners:?}");
+    }
+}
+
+/// The reference-model property test through the cluster (times injected
+/// through the test hook), both layouts, each case on its own key (so the
+/// cases spread over the shards).
+#[test]
+fn both_layouts_equal_the_model_on_a_cluster() {
+    let Some(cluster) = cluster() else { return };
+    let rt = runtime();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 32,
+        ..ProptestConfig::default()
+    });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let strategy = (1..5u32, 1..40u64, any::<bool>()).prop_flat_map(|(limit, seconds, ring)| {
+        let window = seconds * 1_000_000;
+        let step = prop_oneof![
+            Just(0u64),
+            Just(window),
+            Just(window - 1),
+            Just(window + 1),
+            0..2 * window
+        ];
+        (
+            Just(limit),
+            Just(window),
+            Just(ring),
+            prop::collection::vec((step, 0..=limit + 1), 1..40),
+        )
+    });
+    runner
+        .run(&strategy, |(limit, window_us, ring, ops)| {
+            let layout = if ring {
+                Layout::Ring
+            } else {
+                Layout::SortedSet
+            };
+            let id = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            rt.block_on(async {
+                let l = limiter(
+                    &cluster,
+                    limit,
+                    Duration::from_micros(window_us),
+                    layout,
+                    "model:",
+                )
+                .await;
+                let key = format!("case{id}");
+                let mut model = Model::new(limit, window_us);
+                let mut t = 1_000_000u64;
+                for (dt, n) in ops {
+                    t += dt;
+                    let got = l.check_n_at_server_time_override(&key, n, t).await.unwrap();
+                    let expect = match model.decide(t, n) {
+                        ModelDecision::Denied { retry_after } => ModelDecision::Denied {
+                            retry_after: retry_after * 1000,
+                        },
+                        other => other,
+                    };
+                    prop_assert_eq!(observed(got), expect, "{:?} t={} n={}", layout, t, n);
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
+/// Several clients, each with its own cluster connection, on one key: no
+/// window of the server's clock holds more than the limit, and the limit is
+/// reached.
+#[test]
+fn clients_on_one_key_never_over_admit() {
+    let Some(cluster) = cluster() else { return };
+    let rt = runtime();
+    let (limit, window) = (10u32, Duration::from_millis(500));
+    for layout in [Layout::SortedSet, Layout::Ring] {
+        let prefix = format!("many-{layout:?}:");
+        let times = rt.block_on(async {
+            let mut tasks = Vec::new();
+            for _ in 0..4 {
+                let l = limiter(&cluster, limit, window, layout, &prefix).await;
+                tasks.push(tokio::spawn(async move {
+                    let mut at = Vec::new();
+                    let start = Instant::now();
+                    while start.elapsed() < Duration::from_millis(1_200) {
+                        if let Ok(a) = l.check("shared").await.unwrap() {
+                            at.push(a.at());
+                        }
+                    }
+                    at
+                }));
+            }
+            let mut all = Vec::new();
+            for t in tasks {
+                all.extend(t.await.unwrap());
+            }
+            all
+        });
+        let mut times = times;
+        let fullest = max_in_window(&mut times, window.as_nanos() as u64);
+        assert!(
+            fullest <= limit as usize,
+            "{layout:?}: {fullest} in one window"
+        );
+        assert!(
+            times.len() >= 2 * limit as usize,
+            "{layout:?}: {} admitted",
+            times.len()
+        );
+    }
+}
+
+/// A shard killed mid-run: its keys follow the failure policy (a typed
+/// error, or a denial for `Closed`, or an admission for `Open`), while the
+/// keys of the other shards keep being answered exactly.
+#[test]
+fn a_killed_shard_follows_the_policy_and_the_others_answer() {
+    let Some(mut cluster) = cluster() else { return };
+    let rt = runtime();
+    let prefix = "kill:";
+    let timeout = Duration::from_millis(500);
+    let connect = |policy: FailurePolicy| {
+        RedisLimiter::cluster_builder(cluster.seeds(), 2, Duration::from_secs(60))
+            .prefix(prefix)
+            .failure_policy(policy)
+            .timeout(timeout)
+            .connect()
+    };
+    let (error, closed, open) = rt.block_on(async {
+        (
+            connect(FailurePolicy::Error).await.unwrap(),
+            connect(FailurePolicy::Closed).await.unwrap(),
+            connect(FailurePolicy::Open).await.unwrap(),
+        )
+    });
+    // One key per shard.
+    let mut by_owner: HashMap<u16, String> = HashMap::new();
+    for k in 0.. {
+        let key = format!("k{k}");
+        by_owner
+            .entry(cluster.owner(&format!("{prefix}{key}")))
+            .or_insert(key);
+        if by_owner.len() == 3 {
+            break;
+        }
+    }
+    let victim = cluster.nodes[0].port;
+    let dead_key = by_owner[&victim].clone();
+    let live_keys: Vec<String> = by_owner
+        .iter()
+        .filter(|(p, _)| **p != victim)
+        .map(|(_, k)| k.clone())
+        .collect();
+    rt.block_on(async {
+        assert!(error.check(&dead_key).await.unwrap().is_ok());
+    });
+    cluster.nodes[0].kill();
+    rt.block_on(async {
+        let failed = error.check(&dead_key).await;
+        assert!(
+            matches!(
+                failed,
+                Err(RedisLimitError::Redis(_) | RedisLimitError::Timeout(_))
+            ),
+            "{failed:?}"
+        );
+        let denied = closed.check(&dead_key).await.unwrap();
+        assert!(denied.is_err(), "Closed denies: {denied:?}");
+        let admitted = open.check(&dead_key).await.unwrap();
+        assert!(admitted.is_ok(), "Open admits: {admitted:?}");
+        for key in &live_keys {
+            // Exact as before on the shards still up: 2 admitted, then denied.
+            assert!(error.check(key).await.unwrap().is_ok(), "{key}");
+            assert!(error.check(key).await.unwrap().is_ok(), "{key}");
+            assert!(error.check(key).await.unwrap().is_err(), "{key}");
+        }
+    });
+}
+
+/// `SCRIPT FLUSH` on the node that owns a key: the next check reloads the
+/// script there (`NOSCRIPT`) and answers exactly.
+#[test]
+fn script_flush_on_one_node_is_survived() {
+    let Some(cluster) = cluster() else { return };
+    let rt = runtime();
+    for layout in [Layout::SortedSet, Layout::Ring] {
+        let prefix = format!("flush-{layout:?}:");
+        let l = rt.block_on(limiter(
+            &cluster,
+            2,
+            Duration::from_secs(60),
+            layout,
+            &prefix,
+        ));
+        let owner = cluster.owner(&format!("{prefix}k"));
+        rt.block_on(async { assert!(l.check("k").await.unwrap().is_ok()) });
+        assert!(cli(owner, &["script", "flush"]).unwrap().contains("OK"));
+        rt.block_on(async {
+            assert!(
+                l.check("k").await.unwrap().is_ok(),
+                "reloaded after the flush"
+            );
+            assert!(l.check("k").await.unwrap().is_err(), "and still exact");
+        });
+    }
+}
+
+/// `until_ready` waits out the exact `retry_after` on the cluster too.
+#[test]
+fn until_ready_waits_on_a_cluster() {
+    let Some(cluster) = cluster() else { return };
+    let rt = runtime();
+    let l = rt.block_on(limiter(
+        &cluster,
+        1,
+        Duration::from_millis(200),
+        Layout::Ring,
+        "wait:",
+    ));
+    rt.block_on(async {
+        let start = Instant::now();
+        assert!(l.until_ready("k").await.unwrap().is_ok());
+        assert!(l.until_ready("k").await.unwrap().is_ok());
+        assert!(
+            start.elapsed() >= Duration::from_millis(150),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(l.until_n_ready("k", 2).await.unwrap().is_err(), "2 > limit");
+    });
+}
+
+/// Checks per second and latency, one client sequential and 64 checks in
+/// flight, on the cluster and on one of its nodes' standalone twin (a plain
+/// redis-server), both layouts (printed; the figures are in BENCHMARKS.md).
+#[test]
+fn throughput_is_measured() {
+    let Some(cluster) = cluster() else { return };
+    let rt = runtime();
+    let single_port = free_port();
+    let mut single = Command::new("redis-server")
+        .args(["--port", &single_port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::net::TcpStream::connect(("127.0.0.1", single_port)).is_err() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let single_url = format!("redis://127.0.0.1:{single_port}/");
+    for layout in [Layout::SortedSet, Layout::Ring] {
+        for on_cluster in [false, true] {
+            let l = rt.block_on(async {
+                let builder = if on_cluster {
+                    RedisLimiter::cluster_builder(cluster.seeds(), 1_000, Duration::from_secs(1))
+                } else {
+                    RedisLimiter::builder(single_url.as_str(), 1_000, Duration::from_secs(1))
+                };
+                builder
+                    .layout(layout)
+                    .prefix(format!("tput-{layout:?}:"))
+                    .connect()
+                    .await
+                    .unwrap()
+            });
+            for in_flight in [1usize, 64] {
+                let rounds = if in_flight == 1 { 2_000 } else { 60 };
+                let (answered, lat, elapsed) = rt.block_on(async {
+                    let mut lat = Vec::new();
+                    let start = Instant::now();
+                    let mut answered = 0usize;
+                    for round in 0..rounds {
+                        let mut batch = Vec::with_capacity(in_flight);
+                        for i in 0..in_flight {
+                            let l = l.clone();
+                            let key = format!("k{}", (round * in_flight + i) % 97);
+                            batch.push(tokio::spawn(async move {
+                                let t = Instant::now();
+                                let r = l.check(&key).await;
+                                (r.is_ok(), t.elapsed())
+                            }));
+                        }
+                        for b in batch {
+                            let (ok, took) = b.await.unwrap();
+                            answered += usize::from(ok);
+                            lat.push(took);
+                        }
+                    }
+                    (answered, lat, start.elapsed())
+                });
+                let total = rounds * in_flight;
+                assert_eq!(answered, total, "every check answered");
+                let mut lat = lat;
+                lat.sort_unstable();
+                println!(
+                    "throughput {:?} {} in flight {}: {:.0} checks/s, p50 {:?}, p99 {:?}",
+                    layout,
+                    if on_cluster { "cluster" } else { "single node" },
+                    in_flight,
+                    total as f64 / elapsed.as_secs_f64(),
+                    lat[lat.len() / 2],
+                    lat[lat.len() * 99 / 100]
+                );
+            }
+        }
+    }
+    let _ = single.kill();
+    let _ = single.wait();
+}
