@@ -14,8 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Model, ModelDecision, max_in_window, observed};
-use proptest::prelude::*;
+use common::max_in_window;
 use slidelog::redis::{FailurePolicy, Layout, RedisLimitError, RedisLimiter};
 
 /// A Redis for one test: ours (killed on drop) or the one in the environment.
@@ -113,70 +112,19 @@ async fn limiter(
         .unwrap()
 }
 
-/// The reference-model property test through Redis (times injected through
-/// the test hook, so steps of exactly the window can be tested), both layouts.
+/// The reference-model property test through Redis, both layouts.
 #[test]
 fn both_layouts_equal_the_model() {
     let Some(server) = server() else { return };
     let rt = runtime();
-    let config = ProptestConfig {
-        cases: 48,
-        ..ProptestConfig::default()
-    };
-    let mut runner = proptest::test_runner::TestRunner::new(config);
-    let case = std::sync::atomic::AtomicU64::new(0);
-    // Windows of whole seconds (in µs): PEXPIRE runs on the server's real
-    // clock, so a key must not expire between two checks of one case.
-    let strategy = (1..5u32, 1..40u64, any::<bool>()).prop_flat_map(|(limit, seconds, ring)| {
-        let window = seconds * 1_000_000;
-        let step = prop_oneof![
-            Just(0u64),
-            Just(window),
-            Just(window - 1),
-            Just(window + 1),
-            0..2 * window
-        ];
-        (
-            Just(limit),
-            Just(window),
-            Just(ring),
-            prop::collection::vec((step, 0..=limit + 1), 1..60),
-        )
+    let url = server.url.clone();
+    common::redis_model::layouts_equal_the_model(&rt, 48, |limit, window, layout, id| {
+        let url = url.clone();
+        async move {
+            let l = limiter(&url, limit, window, layout, &format!("model{id}:")).await;
+            (l, "k".to_string())
+        }
     });
-    runner
-        .run(&strategy, |(limit, window_us, ring, ops)| {
-            let layout = if ring {
-                Layout::Ring
-            } else {
-                Layout::SortedSet
-            };
-            let id = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            rt.block_on(async {
-                let l = limiter(
-                    &server.url,
-                    limit,
-                    Duration::from_micros(window_us),
-                    layout,
-                    &format!("model{id}:"),
-                )
-                .await;
-                let mut model = Model::new(limit, window_us);
-                let mut t = 1_000_000u64;
-                for (dt, n) in ops {
-                    t += dt;
-                    let got = l.check_n_at_server_time_override("k", n, t).await.unwrap();
-                    let expect = match model.decide(t, n) {
-                        ModelDecision::Denied { retry_after } => ModelDecision::Denied {
-                            retry_after: retry_after * 1000,
-                        },
-                        other => other,
-                    };
-                    prop_assert_eq!(observed(got), expect, "{:?} t={} n={}", layout, t, n);
-                }
-                Ok(())
-            })
-        })
-        .unwrap();
 }
 
 /// Many clients (tasks with their own connections) on one key: no window

@@ -17,8 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Model, ModelDecision, max_in_window, observed};
-use proptest::prelude::*;
+use common::max_in_window;
 use slidelog::redis::{FailurePolicy, Layout, RedisLimitError, RedisLimiter};
 
 /// One redis-server of the cluster.
@@ -253,69 +252,17 @@ fn keys_spread_over_all_shards_admit_exactly_the_limit() {
     }
 }
 
-/// The reference-model property test through the cluster (times injected
-/// through the test hook), both layouts, each case on its own key (so the
-/// cases spread over the shards).
+/// The reference-model property test through the cluster, both layouts,
+/// each case on its own key (so the cases spread over the shards).
 #[test]
 fn both_layouts_equal_the_model_on_a_cluster() {
     let Some(cluster) = cluster() else { return };
     let rt = runtime();
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 32,
-        ..ProptestConfig::default()
+    let cluster = &cluster;
+    common::redis_model::layouts_equal_the_model(&rt, 32, |limit, window, layout, id| async move {
+        let l = limiter(cluster, limit, window, layout, "model:").await;
+        (l, format!("case{id}"))
     });
-    let case = std::sync::atomic::AtomicU64::new(0);
-    let strategy = (1..5u32, 1..40u64, any::<bool>()).prop_flat_map(|(limit, seconds, ring)| {
-        let window = seconds * 1_000_000;
-        let step = prop_oneof![
-            Just(0u64),
-            Just(window),
-            Just(window - 1),
-            Just(window + 1),
-            0..2 * window
-        ];
-        (
-            Just(limit),
-            Just(window),
-            Just(ring),
-            prop::collection::vec((step, 0..=limit + 1), 1..40),
-        )
-    });
-    runner
-        .run(&strategy, |(limit, window_us, ring, ops)| {
-            let layout = if ring {
-                Layout::Ring
-            } else {
-                Layout::SortedSet
-            };
-            let id = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            rt.block_on(async {
-                let l = limiter(
-                    &cluster,
-                    limit,
-                    Duration::from_micros(window_us),
-                    layout,
-                    "model:",
-                )
-                .await;
-                let key = format!("case{id}");
-                let mut model = Model::new(limit, window_us);
-                let mut t = 1_000_000u64;
-                for (dt, n) in ops {
-                    t += dt;
-                    let got = l.check_n_at_server_time_override(&key, n, t).await.unwrap();
-                    let expect = match model.decide(t, n) {
-                        ModelDecision::Denied { retry_after } => ModelDecision::Denied {
-                            retry_after: retry_after * 1000,
-                        },
-                        other => other,
-                    };
-                    prop_assert_eq!(observed(got), expect, "{:?} t={} n={}", layout, t, n);
-                }
-                Ok(())
-            })
-        })
-        .unwrap();
 }
 
 /// Several clients, each with its own cluster connection, on one key: no

@@ -68,7 +68,13 @@ async fn get_path(addr: SocketAddr, path: &str, extra: &[(&str, &str)]) -> Reply
 }
 
 async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on("127.0.0.1:0", app).await
+}
+
+/// Serves `app` on `bind` (an address with port 0), with the peer address
+/// as axum's `ConnectInfo`.
+async fn serve_on(bind: &str, app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind(bind).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         axum::serve(
@@ -400,26 +406,19 @@ async fn long_header_keys_are_never_stored_whole() {
 /// inside its network shares one limit; the default keys the full address.
 #[tokio::test]
 async fn peer_ip_keys_ipv6_clients_by_prefix_over_a_real_socket() {
-    async fn serve_v6(app: Router) -> SocketAddr {
-        let listener = tokio::net::TcpListener::bind("[::1]:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .await
-            .unwrap();
-        });
-        addr
-    }
     let network: IpAddr = "::".parse().unwrap();
     let host: IpAddr = "::1".parse().unwrap();
 
     let limiter = manual::<IpAddr>(1, 60);
-    let by_net = serve_v6(Router::new().route("/", get(|| async { "ok" })).layer(
-        RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new().ipv6_prefix(64)),
-    ))
+    let by_net = serve_on(
+        "[::1]:0",
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(RateLimitLayer::new(
+                Arc::clone(&limiter),
+                PeerIp::new().ipv6_prefix(64),
+            )),
+    )
     .await;
     assert!(by_net.is_ipv6());
     assert_eq!(get_path(by_net, "/", &[]).await.status, 200);
@@ -428,7 +427,8 @@ async fn peer_ip_keys_ipv6_clients_by_prefix_over_a_real_socket() {
     assert!(limiter.peek(&host).is_ok(), "not by the full address");
 
     let limiter = manual::<IpAddr>(1, 60);
-    let by_host = serve_v6(
+    let by_host = serve_on(
+        "[::1]:0",
         Router::new()
             .route("/", get(|| async { "ok" }))
             .layer(RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new())),

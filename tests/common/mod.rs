@@ -7,6 +7,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+#[cfg(feature = "redis")]
+pub mod redis_model;
+
 /// What the model decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelDecision {
