@@ -1,4 +1,4 @@
-//! A [`tower::Layer`] that rate-limits HTTP (and gRPC) requests per key and
+//! A [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html) that rate-limits HTTP (and gRPC) requests per key and
 //! answers `429 Too Many Requests` with exact `Retry-After` and IETF
 //! `RateLimit` headers. Feature `tower`.
 //!
@@ -637,7 +637,7 @@ fn single_key_check<R: SingleKey + ?Sized>(limiter: &R) -> core::future::Ready<V
     core::future::ready(verdict(decision, || limiter.peek_n_at(1, now)))
 }
 
-/// The [`tower::Layer`]: wraps a service so that each request is first
+/// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first
 /// checked against a keyed limiter.
 ///
 /// Denied requests never reach the inner service; admitted requests pass
@@ -784,10 +784,10 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
 }
 
 impl<S, L: ?Sized, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, K> {
-    type Service = RateLimit<S, L, X, K>;
+    type Service = RateLimitService<S, L, X, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit {
+        RateLimitService {
             inner,
             layer: self.clone(),
         }
@@ -809,30 +809,35 @@ impl<S, L: ?Sized, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, 
 /// let _service = RateLimitLayer::new(limiter, GlobalKey).layer(inner);
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
-pub struct RateLimit<S, L: ?Sized, X, K> {
+pub struct RateLimitService<S, L: ?Sized, X, K> {
     inner: S,
     layer: RateLimitLayer<L, X, K>,
 }
 
-impl<S: Clone, L: ?Sized, X: Clone, K: Clone> Clone for RateLimit<S, L, X, K> {
+/// The old name of [`RateLimitService`], which shared its name with the
+/// [`slidelog::RateLimit`](crate::RateLimit) trait.
+#[deprecated(since = "0.1.0", note = "renamed `RateLimitService`")]
+pub type RateLimit<S, L, X, K> = RateLimitService<S, L, X, K>;
+
+impl<S: Clone, L: ?Sized, X: Clone, K: Clone> Clone for RateLimitService<S, L, X, K> {
     fn clone(&self) -> Self {
-        RateLimit {
+        RateLimitService {
             inner: self.inner.clone(),
             layer: self.layer.clone(),
         }
     }
 }
 
-impl<S, L: ?Sized, X, K> fmt::Debug for RateLimit<S, L, X, K> {
+impl<S, L: ?Sized, X, K> fmt::Debug for RateLimitService<S, L, X, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RateLimit")
+        f.debug_struct("RateLimitService")
             .field("layer", &self.layer)
             .finish_non_exhaustive()
     }
 }
 
 impl<S, L: ?Sized, X, K, ReqBody, ResBody> tower::Service<Request<ReqBody>>
-    for RateLimit<S, L, X, K>
+    for RateLimitService<S, L, X, K>
 where
     S: tower::Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     L: Backend<K>,

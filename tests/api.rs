@@ -61,6 +61,13 @@ fn the_layer_and_extractors_have_the_common_traits() {
     fn clone_debug<T: Clone + Debug + Send + Sync>() {}
     clone_debug::<RateLimitLayer<KeyedLimiter<String>, HeaderKey, String>>();
     clone_debug::<HeaderKey>();
+    type Inner = tower::util::BoxCloneSyncService<
+        http::Request<()>,
+        http::Response<()>,
+        std::convert::Infallible,
+    >;
+    clone_debug::<slidelog::tower::RateLimitService<Inner, KeyedLimiter<String>, HeaderKey, String>>(
+    );
     fn eq_default<T: Clone + Copy + Debug + Default + PartialEq + Eq + Hash>() {}
     eq_default::<GlobalKey>();
     eq_default::<PeerIp>();
