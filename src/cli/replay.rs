@@ -194,6 +194,13 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
         })?;
         clock.set(clock_now(&clock).max(t));
         summary.requests += 1;
+        if summary.requests % 65_536 == 0 {
+            // Keyed limiters sweep on their own only under memory pressure;
+            // a long log of many keys is swept as it goes.
+            for lane in &lanes {
+                lane.exact.retain_recent();
+            }
+        }
 
         // Exact: a request passes only if every policy has room (dry run
         // with n = 0, then take one unit from each).
