@@ -17,8 +17,8 @@ use slidelog::{KeyedLimiter, Limiter, RateLimit, SlidingCounter};
 
 #[path = "cli/bench.rs"]
 mod bench;
-#[path = "cli/csv.rs"]
-mod csv;
+#[path = "cli/input.rs"]
+mod input;
 #[path = "cli/mutex_log.rs"]
 mod mutex_log;
 #[path = "cli/parse.rs"]
@@ -64,18 +64,39 @@ struct BenchArgs {
 
 #[derive(Args, Debug)]
 struct ReplayArgs {
-    /// The traffic log: CSV or TSV with a header row; `-` for stdin.
+    /// The traffic log (CSV, TSV or the combined log format); `-` for stdin.
     file: String,
     /// A policy N/WINDOW, e.g. `100/1m` (repeat for stacked limits: a request
     /// must fit all of them).
     #[arg(long = "limit", required = true, value_parser = parse::policy)]
     limits: Vec<parse::Policy>,
-    /// The column holding timestamps (RFC 3339 or Unix epoch seconds).
+    /// The column holding timestamps: RFC 3339, a date-time without a zone
+    /// (in --tz), or Unix epoch s/ms/us/ns (by magnitude, or --time-unit).
+    /// A column number from 1 with --no-header. Not used with --input
+    /// combined.
     #[arg(long)]
-    time_column: String,
-    /// The column holding the key (client IP, API key, user).
+    time_column: Option<String>,
+    /// The column holding the key (client IP, API key, user); with --input
+    /// combined a field name (default `host`; also ident, user, request,
+    /// status, bytes, referer, agent).
     #[arg(long)]
-    key_column: String,
+    key_column: Option<String>,
+    /// The input format: csv (default), tsv, or combined (nginx/Apache
+    /// combined log format).
+    #[arg(long, value_enum, default_value_t = input::InputFormat::Csv)]
+    input: input::InputFormat,
+    /// CSV/TSV without a header row: --time-column and --key-column are
+    /// column numbers from 1.
+    #[arg(long)]
+    no_header: bool,
+    /// The unit of numeric timestamps (default: by magnitude: seconds below
+    /// 1e11, then ms, us, ns).
+    #[arg(long, value_enum)]
+    time_unit: Option<input::TimeUnit>,
+    /// The time zone of date-times written without one (an IANA name such
+    /// as Europe/Paris, or UTC).
+    #[arg(long, default_value = "UTC")]
+    tz: String,
     /// Output format.
     #[arg(long, value_enum, default_value_t = replay::Format::Table)]
     format: replay::Format,
@@ -154,6 +175,10 @@ fn main() {
             policies: args.limits,
             time_column: args.time_column,
             key_column: args.key_column,
+            input: args.input,
+            no_header: args.no_header,
+            time_unit: args.time_unit,
+            tz: args.tz,
             format: args.format,
             delimiter: args.delimiter,
             tolerance: args.tolerance,

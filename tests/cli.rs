@@ -283,3 +283,208 @@ fn every_subcommand_has_help() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"));
     }
 }
+
+/// The model's admitted and denied counts for `events` at `limit` per `window_ns`.
+fn model_counts(events: &[(u64, String)], limit: u32, window_ns: u64) -> (u64, u64) {
+    let mut models: HashMap<String, Model> = HashMap::new();
+    let (mut admitted, mut denied) = (0, 0);
+    for (t, key) in events {
+        let model = models
+            .entry(key.clone())
+            .or_insert_with(|| Model::new(limit, window_ns));
+        match model.decide(*t, 1) {
+            ModelDecision::Admitted { .. } => admitted += 1,
+            _ => denied += 1,
+        }
+    }
+    (admitted, denied)
+}
+
+fn replay_json(path: &std::path::Path, args: &[&str]) -> String {
+    let out = slidelog()
+        .args(["replay", path.to_str().unwrap(), "--format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Issue #18: epoch milliseconds are read as milliseconds (detected by
+/// magnitude, or forced with --time-unit), not as seconds: three rows
+/// 100 ms apart under 1/1s admit one.
+#[test]
+fn replay_reads_epoch_milliseconds() {
+    let path = write_temp(
+        "ms.csv",
+        "ts,ip\n1764504000000,a\n1764504000100,a\n1764504000200,a\n",
+    );
+    let json = replay_json(
+        &path,
+        &[
+            "--limit",
+            "1/1s",
+            "--time-column",
+            "ts",
+            "--key-column",
+            "ip",
+        ],
+    );
+    assert_eq!(json_number(&json, "admitted"), 1, "{json}");
+    assert_eq!(json_number(&json, "denied"), 2, "{json}");
+    // Forced: small numbers read as milliseconds (by magnitude they would
+    // be seconds, 100 s apart, all admitted).
+    let path = write_temp("ms-small.csv", "ts,ip\n100,a\n200,a\n300,a\n");
+    let args = [
+        "--limit",
+        "1/1s",
+        "--time-column",
+        "ts",
+        "--key-column",
+        "ip",
+    ];
+    let json = replay_json(&path, &args);
+    assert_eq!(json_number(&json, "admitted"), 3, "{json}");
+    let json = replay_json(&path, &[&args[..], &["--time-unit", "ms"]].concat());
+    assert_eq!(json_number(&json, "admitted"), 1, "{json}");
+    // Epoch-ms traffic against the model.
+    let (_, events) = traffic(7, 2_000, false);
+    let mut csv = String::from("when,client\n");
+    for (t, key) in &events {
+        csv.push_str(&format!("{},{key}\n", t / 1_000_000));
+    }
+    let path = write_temp("ms-traffic.csv", &csv);
+    let json = replay_json(
+        &path,
+        &[
+            "--limit",
+            "5/1s",
+            "--time-column",
+            "when",
+            "--key-column",
+            "client",
+        ],
+    );
+    let (admitted, denied) = model_counts(&events, 5, 1_000_000_000);
+    assert!(admitted > 0 && denied > 0);
+    assert_eq!(json_number(&json, "admitted"), admitted, "{json}");
+    assert_eq!(json_number(&json, "denied"), denied, "{json}");
+}
+
+/// Issue #18: an nginx/Apache combined log, generated from the same traffic,
+/// replays to the model's numbers, keyed by the client address (or by
+/// another field with --key-column).
+#[test]
+fn replay_reads_the_combined_log_format() {
+    let (_, events) = traffic(11, 2_000, true);
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let _ = months;
+    let mut log = String::new();
+    // Whole seconds: the combined format has no fraction.
+    let events: Vec<(u64, String)> = events
+        .into_iter()
+        .map(|(t, k)| (t / 1_000_000_000 * 1_000_000_000, k))
+        .collect();
+    for (t, key) in &events {
+        let sod = t / 1_000_000_000 - 1_714_521_600; // 2024-05-01
+        log.push_str(&format!(
+            "{key} - user{} [01/May/2024:{:02}:{:02}:{:02} +0000] \"GET /a?q=\\\"x\\\" HTTP/1.1\" 200 512 \"-\" \"curl/8.0\"\n",
+            key.len(),
+            sod / 3600,
+            sod % 3600 / 60,
+            sod % 60
+        ));
+    }
+    let path = write_temp("access.log", &log);
+    let json = replay_json(&path, &["--input", "combined", "--limit", "3/2s"]);
+    let (admitted, denied) = model_counts(&events, 3, 2_000_000_000);
+    assert!(admitted > 0 && denied > 0);
+    assert_eq!(json_number(&json, "requests"), events.len() as u64);
+    assert_eq!(json_number(&json, "admitted"), admitted, "{json}");
+    assert_eq!(json_number(&json, "denied"), denied, "{json}");
+    // Keyed by the user field: every line has the same user, one key.
+    let json = replay_json(
+        &path,
+        &[
+            "--input",
+            "combined",
+            "--limit",
+            "3/2s",
+            "--key-column",
+            "user",
+        ],
+    );
+    assert_eq!(json_number(&json, "keys"), 1, "{json}");
+}
+
+/// Issue #18: no header (columns by number), a UTF-8 BOM, date-times without
+/// a zone taken in --tz, and short error messages for huge bad fields.
+#[test]
+fn replay_no_header_bom_zones_and_short_errors() {
+    let path = write_temp(
+        "nohdr.csv",
+        "\u{feff}2026-11-30 13:00:00,a\n2026-11-30 13:00:00.5,a\n",
+    );
+    let json = replay_json(
+        &path,
+        &[
+            "--no-header",
+            "--time-column",
+            "1",
+            "--key-column",
+            "2",
+            "--limit",
+            "1/1s",
+            "--tz",
+            "Europe/Paris",
+        ],
+    );
+    assert_eq!(json_number(&json, "admitted"), 1, "{json}");
+    assert_eq!(json_number(&json, "denied"), 1, "{json}");
+    let path = write_temp("bom.csv", "\u{feff}when,who\n1,a\n");
+    let json = replay_json(
+        &path,
+        &[
+            "--time-column",
+            "when",
+            "--key-column",
+            "who",
+            "--limit",
+            "1/1s",
+        ],
+    );
+    assert_eq!(json_number(&json, "admitted"), 1, "{json}");
+    let huge = format!("when,who\n{},a\n", "x".repeat(1_000_000));
+    let path = write_temp("huge.csv", &huge);
+    let out = slidelog()
+        .args(["replay", path.to_str().unwrap(), "--limit", "1/1s"])
+        .args(["--time-column", "when", "--key-column", "who"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 2") && err.len() < 500,
+        "{} bytes: {}",
+        err.len(),
+        &err[..err.len().min(300)]
+    );
+    let out = slidelog()
+        .args([
+            "replay",
+            path.to_str().unwrap(),
+            "--limit",
+            "1/1s",
+            "--input",
+            "combined",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use slidelog::{KeyedLimiter, ManualClock, SlidingCounter};
 
-use super::csv::Records;
-use super::parse::{self, Policy};
+use super::input::{self, Columns, InputFormat, Requests, TimeUnit};
+use super::parse::Policy;
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -23,8 +23,12 @@ pub(crate) enum Format {
 pub(crate) struct Options {
     pub(crate) file: String,
     pub(crate) policies: Vec<Policy>,
-    pub(crate) time_column: String,
-    pub(crate) key_column: String,
+    pub(crate) time_column: Option<String>,
+    pub(crate) key_column: Option<String>,
+    pub(crate) input: InputFormat,
+    pub(crate) no_header: bool,
+    pub(crate) time_unit: Option<TimeUnit>,
+    pub(crate) tz: String,
     pub(crate) format: Format,
     pub(crate) delimiter: Option<char>,
     pub(crate) tolerance: Duration,
@@ -82,9 +86,9 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
     let delimiter = match options.delimiter {
         Some(d) if d.is_ascii() => d as u8,
         Some(d) => return Err(format!("the delimiter `{d}` must be one ASCII character")),
-        None if options.file.ends_with(".tsv") => b'\t',
+        None if options.input == InputFormat::Tsv || options.file.ends_with(".tsv") => b'\t',
         None => {
-            // Sniff the header: tabs and no commas means TSV.
+            // Sniff the first line: tabs and no commas means TSV.
             let head = input
                 .fill_buf()
                 .map_err(|e| format!("line 1: read error: {e}"))?;
@@ -96,23 +100,28 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
             }
         }
     };
-    let mut records = Records::new(input, delimiter);
-    let header = records
-        .next_record()?
-        .ok_or("the input is empty: expected a header row")?;
-    let find = |name: &str| {
-        header
-            .fields
-            .iter()
-            .position(|f| f.trim() == name)
-            .ok_or_else(|| {
-                format!(
-                    "line 1: no column named `{name}` (columns: {})",
-                    header.fields.join(", ")
-                )
-            })
+    let columns = Columns {
+        time: options.time_column.clone(),
+        key: options.key_column.clone(),
+        no_header: options.no_header,
     };
-    let (time_idx, key_idx) = (find(&options.time_column)?, find(&options.key_column)?);
+    let tz = if options.tz.eq_ignore_ascii_case("utc") {
+        jiff::tz::TimeZone::UTC
+    } else {
+        jiff::tz::TimeZone::get(&options.tz)
+            .map_err(|e| format!("--tz {}: {e}", input::quote(&options.tz)))?
+    };
+    let clock_of_log = input::Clock {
+        unit: options.time_unit,
+        tz,
+        tz_name: options.tz.clone(),
+    };
+    let mut records = Requests::open(input, options.input, delimiter, &columns)?;
+    let time_label = match (options.input, &options.time_column) {
+        (InputFormat::Combined, _) => "time".to_string(),
+        (_, Some(name)) => format!("`{name}`"),
+        (_, None) => "time".to_string(),
+    };
     let tolerance = u64::try_from(options.tolerance.as_nanos())
         .unwrap_or(u64::MAX / 4)
         .min(u64::MAX / 4);
@@ -155,31 +164,16 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
         keys: Vec::new(),
         slots: options.slots,
     };
-    while let Some(record) = records.next_record()? {
-        let line = record.line;
-        let column = |idx: usize, name: &str| {
-            record.fields.get(idx).ok_or_else(|| {
-                format!(
-                    "line {line}: missing column `{name}` (column {} of the header)",
-                    idx + 1
-                )
-            })
-        };
-        let raw_time = column(time_idx, &options.time_column)?;
-        let key = column(key_idx, &options.key_column)?;
-        let ts = parse::timestamp(raw_time).map_err(|e| {
-            format!(
-                "line {line}, column `{}` ({}): {e}",
-                options.time_column,
-                time_idx + 1
-            )
-        })?;
+    while let Some(request) = records.next_request(&columns)? {
+        let line = request.line;
+        let key = request.key;
+        let ts = clock_of_log
+            .parse(&request.time)
+            .map_err(|e| format!("line {line}, column {time_label}: {e}"))?;
         let latest = newest.unwrap_or(ts);
         if ts < latest - tolerance as i128 {
             return Err(format!(
-                "line {line}, column `{}` ({}): the timestamp goes back {:?} (more than the tolerance {:?}); sort the file or raise --tolerance",
-                options.time_column,
-                time_idx + 1,
+                "line {line}, column {time_label}: the timestamp goes back {:?} (more than the tolerance {:?}); sort the file or raise --tolerance",
                 Duration::from_nanos(u64::try_from(latest - ts).unwrap_or(u64::MAX)),
                 options.tolerance
             ));
@@ -187,10 +181,7 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
         newest = Some(latest.max(ts));
         let base = *base.get_or_insert(ts - tolerance as i128);
         let t = u64::try_from(ts - base).map_err(|_| {
-            format!(
-                "line {line}, column `{}`: the timestamp is out of range",
-                options.time_column
-            )
+            format!("line {line}, column {time_label}: the timestamp is out of range")
         })?;
         clock.set(clock_now(&clock).max(t));
         summary.requests += 1;
@@ -324,66 +315,47 @@ fn print_table(s: &Summary, options: &Options) {
 
 /// JSON: the top-level `admitted` and `denied` are the totals.
 fn to_json(s: &Summary, options: &Options) -> String {
-    let policies: Vec<String> = s
+    let policies: Vec<serde_json::Value> = s
         .policies
         .iter()
         .map(|(p, denied)| {
-            format!(
-                "{{\"policy\":{},\"limit\":{},\"window_ms\":{},\"full\":{}}}",
-                json_string(&p.to_string()),
-                p.limit,
-                p.window.as_secs_f64() * 1000.0,
-                denied
-            )
+            serde_json::json!({
+                "policy": p.to_string(),
+                "limit": p.limit,
+                "window_ms": p.window.as_secs_f64() * 1000.0,
+                "full": denied,
+            })
         })
         .collect();
-    let offenders: Vec<String> = s
+    let offenders: Vec<serde_json::Value> = s
         .keys
         .iter()
         .take(options.top)
         .filter(|(_, k)| k.denied > 0)
         .map(|(key, k)| {
-            format!(
-                "{{\"key\":{},\"requests\":{},\"admitted\":{},\"denied\":{}}}",
-                json_string(key),
-                k.admitted + k.denied,
-                k.admitted,
-                k.denied
-            )
+            serde_json::json!({
+                "key": key,
+                "requests": k.admitted + k.denied,
+                "admitted": k.admitted,
+                "denied": k.denied,
+            })
         })
         .collect();
-    format!(
-        "{{\"requests\":{},\"admitted\":{},\"denied\":{},\"keys\":{},\"policies\":[{}],\"counter\":{{\"slots\":{},\"admitted\":{},\"denied\":{},\"differs\":{}}},\"top_offenders\":[{}]}}",
-        s.requests,
-        s.admitted,
-        s.denied,
-        s.keys.len(),
-        policies.join(","),
-        s.slots,
-        s.counter_admitted,
-        s.counter_denied,
-        s.differs,
-        offenders.join(",")
-    )
-}
-
-/// A JSON string literal.
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    serde_json::json!({
+        "requests": s.requests,
+        "admitted": s.admitted,
+        "denied": s.denied,
+        "keys": s.keys.len(),
+        "policies": policies,
+        "counter": {
+            "slots": s.slots,
+            "admitted": s.counter_admitted,
+            "denied": s.counter_denied,
+            "differs": s.differs,
+        },
+        "top_offenders": offenders,
+    })
+    .to_string()
 }
 
 #[cfg(test)]
@@ -393,9 +365,16 @@ mod tests {
     fn options(policies: &[&str]) -> Options {
         Options {
             file: "test.csv".into(),
-            policies: policies.iter().map(|p| parse::policy(p).unwrap()).collect(),
-            time_column: "ts".into(),
-            key_column: "ip".into(),
+            policies: policies
+                .iter()
+                .map(|p| super::super::parse::policy(p).unwrap())
+                .collect(),
+            time_column: Some("ts".into()),
+            key_column: Some("ip".into()),
+            input: InputFormat::Csv,
+            no_header: false,
+            time_unit: None,
+            tz: "UTC".into(),
             format: Format::Json,
             delimiter: None,
             tolerance: Duration::from_secs(1),
@@ -405,8 +384,13 @@ mod tests {
     }
 
     #[test]
-    fn json_escapes() {
-        assert_eq!(json_string("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+    fn json_escapes_keys() {
+        let csv = "ts,ip\n0,\"a\"\"b\\c\"\n0,\"a\"\"b\\c\"\n";
+        let s = replay(csv.as_bytes(), &options(&["1/1s"])).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&to_json(&s, &options(&["1/1s"]))).unwrap();
+        assert_eq!(json["top_offenders"][0]["key"], "a\"b\\c");
+        assert_eq!(json["admitted"], 1);
     }
 
     #[test]

@@ -1,0 +1,544 @@
+//! `slidelog replay`'s input: CSV or TSV (with the `csv` crate) or the
+//! nginx/Apache combined log format, streamed one request at a time, and
+//! timestamps (with `jiff`).
+
+use std::io::{BufRead, Read};
+
+use jiff::tz::TimeZone;
+
+/// How the input is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum InputFormat {
+    /// Comma-separated, with a header row unless `--no-header` (a header
+    /// with tabs and no commas, or a `.tsv` file, is read as TSV).
+    Csv,
+    /// Tab-separated.
+    Tsv,
+    /// The nginx/Apache combined log format: the key is the client address,
+    /// the time the bracketed `[30/Nov/2026:12:00:00 +0000]`.
+    Combined,
+}
+
+/// The unit of numeric (epoch) timestamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TimeUnit {
+    /// Seconds.
+    S,
+    /// Milliseconds.
+    Ms,
+    /// Microseconds.
+    Us,
+    /// Nanoseconds.
+    Ns,
+}
+
+impl TimeUnit {
+    fn nanos(self) -> u128 {
+        match self {
+            TimeUnit::S => 1_000_000_000,
+            TimeUnit::Ms => 1_000_000,
+            TimeUnit::Us => 1_000,
+            TimeUnit::Ns => 1,
+        }
+    }
+
+    /// The unit of an epoch number by its magnitude: seconds up to 1e11
+    /// (the year 5138), then milliseconds, microseconds, nanoseconds.
+    fn guess(integer_part: u128) -> Option<TimeUnit> {
+        match integer_part {
+            0..100_000_000_000 => Some(TimeUnit::S),
+            100_000_000_000..100_000_000_000_000 => Some(TimeUnit::Ms),
+            100_000_000_000_000..100_000_000_000_000_000 => Some(TimeUnit::Us),
+            100_000_000_000_000_000..100_000_000_000_000_000_000 => Some(TimeUnit::Ns),
+            _ => None,
+        }
+    }
+}
+
+/// At most ~100 characters of `text`, for an error message (a 10 MB field
+/// must not become a 10 MB error).
+pub(crate) fn quote(text: &str) -> String {
+    const MAX: usize = 100;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("`{}…` ({} bytes)", &text[..cut], text.len()),
+        None => format!("`{text}`"),
+    }
+}
+
+/// How timestamps are read.
+#[derive(Clone, Debug)]
+pub(crate) struct Clock {
+    /// Forced unit of epoch numbers (`None`: by magnitude).
+    pub(crate) unit: Option<TimeUnit>,
+    /// The zone of date-times written without one.
+    pub(crate) tz: TimeZone,
+    /// Its name, for messages.
+    pub(crate) tz_name: String,
+}
+
+impl Clock {
+    /// Parses a timestamp to nanoseconds since the Unix epoch: an epoch
+    /// number (unit by magnitude or `--time-unit`, fraction allowed), RFC
+    /// 3339 with an offset, or a date-time without one (in `--tz`).
+    pub(crate) fn parse(&self, text: &str) -> Result<i128, String> {
+        let t = text.trim();
+        if t.is_empty() {
+            return Err("empty timestamp".into());
+        }
+        if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return self.epoch(t);
+        }
+        if let Ok(ts) = t.parse::<jiff::Timestamp>() {
+            return Ok(ts.as_nanosecond());
+        }
+        if let Ok(dt) = t.parse::<jiff::civil::DateTime>() {
+            return self
+                .tz
+                .to_timestamp(dt)
+                .map(|ts| ts.as_nanosecond())
+                .map_err(|e| format!("{} in --tz {}: {e}", quote(t), self.tz_name));
+        }
+        Err(format!(
+            "{} is not a timestamp (RFC 3339 like 2026-11-30T12:00:00Z; a date-time without a \
+             zone, taken in --tz {}; or Unix epoch s/ms/us/ns)",
+            quote(t),
+            self.tz_name
+        ))
+    }
+
+    fn epoch(&self, t: &str) -> Result<i128, String> {
+        let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+        if int.is_empty() && frac.is_empty() || frac.contains('.') {
+            return Err(format!("{} is not a number", quote(t)));
+        }
+        let integer: u128 = if int.is_empty() {
+            0
+        } else {
+            int.parse()
+                .map_err(|_| format!("{} is out of any plausible range", quote(t)))?
+        };
+        let unit = match self.unit {
+            Some(unit) => unit,
+            None => TimeUnit::guess(integer)
+                .ok_or_else(|| format!("{} is out of any plausible range", quote(t)))?,
+        };
+        let scale = unit.nanos();
+        let mut ns = integer
+            .checked_mul(scale)
+            .ok_or_else(|| format!("{} is out of any plausible range", quote(t)))?;
+        // The fraction, to the nanosecond (digits past it are dropped).
+        let mut place = scale;
+        for d in frac.bytes().take(30) {
+            place /= 10;
+            ns += u128::from(d - b'0') * place;
+        }
+        // Nanoseconds in an i64 (up to the year 2262), as the limiters use.
+        if ns > i64::MAX as u128 {
+            return Err(format!(
+                "{} is out of any plausible range (after the year 2262)",
+                quote(t)
+            ));
+        }
+        Ok(ns as i128)
+    }
+}
+
+/// One request of the log.
+#[derive(Debug)]
+pub(crate) struct Request {
+    /// The line it started on (1-based).
+    pub(crate) line: u64,
+    pub(crate) time: String,
+    pub(crate) key: String,
+}
+
+/// Which columns hold the time and the key.
+#[derive(Clone, Debug)]
+pub(crate) struct Columns {
+    pub(crate) time: Option<String>,
+    pub(crate) key: Option<String>,
+    pub(crate) no_header: bool,
+}
+
+/// Counts the quote characters that pass through, so that a quote left open
+/// at the end of the input (which the `csv` crate reads leniently, as a
+/// field running to the end) is reported: in well-formed CSV every quoted
+/// field has two, and a quote inside one is doubled.
+pub(crate) struct QuoteCount<R> {
+    inner: R,
+    quotes: u64,
+}
+
+impl<R: Read> Read for QuoteCount<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.quotes += buf[..n].iter().filter(|&&b| b == b'"').count() as u64;
+        Ok(n)
+    }
+}
+
+/// A stream of requests.
+pub(crate) enum Requests<R: Read> {
+    Delimited {
+        reader: csv::Reader<QuoteCount<R>>,
+        /// Where the last record started (for the open-quote error).
+        last_line: u64,
+        record: csv::StringRecord,
+        time: usize,
+        key: usize,
+    },
+    Combined {
+        input: R,
+        line: u64,
+        buf: Vec<u8>,
+        key: usize,
+    },
+}
+
+/// The fields of a combined-format line, in order.
+const COMBINED_FIELDS: [&str; 9] = [
+    "host", "ident", "user", "time", "request", "status", "bytes", "referer", "agent",
+];
+
+impl<R: BufRead> Requests<R> {
+    /// Opens `input` as `format` (`delimiter`: for CSV/TSV).
+    pub(crate) fn open(
+        mut input: R,
+        format: InputFormat,
+        delimiter: u8,
+        columns: &Columns,
+    ) -> Result<Self, String> {
+        // A UTF-8 byte-order mark is not part of the first field.
+        let bom = input
+            .fill_buf()
+            .map_err(|e| format!("line 1: read error: {e}"))?
+            .starts_with(b"\xEF\xBB\xBF");
+        if bom {
+            input.consume(3);
+        }
+        if format == InputFormat::Combined {
+            if columns.time.is_some() {
+                return Err(
+                    "--time-column is not used with --input combined (the time is the bracketed field)"
+                        .into(),
+                );
+            }
+            let name = columns.key.as_deref().unwrap_or("host");
+            let key = COMBINED_FIELDS
+                .iter()
+                .position(|&f| f == name && f != "time")
+                .ok_or_else(|| {
+                    format!(
+                        "--key-column {} is not a field of the combined format (host, ident, user, request, status, bytes, referer, agent)",
+                        quote(name)
+                    )
+                })?;
+            return Ok(Requests::Combined {
+                input,
+                line: 0,
+                buf: Vec::new(),
+                key,
+            });
+        }
+        let (Some(time_name), Some(key_name)) = (&columns.time, &columns.key) else {
+            return Err("--time-column and --key-column are required for CSV/TSV input".into());
+        };
+        let mut reader = csv::ReaderBuilder::new()
+            .delimiter(delimiter)
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(QuoteCount {
+                inner: input,
+                quotes: 0,
+            });
+        let mut record = csv::StringRecord::new();
+        let (time, key) = if columns.no_header {
+            let index = |name: &str, flag: &str| {
+                name.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&i| i >= 1)
+                    .map(|i| i - 1)
+                    .ok_or_else(|| {
+                        format!(
+                            "{flag} {}: with --no-header, columns are numbers from 1",
+                            quote(name)
+                        )
+                    })
+            };
+            (
+                index(time_name, "--time-column")?,
+                index(key_name, "--key-column")?,
+            )
+        } else {
+            let read = reader
+                .read_record(&mut record)
+                .map_err(|e| format!("line 1: {}", csv_error(&e)))?;
+            if !read {
+                return Err("the input is empty: expected a header row".into());
+            }
+            let find = |name: &str| {
+                record.iter().position(|f| f.trim() == name).ok_or_else(|| {
+                    let columns: Vec<&str> = record.iter().collect();
+                    format!(
+                        "line 1: no column named {} (columns: {})",
+                        quote(name),
+                        quote(&columns.join(", "))
+                    )
+                })
+            };
+            (find(time_name)?, find(key_name)?)
+        };
+        Ok(Requests::Delimited {
+            reader,
+            last_line: 1,
+            record,
+            time,
+            key,
+        })
+    }
+
+    /// The next request, `Ok(None)` at the end; blank lines are skipped.
+    pub(crate) fn next_request(&mut self, columns: &Columns) -> Result<Option<Request>, String> {
+        match self {
+            Requests::Delimited {
+                reader,
+                last_line,
+                record,
+                time,
+                key,
+            } => loop {
+                let line = reader.position().line() + 1;
+                let read = reader
+                    .read_record(record)
+                    .map_err(|e| format!("line {line}: {}", csv_error(&e)))?;
+                if !read {
+                    if reader.get_ref().quotes % 2 == 1 {
+                        return Err(format!(
+                            "line {last_line}: a quoted field is not closed before the end of the input"
+                        ));
+                    }
+                    return Ok(None);
+                }
+                let line = record.position().map_or(line, |p| p.line());
+                *last_line = line;
+                if record.len() == 1 && record[0].trim().is_empty() {
+                    continue;
+                }
+                let field = |idx: usize, name: &Option<String>| {
+                    record.get(idx).map(str::to_owned).ok_or_else(|| {
+                        format!(
+                            "line {line}: missing column {} (column {})",
+                            quote(name.as_deref().unwrap_or("")),
+                            idx + 1
+                        )
+                    })
+                };
+                return Ok(Some(Request {
+                    line,
+                    time: field(*time, &columns.time)?,
+                    key: field(*key, &columns.key)?,
+                }));
+            },
+            Requests::Combined {
+                input,
+                line,
+                buf,
+                key,
+            } => loop {
+                buf.clear();
+                *line += 1;
+                let read = input
+                    .read_until(b'\n', buf)
+                    .map_err(|e| format!("line {line}: read error: {e}"))?;
+                if read == 0 {
+                    return Ok(None);
+                }
+                let text = String::from_utf8_lossy(buf);
+                let text = text.trim_end_matches(['\n', '\r']);
+                if text.trim().is_empty() {
+                    continue;
+                }
+                let fields = combined_fields(text).map_err(|e| format!("line {line}: {e}"))?;
+                let time = jiff::fmt::strtime::parse("%d/%b/%Y:%H:%M:%S %z", &fields[3])
+                    .and_then(|t| t.to_timestamp())
+                    .map_err(|e| {
+                        format!(
+                            "line {line}: the time {} is not like 30/Nov/2026:12:00:00 +0000 ({e})",
+                            quote(&fields[3])
+                        )
+                    })?;
+                let key_field = fields.get(*key).cloned().ok_or_else(|| {
+                    format!(
+                        "line {line}: no field `{}` on this line",
+                        COMBINED_FIELDS[*key]
+                    )
+                })?;
+                return Ok(Some(Request {
+                    line: *line,
+                    time: time.to_string(),
+                    key: key_field,
+                }));
+            },
+        }
+    }
+}
+
+fn csv_error(e: &csv::Error) -> String {
+    let text = e.to_string();
+    quote(&text).trim_matches('`').to_string()
+}
+
+/// Splits a combined-format line: `host ident user [time] "request" status
+/// bytes "referer" "agent"` (the last two optional; quoted fields may hold
+/// `\"`).
+fn combined_fields(text: &str) -> Result<Vec<String>, String> {
+    let mut fields = Vec::with_capacity(9);
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        let (field, tail) = if let Some(inner) = rest.strip_prefix('[') {
+            let end = inner
+                .find(']')
+                .ok_or_else(|| format!("an unclosed `[` in {}", quote(text)))?;
+            (inner[..end].to_string(), &inner[end + 1..])
+        } else if let Some(inner) = rest.strip_prefix('"') {
+            let mut out = String::new();
+            let mut chars = inner.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, next)) = chars.next() {
+                            out.push(next);
+                        }
+                    }
+                    '"' => {
+                        end = Some(i);
+                        break;
+                    }
+                    c => out.push(c),
+                }
+            }
+            let end = end.ok_or_else(|| format!("an unclosed quote in {}", quote(text)))?;
+            (out, &inner[end + 1..])
+        } else {
+            let end = rest.find(' ').unwrap_or(rest.len());
+            (rest[..end].to_string(), &rest[end..])
+        };
+        fields.push(field);
+        rest = tail.trim_start();
+    }
+    if fields.len() < 7 {
+        return Err(format!(
+            "not a combined-format line (host ident user [time] \"request\" status bytes ...): {}",
+            quote(text)
+        ));
+    }
+    Ok(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn utc() -> Clock {
+        Clock {
+            unit: None,
+            tz: TimeZone::UTC,
+            tz_name: "UTC".into(),
+        }
+    }
+
+    #[test]
+    fn epoch_units_by_magnitude_and_forced() {
+        let c = utc();
+        assert_eq!(c.parse("1").unwrap(), 1_000_000_000);
+        assert_eq!(c.parse("1.5").unwrap(), 1_500_000_000);
+        let ms = 1_764_504_000_123i128;
+        assert_eq!(c.parse("1764504000123").unwrap(), ms * 1_000_000);
+        assert_eq!(c.parse("1764504000").unwrap(), 1_764_504_000_000_000_000);
+        assert_eq!(
+            c.parse("1764504000123456").unwrap(),
+            ms * 1_000_000 + 456_000
+        );
+        assert_eq!(
+            c.parse("1764504000123456789").unwrap(),
+            ms * 1_000_000 + 456_789
+        );
+        assert!(
+            c.parse("17645040001234567890123")
+                .unwrap_err()
+                .contains("plausible")
+        );
+        let forced = Clock {
+            unit: Some(TimeUnit::Ms),
+            ..utc()
+        };
+        assert_eq!(forced.parse("100").unwrap(), 100_000_000);
+        assert!(
+            forced
+                .parse("99999999999999999")
+                .unwrap_err()
+                .contains("2262")
+        );
+    }
+
+    #[test]
+    fn dates_with_and_without_zones() {
+        let c = utc();
+        let z = c.parse("2026-11-30T12:00:00Z").unwrap();
+        assert_eq!(c.parse("2026-11-30T13:00:00+01:00").unwrap(), z);
+        assert_eq!(
+            c.parse("2026-11-30 12:00:00").unwrap(),
+            z,
+            "no zone: --tz UTC"
+        );
+        assert_eq!(
+            c.parse("2026-11-30T12:00:00.250Z").unwrap(),
+            z + 250_000_000
+        );
+        let paris = Clock {
+            unit: None,
+            tz: TimeZone::get("Europe/Paris").unwrap(),
+            tz_name: "Europe/Paris".into(),
+        };
+        assert_eq!(paris.parse("2026-11-30 13:00:00").unwrap(), z);
+        let e = c.parse("2024-13-01T00:00:00Z").unwrap_err();
+        assert!(
+            e.contains("not a timestamp") && e.contains("--tz UTC"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn long_input_is_quoted_short() {
+        let long = "x".repeat(10_000_000);
+        let e = utc().parse(&long).unwrap_err();
+        assert!(e.len() < 400, "{} bytes", e.len());
+    }
+
+    #[test]
+    fn combined_lines() {
+        let f = combined_fields(
+            r#"203.0.113.9 - frank [30/Nov/2026:12:00:00 +0000] "GET /a?q=\"x\" HTTP/1.1" 200 512 "-" "curl/8""#,
+        )
+        .unwrap();
+        assert_eq!(f[0], "203.0.113.9");
+        assert_eq!(f[2], "frank");
+        assert_eq!(f[3], "30/Nov/2026:12:00:00 +0000");
+        assert_eq!(f[4], "GET /a?q=\"x\" HTTP/1.1");
+        assert_eq!(f[8], "curl/8");
+        assert!(combined_fields("just words").is_err());
+        assert!(combined_fields("h - - [30/Nov/2026").is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,60}") {
+            let _ = utc().parse(&s);
+            let _ = combined_fields(&s);
+            let _ = quote(&s);
+        }
+    }
+}
