@@ -383,8 +383,11 @@ where
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum HeaderStyle {
-    /// IETF httpapi: `RateLimit-Policy: "default";q=5;w=10` and
-    /// `RateLimit: "default";r=4;t=0`.
+    /// IETF httpapi (draft-ietf-httpapi-ratelimit-headers, -10 and later):
+    /// `RateLimit-Policy: "default";q=5;w=10` and `RateLimit:
+    /// "default";r=4;t=10`, where `t` is the seconds until the quota next
+    /// grows (the oldest admission in the window leaves it), 0 only for an
+    /// empty window.
     #[default]
     Ietf,
     /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
@@ -424,8 +427,9 @@ pub fn ceil_seconds(d: Duration) -> u64 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Headers(pub(crate) Vec<(HeaderName, HeaderValue)>);
 
-/// Builds the rate-limit headers. `wait` is the time until one more request
-/// would be admitted (zero if one would be now).
+/// Builds the rate-limit headers. `wait` is the time until `remaining` next
+/// grows (see [`Verdict::wait`]); the legacy reset is the time until a
+/// request can be admitted: 0 while `remaining > 0`, else `wait`.
 pub(crate) fn rate_limit_headers(
     style: HeaderStyle,
     quota: u32,
@@ -457,9 +461,10 @@ pub(crate) fn rate_limit_headers(
                 HeaderName::from_static("x-ratelimit-remaining"),
                 num(u64::from(remaining)),
             ));
+            let reset = if remaining > 0 { Duration::ZERO } else { wait };
             out.push((
                 HeaderName::from_static("x-ratelimit-reset"),
-                num(ceil_seconds(wait)),
+                num(ceil_seconds(reset)),
             ));
         }
         HeaderStyle::None => {}
@@ -475,10 +480,12 @@ pub(crate) fn rate_limit_headers(
 /// use slidelog::KeyedLimiter;
 /// use slidelog::tower::Backend;
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let limiter = KeyedLimiter::<u64>::new(1, Duration::from_secs(60))?;
+/// let limiter = KeyedLimiter::<u64>::new(2, Duration::from_secs(60))?;
 /// let verdict = Backend::check(&limiter, 7).await;
-/// assert_eq!(verdict.decision.unwrap().remaining(), 0);
-/// assert_eq!(verdict.wait, Duration::from_secs(60)); // until one more fits
+/// assert_eq!(verdict.decision.unwrap().remaining(), 1);
+/// // The admission just made is the oldest in the window: the quota grows
+/// // back when it leaves, 60 s from now.
+/// assert_eq!(verdict.wait, Duration::from_secs(60));
 /// # Ok::<(), slidelog::ConfigError>(())
 /// # }).unwrap();
 /// ```
@@ -486,8 +493,10 @@ pub(crate) fn rate_limit_headers(
 pub struct Verdict {
     /// The decision.
     pub decision: Result<Admitted, Denied>,
-    /// For an admission: how long until one more request would be admitted
-    /// (zero when `remaining > 0`).
+    /// For an admission: how long until `remaining` next grows, i.e. until
+    /// the oldest admission still in the window leaves it (the IETF `t`);
+    /// zero only for an empty window. (While `remaining > 0` a request fits
+    /// now; at `remaining == 0` this is also the wait for the next one.)
     pub wait: Duration,
 }
 
@@ -526,7 +535,9 @@ where
     fn check(&self, key: K) -> Self::Future {
         let now = self.clock().now();
         let decision = self.check_n_at(&key, 1, now);
-        core::future::ready(verdict(decision, || self.peek_n_at(&key, 1, now)))
+        core::future::ready(verdict(decision, self.limit(), |n| {
+            self.peek_n_at(&key, n, now)
+        }))
     }
 
     fn policy(&self) -> (u32, Duration) {
@@ -534,14 +545,19 @@ where
     }
 }
 
-/// A verdict from a decision; `peek` answers whether one more would fit
-/// (asked only when the admission left nothing).
+/// A verdict from a decision; `peek(n)` answers a dry run of `n` units: with
+/// `remaining + 1` units it is denied exactly until the oldest admission in
+/// the window leaves it, when `remaining` grows.
 fn verdict(
     decision: Result<Admitted, Denied>,
-    peek: impl FnOnce() -> Result<Admitted, Denied>,
+    limit: u32,
+    peek: impl FnOnce(u32) -> Result<Admitted, Denied>,
 ) -> Verdict {
     let wait = match decision {
-        Ok(a) if a.remaining() == 0 => peek().err().map_or(Duration::ZERO, |d| d.retry_after()),
+        Ok(a) if a.remaining() < limit => peek(a.remaining() + 1)
+            .err()
+            .filter(Denied::is_rate_limited)
+            .map_or(Duration::ZERO, |d| d.retry_after()),
         _ => Duration::ZERO,
     };
     Verdict { decision, wait }
@@ -634,7 +650,9 @@ impl<K> Backend<K> for dyn SingleKey {
 fn single_key_check<R: SingleKey + ?Sized>(limiter: &R) -> core::future::Ready<Verdict> {
     let now = limiter.now();
     let decision = limiter.check_n_at(1, now);
-    core::future::ready(verdict(decision, || limiter.peek_n_at(1, now)))
+    core::future::ready(verdict(decision, limiter.limit(), |n| {
+        limiter.peek_n_at(n, now)
+    }))
 }
 
 /// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first
@@ -1113,10 +1131,18 @@ mod tests {
             5,
             Duration::from_secs(10),
             4,
-            Duration::ZERO,
+            Duration::from_millis(9_500),
         );
         assert_eq!(h.0[0].1, "\"default\";q=5;w=10");
-        assert_eq!(h.0[1].1, "\"default\";r=4;t=0");
+        assert_eq!(h.0[1].1, "\"default\";r=4;t=10");
+        let legacy = rate_limit_headers(
+            HeaderStyle::Legacy,
+            5,
+            Duration::from_secs(10),
+            4,
+            Duration::from_millis(9_500),
+        );
+        assert_eq!(legacy.0[2].1, "0", "a request fits now");
         let h = rate_limit_headers(
             HeaderStyle::Legacy,
             5,

@@ -129,7 +129,9 @@ async fn exact_counts_headers_and_429() {
         assert_eq!(r.status, 200);
         assert_eq!(r.body, "hello", "the inner body passes untouched");
         assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=5;w=10"));
-        let t = if remaining == 0 { 10 } else { 0 };
+        // `t`: until the oldest admission in the window (all at 0) leaves it
+        // and the quota grows again; not 0 while `r > 0` (issue #18).
+        let t = 10;
         assert_eq!(
             r.header("ratelimit"),
             Some(format!("\"default\";r={remaining};t={t}").as_str())
@@ -290,7 +292,8 @@ async fn keyed_counter_backend() {
         let r = get_path(addr, "/", &key("a")).await;
         assert_eq!(r.status, 200);
         assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=3;w=10"));
-        let t = if remaining == 0 { 10 } else { 0 };
+        // The counter's oldest slot [0, 1 s) leaves the window at 10 s.
+        let t = 10;
         assert_eq!(
             r.header("ratelimit"),
             Some(format!("\"default\";r={remaining};t={t}").as_str())
@@ -440,4 +443,35 @@ async fn peer_ip_keys_ipv6_clients_by_prefix_over_a_real_socket() {
         "the default keys the full address"
     );
     assert!(limiter.peek(&network).is_ok());
+}
+
+/// Issue #18: the IETF `t` is the time until the oldest admission still in
+/// the window leaves it (when `r` next grows), not the time until one more
+/// request fits (which is 0 whenever `r > 0`).
+#[tokio::test]
+async fn ietf_t_counts_down_to_the_oldest_admission() {
+    use slidelog::tower::Backend;
+    let clock = ManualClock::new();
+    let limiter =
+        KeyedLimiter::<u64, ManualClock>::with_clock(5, Duration::from_secs(10), clock.clone())
+            .unwrap();
+    let first = Backend::check(&limiter, 1).await;
+    assert_eq!(first.decision.unwrap().remaining(), 4);
+    assert_eq!(first.wait, Duration::from_secs(10));
+    clock.advance(Duration::from_secs(4));
+    let second = Backend::check(&limiter, 1).await;
+    assert_eq!(second.decision.unwrap().remaining(), 3);
+    assert_eq!(
+        second.wait,
+        Duration::from_secs(6),
+        "the admission at 0 leaves at 10"
+    );
+    clock.advance(Duration::from_secs(6));
+    let third = Backend::check(&limiter, 1).await;
+    assert_eq!(third.decision.unwrap().remaining(), 3, "the first one left");
+    assert_eq!(
+        third.wait,
+        Duration::from_secs(4),
+        "the one at 4 leaves at 14"
+    );
 }
