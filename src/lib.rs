@@ -196,7 +196,8 @@
 //!   `Retry-After` and IETF `RateLimit` headers (implies `async`).
 //! * `redis`: [`redis::RedisLimiter`](crate::redis), the same exact log on
 //!   Redis, shared across processes (sorted set or ring layout).
-//! * `axum`: lets `tower::PeerIp` read axum's `ConnectInfo<SocketAddr>`.
+//! * `axum`: kept for compatibility (the `tower` feature now reads axum's
+//!   `ConnectInfo<SocketAddr>` for `tower::PeerIp` itself).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

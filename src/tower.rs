@@ -40,6 +40,7 @@ use crate::counter::SlidingCounter;
 use crate::decision::{Admitted, Denied, DenyReason};
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
+use crate::sync::atomic::{AtomicBool, Ordering};
 
 /// Picks the key a request is limited by.
 ///
@@ -72,9 +73,10 @@ impl<B> KeyExtractor<B> for GlobalKey {
 }
 
 /// The peer's IP address, from a [`SocketAddr`] or [`IpAddr`] request
-/// extension (axum: [`ConnectInfo`] with `into_make_service_with_connect_info`
-/// inserts one when the `axum` feature is on; hyper: insert the accepted
-/// connection's address yourself).
+/// extension, or axum's [`ConnectInfo`] (serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()`); with hyper or
+/// tonic, insert the accepted connection's address yourself. A request
+/// with no address has no key: see [`RateLimitLayer::new`].
 ///
 /// Forwarding headers are **ignored** unless you opt in with
 /// [`trust_forwarded`](Self::trust_forwarded): anyone can send
@@ -187,7 +189,6 @@ impl PeerIp {
         if let Some(ip) = ext.get::<IpAddr>() {
             return Some(*ip);
         }
-        #[cfg(feature = "axum")]
         if let Some(info) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {
             return Some(info.0.ip());
         }
@@ -681,6 +682,9 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     fallback: Option<K>,
     headers: HeaderStyle,
     deny: DenyStyle,
+    /// Whether a request without a key was logged yet (once per layer and
+    /// its clones).
+    missing_logged: Arc<AtomicBool>,
 }
 
 impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
@@ -691,6 +695,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
             fallback: self.fallback.clone(),
             headers: self.headers,
             deny: self.deny,
+            missing_logged: Arc::clone(&self.missing_logged),
         }
     }
 }
@@ -709,10 +714,14 @@ where
     L: Backend<K>,
 {
     /// Limits requests by the key `extractor` finds, against `backend`.
-    /// A request for which no key is found is **denied** (429, "no
-    /// rate-limit key") unless a shared fallback key is set with
-    /// [`fallback_key`](Self::fallback_key): it is never let through
-    /// unlimited.
+    /// A request for which no key is found is never let through unlimited:
+    /// unless a shared fallback key is set with
+    /// [`fallback_key`](Self::fallback_key), it is answered **500 Internal
+    /// Server Error** (gRPC: `INTERNAL`) with the reason in the body, and
+    /// the first one is logged (a `tracing` error): a missing key is a
+    /// server misconfiguration (e.g. `PeerIp` on a server that does not
+    /// record peer addresses), not the client's fault, so it is not a 429
+    /// with a made-up `Retry-After`.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -730,6 +739,7 @@ where
             fallback: None,
             headers: HeaderStyle::default(),
             deny: DenyStyle::default(),
+            missing_logged: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -890,32 +900,77 @@ where
                 },
                 style,
             },
-            None => ResponseFuture {
-                state: State::Done {
-                    response: Some(denial(style, None)),
-                },
-                style,
-            },
+            None => {
+                // Relaxed: only decides whether to log; no data depends on it.
+                if !self.layer.missing_logged.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        "slidelog: a request had no rate-limit key and no fallback key is set; \
+                         answering 500. {MISSING_KEY_HELP}"
+                    );
+                }
+                ResponseFuture {
+                    state: State::Done {
+                        response: Some(missing_key(style.1)),
+                    },
+                    style,
+                }
+            }
         }
     }
 }
 
 type Style = (HeaderStyle, DenyStyle, u32, Duration);
 
-/// The 429 (or gRPC) answer for a denial. `denied == None`: no key.
-fn denial<B>(style: Style, denied: Option<Denied>) -> Response<RateLimitBody<B>> {
-    let (headers, deny, quota, window) = style;
-    let wait = denied.map_or(window, |d| {
-        if d.reason() == DenyReason::RateLimited {
-            d.retry_after()
-        } else {
-            window
+/// What to do about a request without a key.
+const MISSING_KEY_HELP: &str = "PeerIp needs the peer address: serve axum with \
+    `into_make_service_with_connect_info::<SocketAddr>()`, or insert a `SocketAddr` request \
+    extension (hyper, tonic); or set `RateLimitLayer::fallback_key` to share one limit among \
+    requests without a key.";
+
+/// The answer to a request without a key (and no fallback key): a server
+/// error that explains itself.
+fn missing_key<B>(deny: DenyStyle) -> Response<RateLimitBody<B>> {
+    match deny {
+        DenyStyle::Http => {
+            let mut response = Response::new(RateLimitBody::full(Bytes::from(format!(
+                "Internal Server Error: no rate-limit key for this request. {MISSING_KEY_HELP}\n"
+            ))));
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            response
         }
-    });
-    let message = match denied.map(|d| d.reason()) {
-        Some(DenyReason::RateLimited) => "Too Many Requests: rate limit exceeded",
-        Some(DenyReason::KeyCapacity) => "Too Many Requests: too many clients",
-        _ => "Too Many Requests: no rate-limit key",
+        DenyStyle::Grpc => {
+            let mut response = Response::new(RateLimitBody::full(Bytes::new()));
+            let h = response.headers_mut();
+            h.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/grpc"),
+            );
+            h.insert("grpc-status", HeaderValue::from_static("13"));
+            h.insert(
+                "grpc-message",
+                HeaderValue::from_static("no%20rate-limit%20key"),
+            );
+            response
+        }
+    }
+}
+
+/// The 429 (or gRPC) answer for a denial.
+fn denial<B>(style: Style, denied: Denied) -> Response<RateLimitBody<B>> {
+    let (headers, deny, quota, window) = style;
+    let wait = if denied.reason() == DenyReason::RateLimited {
+        denied.retry_after()
+    } else {
+        window
+    };
+    let message = match denied.reason() {
+        DenyReason::RateLimited => "Too Many Requests: rate limit exceeded",
+        DenyReason::KeyCapacity => "Too Many Requests: too many clients",
+        _ => "Too Many Requests: the request can never fit the limit",
     };
     let mut response = Response::new(RateLimitBody::full(match deny {
         DenyStyle::Http => Bytes::from(format!("{message}\n")),
@@ -952,9 +1007,9 @@ fn denial<B>(style: Style, denied: Option<Denied>) -> Response<RateLimitBody<B>>
 }
 
 pin_project! {
-    /// The future of [`RateLimit`]: checks the limiter, then calls the inner
-    /// service or answers the denial. Returned by `RateLimit::call`; see
-    /// [`RateLimit`] for an example.
+    /// The future of [`RateLimitService`]: checks the limiter, then calls the
+    /// inner service or answers the denial. Returned by
+    /// `RateLimitService::call`; see [`RateLimitService`] for an example.
     pub struct ResponseFuture<F, S, ReqBody, ResBody>
     where
         S: tower::Service<Request<ReqBody>>,
@@ -1016,7 +1071,7 @@ where
                             this.state.set(State::Calling { call, headers });
                         }
                         Err(denied) => {
-                            let response = denial(*this.style, Some(denied));
+                            let response = denial(*this.style, denied);
                             this.state.set(State::Done {
                                 response: Some(response),
                             });

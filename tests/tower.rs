@@ -224,11 +224,67 @@ async fn spoofed_forwarding_headers_are_ignored_by_default() {
             .status,
         200
     );
-    // No forwarding header: the peer address, which PeerIp reads from
-    // axum's ConnectInfo only with the `axum` feature; without a key the
-    // request is denied, never let through.
-    let expect = if cfg!(feature = "axum") { 200 } else { 429 };
-    assert_eq!(get_path(addr, "/", &[]).await.status, expect);
+    // No forwarding header: the peer address, from axum's ConnectInfo
+    // (read with the `tower` feature alone).
+    assert_eq!(get_path(addr, "/", &[]).await.status, 200);
+}
+
+/// Issue #18: a server that records no peer address gives `PeerIp` no key.
+/// That is a misconfiguration, answered 500 with the reason (gRPC:
+/// INTERNAL), never a 429 with a made-up Retry-After, and never let
+/// through; with a fallback key the requests share one limit.
+#[tokio::test]
+async fn a_missing_key_is_a_server_error_not_a_429() {
+    async fn serve_without_peer(app: Router) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        addr
+    }
+    let limiter = manual::<IpAddr>(1, 60);
+    let called = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = Arc::clone(&called);
+    let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                async { "ok" }
+            }),
+        )
+        .layer(RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new()));
+    let addr = serve_without_peer(app).await;
+    let r = get_path(addr, "/", &[]).await;
+    assert_eq!(r.status, 500);
+    assert!(
+        r.body.contains("no rate-limit key") && r.body.contains("connect_info"),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.header("retry-after"), None);
+    assert_eq!(
+        called.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "never let through"
+    );
+
+    let grpc = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new()).deny_style(DenyStyle::Grpc),
+    );
+    let r = get_path(serve_without_peer(grpc).await, "/", &[]).await;
+    assert_eq!(r.header("grpc-status"), Some("13"));
+
+    let shared = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new())
+            .fallback_key(IpAddr::from([0, 0, 0, 0])),
+    );
+    let addr = serve_without_peer(shared).await;
+    assert_eq!(get_path(addr, "/", &[]).await.status, 200);
+    assert_eq!(
+        get_path(addr, "/", &[]).await.status,
+        429,
+        "one shared limit"
+    );
 }
 
 #[tokio::test]
