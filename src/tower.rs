@@ -927,39 +927,52 @@ const MISSING_KEY_HELP: &str = "PeerIp needs the peer address: serve axum with \
     extension (hyper, tonic); or set `RateLimitLayer::fallback_key` to share one limit among \
     requests without a key.";
 
-/// The answer to a request without a key (and no fallback key): a server
-/// error that explains itself.
-fn missing_key<B>(deny: DenyStyle) -> Response<RateLimitBody<B>> {
+/// An answer that does not reach the inner service: for HTTP, `status`
+/// with `text` as a plain-text body; for gRPC, an empty body with
+/// `grpc-status` and a (percent-encoded) `grpc-message`.
+fn refusal<B>(
+    deny: DenyStyle,
+    status: StatusCode,
+    text: &str,
+    grpc: (&'static str, &'static str),
+) -> Response<RateLimitBody<B>> {
+    let mut response = Response::new(RateLimitBody::full(match deny {
+        DenyStyle::Http => Bytes::from(format!("{text}\n")),
+        DenyStyle::Grpc => Bytes::new(),
+    }));
+    let h = response.headers_mut();
     match deny {
         DenyStyle::Http => {
-            let mut response = Response::new(RateLimitBody::full(Bytes::from(format!(
-                "Internal Server Error: no rate-limit key for this request. {MISSING_KEY_HELP}\n"
-            ))));
-            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-            response.headers_mut().insert(
+            h.insert(
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; charset=utf-8"),
             );
-            response
+            *response.status_mut() = status;
         }
         DenyStyle::Grpc => {
-            let mut response = Response::new(RateLimitBody::full(Bytes::new()));
-            let h = response.headers_mut();
             h.insert(
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static("application/grpc"),
             );
-            h.insert("grpc-status", HeaderValue::from_static("13"));
-            h.insert(
-                "grpc-message",
-                HeaderValue::from_static("no%20rate-limit%20key"),
-            );
-            response
+            h.insert("grpc-status", HeaderValue::from_static(grpc.0));
+            h.insert("grpc-message", HeaderValue::from_static(grpc.1));
         }
     }
+    response
 }
 
-/// The 429 (or gRPC) answer for a denial.
+/// The answer to a request without a key (and no fallback key): a server
+/// error that explains itself (gRPC `INTERNAL`).
+fn missing_key<B>(deny: DenyStyle) -> Response<RateLimitBody<B>> {
+    refusal(
+        deny,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        &format!("Internal Server Error: no rate-limit key for this request. {MISSING_KEY_HELP}"),
+        ("13", "no%20rate-limit%20key"),
+    )
+}
+
+/// The 429 (or gRPC `RESOURCE_EXHAUSTED`) answer for a denial.
 fn denial<B>(style: Style, denied: Denied) -> Response<RateLimitBody<B>> {
     let (headers, deny, quota, window) = style;
     let wait = if denied.reason() == DenyReason::RateLimited {
@@ -972,33 +985,13 @@ fn denial<B>(style: Style, denied: Denied) -> Response<RateLimitBody<B>> {
         DenyReason::KeyCapacity => "Too Many Requests: too many clients",
         _ => "Too Many Requests: the request can never fit the limit",
     };
-    let mut response = Response::new(RateLimitBody::full(match deny {
-        DenyStyle::Http => Bytes::from(format!("{message}\n")),
-        DenyStyle::Grpc => Bytes::new(),
-    }));
-    if deny == DenyStyle::Http {
-        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    }
+    let mut response = refusal(
+        deny,
+        StatusCode::TOO_MANY_REQUESTS,
+        message,
+        ("8", "rate%20limit%20exceeded"),
+    );
     let h = response.headers_mut();
-    match deny {
-        DenyStyle::Http => {
-            h.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; charset=utf-8"),
-            );
-        }
-        DenyStyle::Grpc => {
-            h.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/grpc"),
-            );
-            h.insert("grpc-status", HeaderValue::from_static("8"));
-            h.insert(
-                "grpc-message",
-                HeaderValue::from_static("rate%20limit%20exceeded"),
-            );
-        }
-    }
     h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
     for (name, value) in rate_limit_headers(headers, quota, window, 0, wait).0 {
         h.insert(name, value);
