@@ -14,16 +14,20 @@ use std::time::Duration;
 
 mod common;
 
-use common::parallel;
+use common::{MutexLog, parallel};
 use governor::{Quota, RateLimiter};
-use slidelog::{KeyedLimiter, Limiter};
+use slidelog::{Clock, KeyedLimiter, Limiter, QuantaClock};
 
 /// One contender: runs `calls` calls on `threads` threads, returns ns/call
 /// (aggregate: wall time / total calls).
 type Round = Box<dyn Fn(u64) -> f64>;
 
-/// A scenario: its name, how to build both contenders, calls per round.
-type Scenario = (&'static str, Box<dyn Fn() -> (Round, Round)>, u64);
+/// The contenders of a scenario: slidelog, governor, and (one key) the
+/// `Mutex<VecDeque>` log.
+type Contenders = (Round, Round, Option<Round>);
+
+/// A scenario: its name, how to build the contenders, calls per round.
+type Scenario = (&'static str, Box<dyn Fn() -> Contenders>, u64);
 
 fn time(threads: usize, calls: u64, work: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
     parallel(threads, calls, work).as_nanos() as f64 / calls as f64
@@ -41,7 +45,7 @@ fn key(i: u64, t: usize, threads: usize, keys: u64) -> u64 {
     (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * threads as u64 + t as u64
 }
 
-fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> (Round, Round) {
+fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> Contenders {
     let quota = if deny {
         Quota::per_hour(NonZeroU32::new(limit).unwrap())
     } else {
@@ -56,10 +60,21 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> (Round, R
     };
     let ours = Arc::new(Limiter::new(limit, window).unwrap());
     let theirs = Arc::new(RateLimiter::direct(quota));
+    let mutex = Arc::new(MutexLog::new(limit, window.as_nanos() as u64));
+    let clock = QuantaClock::new();
     if deny {
         while ours.check().is_ok() {}
         while theirs.check().is_ok() {}
+        while mutex.check_at(clock.now()) {}
     }
+    let m: Round = Box::new(move |calls| {
+        let (l, clock) = (Arc::clone(&mutex), clock.clone());
+        time(threads, calls, move |_, n| {
+            for _ in 0..n {
+                black_box(l.check_at(clock.now()));
+            }
+        })
+    });
     let a: Round = Box::new(move |calls| {
         let l = Arc::clone(&ours);
         time(threads, calls, move |_, n| {
@@ -76,7 +91,7 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> (Round, R
             }
         })
     });
-    (a, b)
+    (a, b, Some(m))
 }
 
 /// `own_keys`: each thread's keys are created together (as when every
@@ -84,13 +99,7 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> (Round, R
 /// per-key rings are separate allocations (88 bytes at L = 10), so rings
 /// created one after the other share cache lines, and two threads on
 /// disjoint keys created interleaved write to shared lines.
-fn keyed(
-    limit: u32,
-    window: Duration,
-    keys: u64,
-    threads: usize,
-    own_keys: bool,
-) -> (Round, Round) {
+fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, own_keys: bool) -> Contenders {
     // As a new user writes it: default idle margin, default max_keys.
     let ours = Arc::new(KeyedLimiter::<u64>::new(limit, window).unwrap());
     let theirs = Arc::new(RateLimiter::keyed(
@@ -121,7 +130,7 @@ fn keyed(
             }
         })
     });
-    (a, b)
+    (a, b, None)
 }
 
 fn main() {
@@ -177,19 +186,47 @@ fn main() {
             2_000_000,
         ),
     ];
-    println!("| scenario | slidelog ns/call | governor ns/call | ratio |");
-    println!("|---|---|---|---|");
+    // The figures also go to a CSV file, from which
+    // `cargo run --example bench_chart` draws BENCHMARKS.md's chart.
+    let out =
+        std::env::var("SIDE_BY_SIDE_CSV").unwrap_or_else(|_| "target/side_by_side.csv".into());
+    let mut csv = csv::Writer::from_path(&out).expect("the CSV output");
+    csv.write_record(["scenario", "slidelog", "governor", "mutex_log", "ratio"])
+        .unwrap();
+    println!(
+        "| scenario | slidelog / governor | slidelog ns/call | governor ns/call | mutex log ns/call |"
+    );
+    println!("|---|---|---|---|---|");
     for (name, make, calls) in scenarios {
-        let (ours, theirs) = make();
-        // Warm up both, then alternate.
+        let (ours, theirs, mutex) = make();
+        // Warm up every contender, then alternate.
         ours(calls / 10);
         theirs(calls / 10);
-        let (mut a, mut b) = (Vec::new(), Vec::new());
+        if let Some(m) = &mutex {
+            m(calls / 10);
+        }
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             a.push(ours(calls));
             b.push(theirs(calls));
+            if let Some(m) = &mutex {
+                c.push(m(calls));
+            }
         }
         let (a, b) = (median(a), median(b));
-        println!("| {name} | {a:.1} | {b:.1} | {:.2} |", a / b);
+        let c = (!c.is_empty()).then(|| median(c));
+        let shown = c.map_or("—".to_string(), |c| format!("{c:.1}"));
+        println!("| {name} | {:.2} | {a:.1} | {b:.1} | {shown} |", a / b);
+        let mutex_field = c.map_or(String::new(), |c| format!("{c:.1}"));
+        csv.write_record([
+            name.to_string(),
+            format!("{a:.1}"),
+            format!("{b:.1}"),
+            mutex_field,
+            format!("{:.2}", a / b),
+        ])
+        .unwrap();
     }
+    csv.flush().unwrap();
+    println!("\n(written to {out})");
 }

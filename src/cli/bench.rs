@@ -106,6 +106,43 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
             b / m
         );
     }
+    // Per key: `KeyedLimiter::<u64>::new(10, 1 µs)` as a new user writes it
+    // (default idle margin), each thread cycling over its own 5,000 keys; and
+    // keys revisited only after they went idle (each check finds its key
+    // idle: the revisit path).
+    println!();
+    println!(
+        "{:<40} {:>12} {:>12}",
+        "keyed (10 per 1 us, default margin)", "log", "counter"
+    );
+    for (case, t, keys) in [
+        ("allow, 10k keys, 1 thread", 1usize, 10_000u64),
+        ("allow, 10k keys, disjoint threads", threads, 10_000),
+        ("revisit after idle, 1M keys, 1 thread", 1, 1_000_000),
+    ] {
+        let window = Duration::from_micros(1);
+        let log =
+            Arc::new(slidelog::KeyedLimiter::<u64>::new(10, window).map_err(|e| e.to_string())?);
+        let counter = Arc::new(
+            slidelog::KeyedCounter::<u64>::counter(10, window, 10).map_err(|e| e.to_string())?,
+        );
+        let per_thread = keys / t as u64;
+        let a = measure(t, budget, {
+            let l = Arc::clone(&log);
+            move || {
+                let k = next_key(per_thread, t);
+                black_box(l.check(&k).is_ok());
+            }
+        });
+        let b = measure(t, budget, {
+            let c = Arc::clone(&counter);
+            move || {
+                let k = next_key(per_thread, t);
+                black_box(c.check(&k).is_ok());
+            }
+        });
+        println!("{case:<40} {a:>12.1} {b:>12.1}");
+    }
     // The clock's share, for reference.
     let manual = Arc::new(
         Limiter::with_clock(10, Duration::from_secs(3600), ManualClock::new())
@@ -124,4 +161,27 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     );
     println!("criterion benches (cargo bench) are the reference; see BENCHMARKS.md");
     Ok(())
+}
+
+std::thread_local! {
+    /// This thread's position in its key cycle, and its key range.
+    static CURSOR: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, u64::MAX)) };
+}
+
+/// The next key of this thread's own range of `per_thread` keys (the
+/// `threads` threads of a round get disjoint ranges, the same ones every
+/// round; keys spread by a multiplicative hash).
+fn next_key(per_thread: u64, threads: usize) -> u64 {
+    static NEXT_BASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    CURSOR.with(|c| {
+        let (i, base) = c.get();
+        let base = if base == u64::MAX {
+            NEXT_BASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % threads as u64
+                * per_thread
+        } else {
+            base
+        };
+        c.set((i + 1, base));
+        base + i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per_thread.max(1)
+    })
 }

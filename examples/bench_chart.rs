@@ -1,0 +1,90 @@
+//! Draws BENCHMARKS.md's chart (ns per call by scenario: slidelog, governor
+//! and the `Mutex<VecDeque>` log) from the CSV that
+//! `cargo bench --bench side_by_side` writes, so the picture is regenerated,
+//! never drawn by hand:
+//!
+//! ```sh
+//! cargo bench --bench side_by_side          # writes target/side_by_side.csv
+//! cargo run --example bench_chart           # writes docs/benchmarks.svg
+//! cargo run --example bench_chart -- IN.csv OUT.svg
+//! ```
+
+use plotters::prelude::*;
+
+/// One scenario's medians, ns per call.
+struct Row {
+    name: String,
+    bars: [Option<f64>; 3],
+}
+
+const SERIES: [(&str, RGBColor); 3] = [
+    ("slidelog", RGBColor(31, 119, 180)),
+    ("governor", RGBColor(255, 127, 14)),
+    ("Mutex<VecDeque> log", RGBColor(127, 127, 127)),
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let input = args
+        .next()
+        .unwrap_or_else(|| "target/side_by_side.csv".into());
+    let output = args.next().unwrap_or_else(|| "docs/benchmarks.svg".into());
+    let mut rows = Vec::new();
+    let mut reader = csv::Reader::from_path(&input)
+        .map_err(|e| format!("{input}: {e} (run `cargo bench --bench side_by_side` first)"))?;
+    for record in reader.records() {
+        let record = record?;
+        let number = |i: usize| record.get(i).and_then(|v| v.parse::<f64>().ok());
+        rows.push(Row {
+            name: record.get(0).unwrap_or("").to_string(),
+            bars: [number(1), number(2), number(3)],
+        });
+    }
+    if rows.is_empty() {
+        return Err(format!("{input} holds no scenario").into());
+    }
+    let max = rows
+        .iter()
+        .flat_map(|r| r.bars.iter().flatten())
+        .fold(0.0f64, |m, &v| m.max(v))
+        .max(1.0);
+
+    let (label_w, bar_h, gap, top, width) = (540i32, 12i32, 14i32, 60i32, 1300i32);
+    let plot_w = width - label_w - 90;
+    let row_h = 3 * bar_h + gap;
+    let height = top + rows.len() as i32 * row_h + 30;
+    let root = SVGBackend::new(&output, (width as u32, height as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let text = |size: i32| ("sans-serif", size).into_font();
+    root.draw(&Text::new(
+        "ns per call (lower is better), medians of alternating rounds in one process",
+        (10, 10),
+        text(16),
+    ))?;
+    for (i, (name, color)) in SERIES.iter().enumerate() {
+        let x = 10 + i as i32 * 220;
+        root.draw(&Rectangle::new([(x, 36), (x + 14, 48)], color.filled()))?;
+        root.draw(&Text::new(*name, (x + 20, 35), text(13)))?;
+    }
+    for (r, row) in rows.iter().enumerate() {
+        let y0 = top + r as i32 * row_h;
+        root.draw(&Text::new(row.name.clone(), (10, y0 + bar_h), text(12)))?;
+        for (i, value) in row.bars.iter().enumerate() {
+            let Some(v) = value else { continue };
+            let y = y0 + i as i32 * bar_h;
+            let w = ((v / max) * plot_w as f64).round().max(1.0) as i32;
+            root.draw(&Rectangle::new(
+                [(label_w, y), (label_w + w, y + bar_h - 2)],
+                SERIES[i].1.filled(),
+            ))?;
+            root.draw(&Text::new(
+                format!("{v:.1}"),
+                (label_w + w + 4, y),
+                text(11),
+            ))?;
+        }
+    }
+    root.present()?;
+    println!("wrote {output} ({} scenarios)", rows.len());
+    Ok(())
+}
