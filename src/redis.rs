@@ -109,6 +109,9 @@ pub enum RedisLimitError {
     Timeout(Duration),
     /// The script answered something unexpected.
     Protocol(String),
+    /// A wait ([`RedisLimiter::until_n_ready`]) for a request that can
+    /// never be admitted (more units than the limit).
+    Refused(Denied),
     /// The key is longer than the builder's
     /// [`max_key_len`](RedisBuilder::max_key_len): refused before any round
     /// trip (a client-chosen key of hundreds of KiB per client would
@@ -128,6 +131,7 @@ impl fmt::Display for RedisLimitError {
             RedisLimitError::Redis(e) => write!(f, "redis: {e}"),
             RedisLimitError::Timeout(t) => write!(f, "redis did not answer within {t:?}"),
             RedisLimitError::Protocol(m) => write!(f, "unexpected answer from the script: {m}"),
+            RedisLimitError::Refused(denied) => write!(f, "refused: {denied}"),
             RedisLimitError::KeyTooLong { len, max } => {
                 write!(
                     f,
@@ -143,6 +147,7 @@ impl std::error::Error for RedisLimitError {
         match self {
             RedisLimitError::Config(e) => Some(e),
             RedisLimitError::Redis(e) => Some(e),
+            RedisLimitError::Refused(d) => Some(d),
             _ => None,
         }
     }
@@ -603,22 +608,22 @@ impl RedisLimiter {
 
     /// Waits until one request for `key` is admitted: sleeps each denial's
     /// exact `retry_after` (tokio timers), as the in-process limiters'
-    /// `until_ready` do. Cancel-safe: dropping the future reserves nothing.
+    /// `until_ready` do, and returns the admission. Cancel-safe: dropping
+    /// the future reserves nothing.
     ///
     /// # Errors
     ///
-    /// As for [`check`](Self::check) (a failure ends the wait, with the
-    /// failure policy applied as for a check).
+    /// As for [`check`](Self::check): a failure ends the wait (with
+    /// [`FailurePolicy::Closed`] a failure is a denial, so the wait goes on
+    /// until Redis answers again).
     ///
     /// ```no_run
     /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
-    /// let admitted = limiter.until_ready("user42").await?.expect("1 unit always fits");
-    /// # let _ = admitted; Ok(()) }
+    /// let admitted = limiter.until_ready("user42").await?;
+    /// println!("{} left", admitted.remaining());
+    /// # Ok(()) }
     /// ```
-    pub async fn until_ready(
-        &self,
-        key: &str,
-    ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+    pub async fn until_ready(&self, key: &str) -> Result<Admitted, RedisLimitError> {
         self.until_n_ready(key, 1).await
     }
 
@@ -626,26 +631,23 @@ impl RedisLimiter {
     ///
     /// # Errors
     ///
-    /// As for [`check_n`](Self::check_n); `n > limit` answers
-    /// `Ok(Err(Denied))` with [`DenyReason::ExceedsLimit`](crate::DenyReason::ExceedsLimit)
-    /// at once.
+    /// As for [`check_n`](Self::check_n); `n > limit` can never be admitted:
+    /// [`RedisLimitError::Refused`] with
+    /// [`DenyReason::ExceedsLimit`](crate::DenyReason::ExceedsLimit), at once.
     ///
     /// ```no_run
     /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
-    /// assert!(limiter.until_n_ready("user42", 3).await?.is_ok());
-    /// # Ok(()) }
+    /// let upload = limiter.until_n_ready("user42", 3).await?;
+    /// # let _ = upload; Ok(()) }
     /// ```
-    pub async fn until_n_ready(
-        &self,
-        key: &str,
-        n: u32,
-    ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+    pub async fn until_n_ready(&self, key: &str, n: u32) -> Result<Admitted, RedisLimitError> {
         loop {
             match self.check_n(key, n).await? {
+                Ok(admitted) => return Ok(admitted),
                 Err(denied) if denied.is_rate_limited() => {
                     tokio::time::sleep(denied.retry_after()).await;
                 }
-                decision => return Ok(decision),
+                Err(denied) => return Err(RedisLimitError::Refused(denied)),
             }
         }
     }

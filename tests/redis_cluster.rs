@@ -424,14 +424,24 @@ fn until_ready_waits_on_a_cluster() {
     ));
     rt.block_on(async {
         let start = Instant::now();
-        assert!(l.until_ready("k").await.unwrap().is_ok());
-        assert!(l.until_ready("k").await.unwrap().is_ok());
+        let first = l.until_ready("k").await.unwrap();
+        let second = l.until_ready("k").await.unwrap();
+        assert!(
+            second.at() >= first.at() + 200_000_000,
+            "{first:?} {second:?}"
+        );
         assert!(
             start.elapsed() >= Duration::from_millis(150),
             "{:?}",
             start.elapsed()
         );
-        assert!(l.until_n_ready("k", 2).await.unwrap().is_err(), "2 > limit");
+        assert!(
+            matches!(
+                l.until_n_ready("k", 2).await,
+                Err(RedisLimitError::Refused(_))
+            ),
+            "2 > limit"
+        );
     });
 }
 
