@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,27 +44,12 @@ fn server() -> Option<Server> {
     if let Ok(url) = std::env::var("SLIDELOG_REDIS_URL") {
         return Some(Server { child: None, url });
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    let spawned = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let child = match spawned {
-        Ok(child) => child,
+    let (child, port) = match common::redis_server::start(|_| {
+        ["--save", "", "--appendonly", "no"]
+            .map(String::from)
+            .to_vec()
+    }) {
+        Ok(started) => started,
         Err(e) => {
             assert!(
                 std::env::var("SLIDELOG_REQUIRE_REDIS").as_deref() != Ok("1"),
@@ -81,19 +65,10 @@ fn server() -> Option<Server> {
             return None;
         }
     };
-    let server = Server {
+    Some(Server {
         child: Some(child),
         url: format!("redis://127.0.0.1:{port}/"),
-    };
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "redis-server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(server)
+    })
 }
 
 fn runtime() -> tokio::runtime::Runtime {

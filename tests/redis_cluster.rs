@@ -12,7 +12,6 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,20 +71,6 @@ fn skip(reason: String) -> Option<Cluster> {
     None
 }
 
-/// A free port whose cluster-bus port (port + 10000) is free too.
-fn free_port() -> u16 {
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
-            return port;
-        }
-    }
-}
-
 fn cli(port: u16, args: &[&str]) -> Option<String> {
     let out = Command::new("redis-cli")
         .args(["-p", &port.to_string()])
@@ -105,36 +90,27 @@ fn cluster() -> Option<Cluster> {
         nodes: Vec::new(),
         dir: dir.clone(),
     };
+    let start = Instant::now();
     for _ in 0..3 {
-        let port = free_port();
-        let spawned = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--cluster-enabled", "yes"])
-            .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
-            .args(["--cluster-node-timeout", "2000"])
+        let dir = dir.clone();
+        let started = common::redis_server::start(move |port| {
+            let mut args: Vec<String> = ["--cluster-enabled", "yes"].map(String::from).to_vec();
+            args.push("--cluster-config-file".into());
+            args.push(format!("nodes-{port}.conf"));
+            args.extend(["--cluster-node-timeout", "2000"].map(String::from));
             // A killed shard must not stop the others from answering.
-            .args(["--cluster-require-full-coverage", "no"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        match spawned {
-            Ok(child) => cluster.nodes.push(Node {
+            args.extend(["--cluster-require-full-coverage", "no"].map(String::from));
+            args.extend(["--save", "", "--appendonly", "no"].map(String::from));
+            args.push("--dir".into());
+            args.push(dir.display().to_string());
+            args
+        });
+        match started {
+            Ok((child, port)) => cluster.nodes.push(Node {
                 child: Some(child),
                 port,
             }),
-            Err(e) => return skip(format!("redis-server: {e}")),
-        }
-    }
-    let start = Instant::now();
-    for node in &cluster.nodes {
-        while std::net::TcpStream::connect(("127.0.0.1", node.port)).is_err() {
-            if start.elapsed() > Duration::from_secs(10) {
-                return skip(format!("redis-server on {} did not start", node.port));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            Err(e) => return skip(e),
         }
     }
     let addresses: Vec<String> = cluster
@@ -452,17 +428,12 @@ fn until_ready_waits_on_a_cluster() {
 fn throughput_is_measured() {
     let Some(cluster) = cluster() else { return };
     let rt = runtime();
-    let single_port = free_port();
-    let mut single = Command::new("redis-server")
-        .args(["--port", &single_port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    while std::net::TcpStream::connect(("127.0.0.1", single_port)).is_err() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut single, single_port) = common::redis_server::start(|_| {
+        ["--save", "", "--appendonly", "no"]
+            .map(String::from)
+            .to_vec()
+    })
+    .unwrap();
     let single_url = format!("redis://127.0.0.1:{single_port}/");
     for layout in [Layout::SortedSet, Layout::Ring] {
         for on_cluster in [false, true] {

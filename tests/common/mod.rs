@@ -9,6 +9,8 @@ use std::hash::Hash;
 
 #[cfg(feature = "redis")]
 pub mod redis_model;
+#[cfg(feature = "redis")]
+pub mod redis_server;
 
 /// What the model decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
