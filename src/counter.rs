@@ -390,6 +390,7 @@ impl CounterConfig {
         Admitted {
             at: now,
             remaining: self.limit - n,
+            policy: 0,
         }
     }
 
@@ -447,6 +448,7 @@ impl CounterRef<'_> {
                 return Some(Ok(Admitted {
                     at,
                     remaining: limit.saturating_sub(used) as u32,
+                    policy: 0,
                 }));
             }
             if used + n64 > limit {
@@ -472,6 +474,7 @@ impl CounterRef<'_> {
             let admitted = Admitted {
                 at,
                 remaining: (limit - used - n64) as u32,
+                policy: 0,
             };
             if cfg.flaw() == Flaw::LoadThenStore {
                 // Broken on purpose (loom's negative control): a racing
@@ -517,6 +520,7 @@ impl CounterRef<'_> {
             Ok(Admitted {
                 at,
                 remaining: limit.saturating_sub(used + n) as u32,
+                policy: 0,
             })
         })
     }

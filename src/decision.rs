@@ -22,6 +22,8 @@ use std::time::Duration;
 pub struct Admitted {
     pub(crate) at: u64,
     pub(crate) remaining: u32,
+    /// The policy with the fewest units left (0 for one policy).
+    pub(crate) policy: u8,
 }
 
 impl Admitted {
@@ -39,6 +41,27 @@ impl Admitted {
     #[inline]
     pub fn remaining(&self) -> u32 {
         self.remaining
+    }
+
+    /// The index of the policy closest to exhaustion, the one whose
+    /// [`remaining`](Self::remaining) this is (in the order the policies were
+    /// given to the builder, 0 = the first; the first such policy on a tie).
+    /// Always 0 for a limiter of one policy.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::builder(10, Duration::from_secs(1))
+    ///     .and(3, Duration::from_secs(60))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let admitted = limiter.check().unwrap();
+    /// assert_eq!((admitted.remaining(), admitted.policy()), (2, 1)); // 2 left this minute
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn policy(&self) -> usize {
+        usize::from(self.policy)
     }
 
     /// The effective time of the admission, in the clock's nanoseconds.
@@ -124,6 +147,8 @@ pub enum DenyReason {
 pub struct Denied {
     pub(crate) retry_after: u64,
     pub(crate) reason: DenyReason,
+    /// The policy that decides the wait (0 for one policy).
+    pub(crate) policy: u8,
 }
 
 impl Denied {
@@ -131,6 +156,7 @@ impl Denied {
         Denied {
             retry_after,
             reason: DenyReason::RateLimited,
+            policy: 0,
         }
     }
 
@@ -138,7 +164,41 @@ impl Denied {
         Denied {
             retry_after: u64::MAX,
             reason: DenyReason::ExceedsLimit { requested, limit },
+            policy: 0,
         }
+    }
+
+    pub(crate) fn with_policy(mut self, policy: u8) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The index of the policy that decides the wait, in the order the
+    /// policies were given to the builder (0 = the first): of the policies
+    /// the request violates, the one whose wait is the longest (the first
+    /// such on a tie), so [`retry_after`](Self::retry_after) is its wait. For
+    /// [`DenyReason::ExceedsLimit`], the policy with the smallest limit. Always
+    /// 0 for a limiter of one policy (and for
+    /// [`DenyReason::KeyCapacity`]).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::builder(2, Duration::from_secs(1))      // policy 0
+    ///     .and(3, Duration::from_secs(60))                            // policy 1
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.check_n_at(2, 0).unwrap();
+    /// let denied = limiter.check_at(0).unwrap_err();
+    /// assert_eq!((denied.policy(), denied.retry_after()), (0, Duration::from_secs(1)));
+    /// limiter.check_at(1_000_000_000).unwrap(); // the second: 3 this minute
+    /// let denied = limiter.check_at(1_000_000_000).unwrap_err();
+    /// assert_eq!((denied.policy(), denied.retry_after()), (1, Duration::from_secs(59)));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn policy(&self) -> usize {
+        usize::from(self.policy)
     }
 
     /// How long to wait until the same request would be admitted, if nothing

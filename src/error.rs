@@ -45,6 +45,17 @@ pub enum ConfigError {
     ZeroMaxKeys,
     /// A keyed limiter's `max_bytes` was 0: no key would ever fit.
     ZeroMaxBytes,
+    /// More policies than [`MAX_POLICIES`](crate::MAX_POLICIES).
+    TooManyPolicies {
+        /// The number of policies given.
+        count: usize,
+        /// The most one limiter checks.
+        max: usize,
+    },
+    /// Several policies or per-key quotas were asked of the approximate
+    /// sliding-window counter, which keeps one count per sub-window of one
+    /// window: they need the exact log (the default algorithm).
+    CounterPolicies,
     /// A [`SlidingCounter`](crate::SlidingCounter) was asked for 0 slots.
     ZeroSlots,
     /// A [`SlidingCounter`](crate::SlidingCounter) was asked for more slots
@@ -74,6 +85,12 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::ZeroMaxKeys => f.write_str("max_keys must be at least 1"),
             ConfigError::ZeroMaxBytes => f.write_str("max_bytes must be at least 1"),
+            ConfigError::TooManyPolicies { count, max } => {
+                write!(f, "{count} policies is more than the maximum of {max}")
+            }
+            ConfigError::CounterPolicies => f.write_str(
+                "several policies or per-key quotas need the exact log, not the sliding-window counter",
+            ),
             ConfigError::ZeroSlots => f.write_str("a sliding counter needs at least 1 slot"),
             ConfigError::TooManySlots { slots, max } => {
                 write!(

@@ -5,6 +5,7 @@ use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use std::collections::hash_map::RandomState;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -17,6 +18,7 @@ use crate::decision::{Admitted, Denied, DenyReason};
 use crate::error::ConfigError;
 use crate::floor::Floor;
 use crate::key_size::KeySize;
+use crate::policy::{Policy, Quota, Shape};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
@@ -28,8 +30,9 @@ const DEFAULT_MAX_KEYS_CAP: usize = 1 << 20;
 
 /// Bytes of map bookkeeping per key besides the ring itself, measured with a
 /// counting allocator at 100k `u64` keys (papaya's entry box with the key
-/// and the ring pointer, plus its table slots at its load factor).
-const MAP_BYTES_PER_KEY: usize = 48;
+/// and the state: ring pointer and quota pointer, plus its table slots at its
+/// load factor).
+const MAP_BYTES_PER_KEY: usize = 56;
 
 /// An automatic sweep runs after this many new keys, or after half the live
 /// keys' worth, whichever is more (so sweeping costs O(1) amortised per
@@ -40,8 +43,23 @@ const SWEEP_MIN_INSERTS: usize = 64;
 const DEFAULT_SLOTS: u32 = 10;
 
 /// A key's state: one allocation of words, `head` in word 0 (the ring's
-/// `L + 1` words, or the counter's `N + 2`).
-struct KeyState(Box<[AtomicU64]>);
+/// `L + 1` words, or the counter's `N + 2`), and the key's own policies
+/// when a per-key quota chose other than the default ones.
+struct KeyState {
+    words: Box<[AtomicU64]>,
+    quota: Option<Arc<Shape>>,
+}
+
+impl KeyState {
+    #[inline]
+    fn quota(&self) -> Option<&Shape> {
+        self.quota.as_deref()
+    }
+}
+
+/// Chooses a key's policies when it is first seen (see
+/// [`KeyedBuilder::quota`]).
+type QuotaFn<K> = Arc<dyn Fn(&K) -> Option<Quota> + Send + Sync>;
 
 /// Housekeeping state, written only when keys come and go: its own cache
 /// line so it does not bounce the read-mostly fields every check reads.
@@ -146,6 +164,8 @@ struct Housekeeping {
 pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState, A = Log> {
     map: HashMap<K, KeyState, S>,
     algorithm: A,
+    /// Per-key policies, if the builder chose them.
+    quota: Option<QuotaFn<K>>,
     clock: C,
     max_keys: usize,
     /// The memory budget: rings, map entries and key heap bytes.
@@ -200,8 +220,8 @@ impl<K: Hash + Eq + KeySize> KeyedLimiter<K, QuantaClock, RandomState> {
     /// ```
     pub fn builder(limit: u32, window: Duration) -> KeyedBuilder<K, QuantaClock, RandomState> {
         KeyedBuilder {
-            limit,
-            window,
+            policies: vec![Policy::new(limit, window)],
+            quota: None,
             max_keys: None,
             max_bytes: None,
             idle_margin: None,
@@ -254,8 +274,9 @@ impl<K: Hash + Eq + KeySize, C: Clock> KeyedLimiter<K, C, RandomState> {
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
 pub struct KeyedBuilder<K, C, S, A = Log> {
-    limit: u32,
-    window: Duration,
+    /// The default policies (the first from `builder`).
+    policies: Vec<Policy>,
+    quota: Option<QuotaFn<K>>,
     max_keys: Option<usize>,
     max_bytes: Option<usize>,
     idle_margin: Option<Duration>,
@@ -270,8 +291,8 @@ pub struct KeyedBuilder<K, C, S, A = Log> {
 impl<K, C: Clone, S: Clone, A> Clone for KeyedBuilder<K, C, S, A> {
     fn clone(&self) -> Self {
         KeyedBuilder {
-            limit: self.limit,
-            window: self.window,
+            policies: self.policies.clone(),
+            quota: self.quota.clone(),
             max_keys: self.max_keys,
             max_bytes: self.max_bytes,
             idle_margin: self.idle_margin,
@@ -287,8 +308,8 @@ impl<K, C: Clone, S: Clone, A> Clone for KeyedBuilder<K, C, S, A> {
 impl<K, C, S, A> fmt::Debug for KeyedBuilder<K, C, S, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBuilder")
-            .field("limit", &self.limit)
-            .field("window", &self.window)
+            .field("policies", &self.policies)
+            .field("quota", &self.quota.as_ref().map(|_| "per key"))
             .field("max_keys", &self.max_keys)
             .field("max_bytes", &self.max_bytes)
             .field("idle_margin", &self.idle_margin)
@@ -423,7 +444,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     /// assert!(limiter.check_n("tenant-b", 2).is_ok());
     /// // 62 words of state (head, summary, 60 slots), the map entry, and a
     /// // String key's 16 extra bytes.
-    /// assert_eq!(limiter.bytes_per_key(), 8 * 62 + 48 + 16);
+    /// assert_eq!(limiter.bytes_per_key(), 8 * 62 + 56 + 16);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn sliding_counter(self, slots: u32) -> KeyedBuilder<K, C, S, Counter> {
@@ -467,8 +488,8 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         mode: CounterMode,
     ) -> KeyedBuilder<K, C2, S2, A2> {
         KeyedBuilder {
-            limit: self.limit,
-            window: self.window,
+            policies: self.policies,
+            quota: self.quota,
             max_keys: self.max_keys,
             max_bytes: self.max_bytes,
             idle_margin: self.idle_margin,
@@ -478,6 +499,59 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             mode,
             _marker: core::marker::PhantomData,
         }
+    }
+}
+
+impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S, Log> {
+    /// Every key is also limited to `limit` per `window`: several policies
+    /// per key, checked all or nothing on one ring of the largest limit (see
+    /// [`Limiter::builder`](crate::Limiter::builder)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<String>::builder(10, Duration::from_secs(1))
+    ///     .and(100, Duration::from_secs(60))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.check_n("alice", 10).unwrap();
+    /// let denied = limiter.check("alice").unwrap_err();
+    /// assert_eq!((denied.policy(), denied.retry_after()), (0, Duration::from_secs(1)));
+    /// assert!(limiter.check("bob").is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn and(mut self, limit: u32, window: Duration) -> Self {
+        self.policies.push(Policy::new(limit, window));
+        self
+    }
+
+    /// Chooses each key's policies when the key is first seen (a free and a
+    /// paid tier, say): `Some(quota)` limits the key by that [`Quota`] (its
+    /// ring sized for it), `None` by the builder's policies. The function
+    /// runs once per key lifetime (again if the key is evicted and comes
+    /// back), never on the check of a key already present; a quota's ring
+    /// and description count against the memory budget.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock, Quota};
+    ///
+    /// let paid = Quota::new(100, Duration::from_secs(1))?.and(1_000, Duration::from_secs(60))?;
+    /// let limiter = KeyedLimiter::<String>::builder(2, Duration::from_secs(1))
+    ///     .quota(move |key: &String| key.starts_with("paid:").then(|| paid.clone()))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert!(limiter.check_n("free:ann", 3).is_err()); // the default: 2 per second
+    /// assert_eq!(limiter.check_n("paid:bob", 3).unwrap().remaining(), 97);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn quota<F>(mut self, quota: F) -> Self
+    where
+        F: Fn(&K) -> Option<Quota> + Send + Sync + 'static,
+    {
+        self.quota = Some(Arc::new(quota));
+        self
     }
 }
 
@@ -498,9 +572,18 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     /// assert_eq!(err, ConfigError::ZeroMaxKeys);
     /// ```
     pub fn build(self) -> Result<KeyedLimiter<K, C, S, A>, ConfigError> {
-        let algorithm = A::configure(self.limit, self.window, self.mode)?;
-        let window = algorithm.window_nanos();
-        let per_key = KeyedLimiter::<K, C, S, A>::bytes_per_key_for(algorithm.words());
+        let algorithm = A::configure(&self.policies, self.mode)?;
+        if self.quota.is_some() && !A::QUOTAS {
+            return Err(ConfigError::CounterPolicies);
+        }
+        // The idle margin's default and floor: the longest window.
+        let window = self
+            .policies
+            .iter()
+            .map(|p| p.window.as_nanos() as u64)
+            .max()
+            .unwrap_or(0);
+        let per_key = KeyedLimiter::<K, C, S, A>::bytes_per_key_for(algorithm.words(None));
         let max_keys = match self.max_keys {
             Some(0) => return Err(ConfigError::ZeroMaxKeys),
             Some(n) => n,
@@ -526,6 +609,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         Ok(KeyedLimiter {
             map,
             algorithm,
+            quota: self.quota,
             clock: self.clock,
             max_keys,
             max_bytes,
@@ -636,23 +720,35 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let limit = self.algorithm.limit();
-        if n > limit {
-            return Err(Denied::exceeds_limit(n, limit));
-        }
         // Pin once per call (docs/design.md §7).
         let guard = self.map.guard();
         loop {
             let state = match self.map.get(key, &guard) {
                 Some(state) => state,
-                // An absent key is a fresh state: nothing to record.
-                None if n == 0 => return Ok(self.algorithm.fresh(0, self.floor.apply(now))),
-                None => self.insert(key, now, &guard)?,
+                None => {
+                    let owned = key.to_owned();
+                    let quota = self.quota_for(&owned);
+                    if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
+                        return Err(denied);
+                    }
+                    if n == 0 {
+                        // An absent key is a fresh state: nothing to record.
+                        let at = self.floor.apply(now);
+                        return Ok(self.algorithm.fresh(quota.as_deref(), 0, at));
+                    }
+                    self.insert(owned, quota, now, &guard)?
+                }
             };
+            if let Some(denied) = self.algorithm.exceeds(state.quota(), n) {
+                return Err(denied);
+            }
             // The floor is loaded after the lookup found (or made) this
             // state, and again on every retry: a state that replaced an
             // evicted one is only reached after the eviction's raise.
-            match self.algorithm.check(&state.0, n, now, self.floor.get()) {
+            match self
+                .algorithm
+                .check(&state.words, state.quota(), n, now, self.floor.get())
+            {
                 Some(decision) => return decision,
                 // Closed for eviction: unlink it and look again.
                 None => self.unlink(key, state, &guard),
@@ -677,7 +773,7 @@ where
     pub fn peek<Q>(&self, key: &Q) -> Result<Admitted, Denied>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.peek_n_at(key, 1, self.clock.now())
     }
@@ -697,7 +793,7 @@ where
     pub fn peek_n<Q>(&self, key: &Q, n: u32) -> Result<Admitted, Denied>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.peek_n_at(key, n, self.clock.now())
     }
@@ -721,42 +817,55 @@ where
     pub fn peek_n_at<Q>(&self, key: &Q, n: u32, now: u64) -> Result<Admitted, Denied>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let limit = self.algorithm.limit();
-        if n > limit {
-            return Err(Denied::exceeds_limit(n, limit));
-        }
         let guard = self.map.guard();
-        self.map
-            .get(key, &guard)
-            .and_then(|state| self.algorithm.peek(&state.0, n, now, self.floor.get()))
-            // Absent or being evicted: a fresh state.
-            .unwrap_or_else(|| Ok(self.algorithm.fresh(n, self.floor.apply(now))))
+        if let Some(state) = self.map.get(key, &guard) {
+            if let Some(denied) = self.algorithm.exceeds(state.quota(), n) {
+                return Err(denied);
+            }
+            let floor = self.floor.get();
+            if let Some(decision) = self
+                .algorithm
+                .peek(&state.words, state.quota(), n, now, floor)
+            {
+                return decision;
+            }
+        }
+        // Absent or being evicted: a fresh state (of the key's quota).
+        let quota = match &self.quota {
+            Some(_) => self.quota_for(&key.to_owned()),
+            None => None,
+        };
+        if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
+            return Err(denied);
+        }
+        Ok(self
+            .algorithm
+            .fresh(quota.as_deref(), n, self.floor.apply(now)))
     }
 
     /// Inserts a fresh state for `key`, or returns the state a racing
     /// thread inserted first. Cold: it runs once per key lifetime.
     #[cold]
     #[inline(never)]
-    fn insert<'g, Q>(
+    fn insert<'g>(
         &self,
-        key: &Q,
+        owned: K,
+        quota: Option<Arc<Shape>>,
         now: u64,
         guard: &'g impl Guard,
     ) -> Result<&'g KeyState, Denied>
     where
-        K: Borrow<Q> + 'g,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        K: 'g,
     {
-        let owned = key.to_owned();
-        let cost = self.cost(&owned);
+        let cost = self.cost(&owned, quota.as_deref());
         if !self.reserve(cost) {
             // At the cap: try to make room, then try once more.
             self.sweep(true);
             if !self.reserve(cost) {
                 // Racing inserters may have created this very key.
-                if let Some(ring) = self.map.get(key, guard) {
+                if let Some(ring) = self.map.get(&owned, guard) {
                     return Ok(ring);
                 }
                 // Relaxed: heuristics (see `sweep`).
@@ -770,15 +879,17 @@ where
                 return Err(Denied {
                     retry_after: next_idle.max(next_sweep).saturating_sub(now).max(1),
                     reason: DenyReason::KeyCapacity,
+                    policy: 0,
                 });
             }
         }
         let algorithm = &self.algorithm;
         let created = self.floor.apply(now);
-        match self
-            .map
-            .try_insert_with(owned, || KeyState(algorithm.init(created)), guard)
-        {
+        let make = || KeyState {
+            words: algorithm.init(quota.as_deref(), created),
+            quota,
+        };
+        match self.map.try_insert_with(owned, make, guard) {
             Ok(ring) => {
                 // Relaxed: a heuristic counter.
                 let inserts = self.house.inserts.fetch_add(1, Ordering::Relaxed) + 1;
@@ -809,11 +920,24 @@ where
         live >= self.max_keys / 2 || self.house.bytes.load(Ordering::Relaxed) >= self.max_bytes / 2
     }
 
-    /// What a live key costs the budget: its state and map entry, and the
-    /// key's own heap bytes.
+    /// What a live key costs the budget: its state and map entry, the
+    /// key's own heap bytes, and a per-key quota's description (counted for
+    /// each key that holds it, though clones share one).
     #[inline]
-    fn cost(&self, key: &K) -> usize {
-        self.bytes_per_key().saturating_add(key.heap_bytes())
+    fn cost(&self, key: &K, quota: Option<&Shape>) -> usize {
+        let state = match quota {
+            None => self.bytes_per_key(),
+            Some(shape) => Self::bytes_per_key_for(self.algorithm.words(Some(shape)))
+                .saturating_add(core::mem::size_of::<Shape>() + shape.heap_bytes() + 16),
+        };
+        state.saturating_add(key.heap_bytes())
+    }
+
+    /// The policies `key` gets if it is new: `None` for the default ones.
+    fn quota_for(&self, key: &K) -> Option<Arc<Shape>> {
+        let shape = self.quota.as_ref()?(key)?.shape;
+        // The default policies need no description of their own.
+        (shape.policies() != self.algorithm.policies()).then_some(shape)
     }
 
     /// Takes one place under `max_keys` and `cost` bytes under `max_bytes`.
@@ -858,11 +982,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if let Ok(Some((removed, _))) =
+        if let Ok(Some((removed, state))) =
             self.map
                 .remove_if(key, |_, current| core::ptr::eq(current, ring), guard)
         {
-            self.release(self.cost(removed));
+            self.release(self.cost(removed, state.quota()));
             // Relaxed: a statistic.
             self.house.evicted.fetch_add(1, Ordering::Relaxed);
         }
@@ -924,24 +1048,29 @@ where
     /// lower bound on when the next key can become idle.
     fn evict_idle(&self, now: u64) -> (usize, u64) {
         // A key admitted from now on becomes idle at or after this.
-        let mut next_idle = self
-            .algorithm
-            .earliest_idle(now)
-            .saturating_add(self.idle_margin);
+        // (Per-key quotas may have shorter windows: no bound beyond now.)
+        let earliest = match self.quota {
+            None => self.algorithm.earliest_idle(now),
+            Some(_) => now,
+        };
+        let mut next_idle = earliest.saturating_add(self.idle_margin);
         let guard = self.map.guard();
         let mut evicted = 0;
         for (key, ring) in self.map.iter(&guard) {
-            match self
-                .algorithm
-                .close_if_idle(&ring.0, now, self.idle_margin, &self.floor)
-            {
+            match self.algorithm.close_if_idle(
+                &ring.words,
+                ring.quota(),
+                now,
+                self.idle_margin,
+                &self.floor,
+            ) {
                 // Closed: no admission can land in it any more.
                 Ok(()) => {
-                    if let Ok(Some((removed, _))) =
+                    if let Ok(Some((removed, state))) =
                         self.map
                             .remove_if(key, |_, current| core::ptr::eq(current, ring), &guard)
                     {
-                        self.release(self.cost(removed));
+                        self.release(self.cost(removed, state.quota()));
                         // Relaxed: a statistic.
                         self.house.evicted.fetch_add(1, Ordering::Relaxed);
                         evicted += 1;
@@ -1060,17 +1189,17 @@ where
     }
 
     /// Bytes per live key: the ring (`8 (limit + 1)`) plus the map entry
-    /// (key, ring pointer, table slot), measured at about 48 bytes for
+    /// (key, ring pointer, table slot), measured at about 56 bytes for
     /// 8-byte keys plus `size_of::<K>()` beyond that.
     ///
     /// ```
     /// # use std::time::Duration;
     /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
-    /// assert_eq!(limiter.bytes_per_key(), 8 * 11 + 48);
+    /// assert_eq!(limiter.bytes_per_key(), 8 * 11 + 56);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn bytes_per_key(&self) -> usize {
-        Self::bytes_per_key_for(self.algorithm.words())
+        Self::bytes_per_key_for(self.algorithm.words(None))
     }
 
     fn bytes_per_key_for(words: usize) -> usize {

@@ -212,6 +212,7 @@ mod key_size;
 #[cfg(not(slidelog_loom))]
 mod keyed;
 mod limiter;
+mod policy;
 #[cfg(all(feature = "redis", not(slidelog_loom)))]
 pub mod redis;
 mod ring;
@@ -230,7 +231,8 @@ pub use crate::error::ConfigError;
 pub use crate::key_size::KeySize;
 #[cfg(not(slidelog_loom))]
 pub use crate::keyed::{KeyedBuilder, KeyedCounter, KeyedLimiter};
-pub use crate::limiter::Limiter;
+pub use crate::limiter::{Limiter, LimiterBuilder};
+pub use crate::policy::{MAX_POLICIES, Policy, Quota};
 
 #[cfg(slidelog_loom)]
 #[doc(hidden)]

@@ -6,20 +6,52 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, QuantaClock};
-use crate::config;
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
-use crate::ring::{Geometry, Outcome, RingRef};
+use crate::policy::{Policy, Shape};
+use crate::ring::{Outcome, RingRef};
 use crate::sync::atomic::AtomicU64;
 
 /// An exact sliding-window-log rate limiter for one key: at most `limit`
-/// admissions in any window `(t - W, t]`.
+/// admissions in any window `(t - W, t]` — or, built with
+/// [`Limiter::builder`], several such policies at once, all or nothing.
 ///
 /// Admission is one compare-and-swap on one slot of a fixed ring of `limit`
-/// 8-byte slots; a denial only loads. No lock, no allocation and no division
-/// on any check. Share it between threads with `Arc` (it is `Send + Sync`).
+/// 8-byte slots (the largest limit, with several policies); a denial only
+/// loads. No lock, no allocation and no division on any check. Share it
+/// between threads with `Arc` (it is `Send + Sync`).
 ///
 /// # Examples
+///
+/// "10 per second and 100 per minute", exactly: one ring of 100 slots
+/// answers both, and a request either counts against both or against
+/// neither.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::builder(10, Duration::from_secs(1))
+///     .and(100, Duration::from_secs(60))
+///     .clock(clock.clone())
+///     .build()?;
+/// for _ in 0..10 {
+///     limiter.check().unwrap();
+/// }
+/// let denied = limiter.check().unwrap_err();
+/// assert_eq!((denied.policy(), denied.retry_after()), (0, Duration::from_secs(1)));
+/// for _ in 0..9 {
+///     clock.advance(Duration::from_secs(1));
+///     limiter.check_n(10).unwrap();
+/// }
+/// clock.advance(Duration::from_secs(1));
+/// let denied = limiter.check().unwrap_err(); // 100 this minute
+/// assert_eq!((denied.policy(), denied.retry_after()), (1, Duration::from_secs(50)));
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+///
+/// One policy:
 ///
 /// ```
 /// use std::time::Duration;
@@ -41,7 +73,7 @@ pub struct Limiter<C: Clock = QuantaClock> {
     /// cache line, so it does not falsely share with the limiter's fields.
     head: CachePadded<AtomicU64>,
     slots: Box<[AtomicU64]>,
-    geometry: Geometry,
+    shape: Shape,
     clock: C,
 }
 
@@ -70,6 +102,85 @@ impl Limiter<QuantaClock> {
     }
 }
 
+impl Limiter<QuantaClock> {
+    /// A builder whose first policy is `limit` per `window`: add more with
+    /// [`and`](LimiterBuilder::and), a clock with
+    /// [`clock`](LimiterBuilder::clock), then [`build`](LimiterBuilder::build).
+    ///
+    /// Every policy is checked on every request, all or nothing, exactly:
+    /// admitted iff each policy's window `(t - W_i, t]` would hold at most
+    /// `L_i` admissions with this one. One ring of the largest limit holds
+    /// them all; one compare-and-swap commits. A single policy costs the
+    /// same as [`Limiter::new`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::Limiter;
+    ///
+    /// let limiter = Limiter::builder(10, Duration::from_secs(1))
+    ///     .and(100, Duration::from_secs(60))
+    ///     .and(1_000, Duration::from_secs(3600))
+    ///     .build()?;
+    /// assert_eq!(limiter.check().unwrap().remaining(), 9);
+    /// assert!(limiter.check_n(11).is_err()); // more than the smallest limit: never
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn builder(limit: u32, window: Duration) -> LimiterBuilder<QuantaClock> {
+        LimiterBuilder {
+            policies: vec![Policy::new(limit, window)],
+            clock: QuantaClock::new(),
+        }
+    }
+}
+
+/// Builds a [`Limiter`] of one or more policies (see [`Limiter::builder`]).
+///
+/// Policies may be given in any order; [`Denied::policy`] and
+/// [`Admitted::policy`] name them by that order (0 = the builder's first).
+/// Duplicate or dominated policies (one that another makes redundant, like
+/// 100/min beside 10/min) are allowed: they never decide a denial alone,
+/// and cost one slot read each.
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until built"]
+pub struct LimiterBuilder<C> {
+    policies: Vec<Policy>,
+    clock: C,
+}
+
+impl<C: Clock> LimiterBuilder<C> {
+    /// Also at most `limit` per `window`.
+    pub fn and(mut self, limit: u32, window: Duration) -> Self {
+        self.policies.push(Policy::new(limit, window));
+        self
+    }
+
+    /// The clock (default [`QuantaClock`]), e.g. a shared
+    /// [`ManualClock`](crate::ManualClock) for tests.
+    pub fn clock<C2: Clock>(self, clock: C2) -> LimiterBuilder<C2> {
+        LimiterBuilder {
+            policies: self.policies,
+            clock,
+        }
+    }
+
+    /// Builds the limiter.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] for a zero or too large limit or window in any
+    /// policy, or more than [`MAX_POLICIES`](crate::MAX_POLICIES) policies.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{ConfigError, Limiter};
+    /// let err = Limiter::builder(10, Duration::from_secs(1)).and(0, Duration::from_secs(60)).build();
+    /// assert_eq!(err.unwrap_err(), ConfigError::ZeroLimit);
+    /// ```
+    pub fn build(self) -> Result<Limiter<C>, ConfigError> {
+        Ok(Limiter::from_shape(Shape::new(&self.policies)?, self.clock))
+    }
+}
+
 impl<C: Clock> Limiter<C> {
     /// A limiter on the given clock, e.g. a shared [`ManualClock`](crate::ManualClock).
     ///
@@ -90,26 +201,23 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn with_clock(limit: u32, window: Duration, clock: C) -> Result<Self, ConfigError> {
-        let geometry = config::geometry(limit, window)?;
-        Ok(Limiter::from_geometry(geometry, clock))
+        Ok(Limiter::from_shape(Shape::single(limit, window)?, clock))
     }
 
-    pub(crate) fn from_geometry(geometry: Geometry, clock: C) -> Self {
+    pub(crate) fn from_shape(shape: Shape, clock: C) -> Self {
         Limiter {
             head: CachePadded::new(AtomicU64::new(0)),
-            slots: (0..geometry.limit()).map(|_| AtomicU64::new(0)).collect(),
-            geometry,
+            slots: (0..shape.geometry.limit())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            shape,
             clock,
         }
     }
 
     #[inline]
     fn ring(&self) -> RingRef<'_> {
-        RingRef {
-            geometry: &self.geometry,
-            head: &self.head,
-            slots: &self.slots,
-        }
+        self.shape.ring(&self.head, &self.slots)
     }
 
     /// Checks one request now.
@@ -152,7 +260,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
-        let outcome = self.ring().check_one(now);
+        let outcome = self.shape.check_one(self.ring(), now);
         self.decide(outcome, now)
     }
 
@@ -201,11 +309,10 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        let limit = self.geometry.limit();
-        if n > limit {
-            return Err(Denied::exceeds_limit(n, limit));
+        if let Some(denied) = self.shape.exceeds(n) {
+            return Err(denied);
         }
-        let outcome = self.ring().check(now, n);
+        let outcome = self.shape.check(self.ring(), now, n);
         self.decide(outcome, now)
     }
 
@@ -261,22 +368,22 @@ impl<C: Clock> Limiter<C> {
     }
 
     fn peek_inner(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        let limit = self.geometry.limit();
-        if n > limit {
-            return Err(Denied::exceeds_limit(n, limit));
+        if let Some(denied) = self.shape.exceeds(n) {
+            return Err(denied);
         }
-        let outcome = self.ring().peek(now, n);
+        let outcome = self.shape.peek(self.ring(), now, n);
         self.decide(outcome, now)
     }
 
     #[inline]
     fn decide(&self, outcome: Outcome, now: u64) -> Result<Admitted, Denied> {
-        self.geometry
+        self.shape
             .decision(outcome, now)
             .expect("a Limiter's ring is never closed")
     }
 
-    /// The limit: admissions allowed in any window.
+    /// The limit: admissions allowed in any window (the first policy's,
+    /// with several: see [`policies`](Self::policies)).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -286,10 +393,10 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn limit(&self) -> u32 {
-        self.geometry.limit()
+        self.shape.limit()
     }
 
-    /// The window.
+    /// The window (the first policy's, with several).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -299,7 +406,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn window(&self) -> Duration {
-        Duration::from_nanos(self.geometry.window())
+        self.shape.window()
     }
 
     /// The limiter's clock.
@@ -317,8 +424,27 @@ impl<C: Clock> Limiter<C> {
         &self.clock
     }
 
+    /// Every policy this limiter checks, in the order given (one for
+    /// [`Limiter::new`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, Policy};
+    /// let limiter = Limiter::builder(10, Duration::from_secs(1))
+    ///     .and(100, Duration::from_secs(60))
+    ///     .build()?;
+    /// assert_eq!(
+    ///     limiter.policies(),
+    ///     [Policy::new(10, Duration::from_secs(1)), Policy::new(100, Duration::from_secs(60))]
+    /// );
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn policies(&self) -> &[Policy] {
+        self.shape.policies()
+    }
+
     /// Heap and inline bytes this limiter occupies: the ring's `8 * limit`
-    /// bytes of slots plus the padded header.
+    /// bytes of slots (the largest limit's) plus the padded header.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -327,7 +453,9 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn memory_bytes(&self) -> usize {
-        core::mem::size_of::<Self>() + core::mem::size_of_val(&*self.slots)
+        core::mem::size_of::<Self>()
+            + core::mem::size_of_val(&*self.slots)
+            + self.shape.heap_bytes()
     }
 }
 
@@ -342,20 +470,39 @@ impl<C: Clock> Limiter<C> {
         clock: C,
         flaw: crate::ring::Flaw,
     ) -> Result<Self, ConfigError> {
-        let geometry = config::geometry(limit, window)?.with_flaw(flaw);
-        Ok(Limiter::from_geometry(geometry, clock))
+        Ok(Limiter::from_shape(
+            Shape::single(limit, window)?.with_flaw(flaw),
+            clock,
+        ))
     }
 
     /// `None` if the ring was closed for eviction. Judged at
     /// `floor.apply(now)`, as a keyed limiter does.
+    /// Several policies, `(limit, window in ns)`, with a flaw.
+    pub fn with_flaw_policies(
+        policies: &[(u32, u64)],
+        clock: C,
+        flaw: crate::ring::Flaw,
+    ) -> Result<Self, ConfigError> {
+        let policies: Vec<Policy> = policies
+            .iter()
+            .map(|&(limit, window)| Policy::new(limit, Duration::from_nanos(window)))
+            .collect();
+        Ok(Limiter::from_shape(
+            Shape::new(&policies)?.with_flaw(flaw),
+            clock,
+        ))
+    }
+
     pub fn try_check_n_at(
         &self,
         n: u32,
         now: u64,
         floor: &crate::floor::Floor,
     ) -> Option<Result<Admitted, Denied>> {
-        self.geometry
-            .decision(self.ring().check(floor.apply(now), n), now)
+        let ring = self.ring();
+        self.shape
+            .decision(self.shape.check(ring, floor.apply(now), n), now)
     }
 
     pub fn close_if_idle(&self, now: u64, margin: u64, floor: &crate::floor::Floor) -> bool {

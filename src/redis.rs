@@ -723,6 +723,7 @@ impl RedisLimiter {
             Ok(Ok(Admitted {
                 at: at_ns,
                 remaining: u32::try_from(value).unwrap_or(0),
+                policy: 0,
             }))
         } else {
             let retry_ns = value.saturating_mul(1_000);
@@ -756,6 +757,7 @@ impl RedisLimiter {
             FailurePolicy::Open => Ok(Ok(Admitted {
                 at: 0,
                 remaining: 0,
+                policy: 0,
             })),
             FailurePolicy::Closed => Ok(Err(self.timeout_denial())),
         }

@@ -132,6 +132,9 @@ pub enum Flaw {
     /// (Weighted requests) Trust a view in which a slot past `head`'s was
     /// claimed behind a lazy head (the spurious denial of issue #14).
     TornWeighted,
+    /// (Several policies) Judge a request by the ring's own policy (the
+    /// largest limit) only, ignoring the others.
+    OnePolicy,
     /// (Keyed eviction) Close an idle state without raising the eviction
     /// floor first: a stale reading admits over the evicted history.
     NoFloor,
@@ -176,16 +179,21 @@ pub(crate) struct Geometry {
     lag: u64,
     /// Larger timestamps saturate here, so `now + W <= MAX_DEADLINE`.
     max_now: u64,
+    /// With several policies: how much longer than `W` the longest window
+    /// is (an admission counts until `t + W + linger`). 0 with one policy.
+    linger: u64,
     flaw: Flaw,
 }
 
 /// What the ring answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// Admitted at effective time `at` with `remaining` units left.
-    Admitted { at: u64, remaining: u32 },
-    /// Denied: the request is admissible from `available_at` (nanoseconds).
-    Denied { available_at: u64 },
+    /// Admitted at effective time `at` with `remaining` units left under
+    /// `policy` (the policy closest to exhaustion; 0 with one policy).
+    Admitted { at: u64, remaining: u32, policy: u8 },
+    /// Denied: the request is admissible from `available_at` (nanoseconds);
+    /// `policy` is the violated policy that waits longest (0 with one).
+    Denied { available_at: u64, policy: u8 },
     /// The ring was closed for eviction; look the key up again.
     Closed,
 }
@@ -222,8 +230,23 @@ impl Geometry {
             gap: (1u64 << bits) - u64::from(limit),
             lag: u64::from(limit - 1).min(MAX_LAG),
             max_now: slot::MAX_DEADLINE - window,
+            linger: 0,
             flaw: Flaw::None,
         }
+    }
+
+    /// The geometry of a multi-policy ring whose longest window is `linger`
+    /// longer than this one's.
+    pub(crate) fn with_linger(mut self, linger: u64) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    /// How long after its ring deadline (`t + W`) an admission still counts
+    /// for some policy.
+    #[inline]
+    pub(crate) fn linger(&self) -> u64 {
+        self.linger
     }
 
     #[cfg_attr(not(slidelog_loom), allow(dead_code))]
@@ -295,21 +318,23 @@ impl Geometry {
     #[inline]
     pub(crate) fn decision(&self, outcome: Outcome, now: u64) -> Option<Result<Admitted, Denied>> {
         match outcome {
-            Outcome::Admitted { at, remaining } => Some(Ok(Admitted { at, remaining })),
-            Outcome::Denied { available_at } => Some(Err(Denied::rate_limited(
+            Outcome::Admitted {
+                at,
+                remaining,
+                policy,
+            } => Some(Ok(Admitted {
+                at,
+                remaining,
+                policy,
+            })),
+            Outcome::Denied {
+                available_at,
+                policy,
+            } => Some(Err(Denied::rate_limited(
                 available_at.saturating_sub(self.clamp_now(now)),
-            ))),
+            )
+            .with_policy(policy))),
             Outcome::Closed => None,
-        }
-    }
-
-    /// What a fresh ring (an absent or evicted key) answers to `n <= L`
-    /// units at `now`, without being created.
-    #[cfg_attr(slidelog_loom, allow(dead_code))]
-    pub(crate) fn fresh(&self, n: u32, now: u64) -> Admitted {
-        Admitted {
-            at: self.clamp_now(now),
-            remaining: self.limit() - n,
         }
     }
 
@@ -449,6 +474,7 @@ impl<'a> RingRef<'a> {
                     // The L-th most recent admission is still in the window.
                     return Outcome::Denied {
                         available_at: oldest,
+                        policy: 0,
                     };
                 }
                 let word = slot::pack(d, g.stamp(idx), false);
@@ -487,6 +513,7 @@ impl<'a> RingRef<'a> {
                 return Outcome::Admitted {
                     at: t_eff,
                     remaining,
+                    policy: 0,
                 };
             }
         }
@@ -528,6 +555,7 @@ impl<'a> RingRef<'a> {
                 return Outcome::Admitted {
                     at: t_eff,
                     remaining: self.remaining_after(snap.c, 0, snap.p, t_eff),
+                    policy: 0,
                 };
             }
             // Deadlines grow along the index, so the newest of the `n` words
@@ -536,6 +564,7 @@ impl<'a> RingRef<'a> {
             if oldest > t_eff {
                 return Outcome::Denied {
                     available_at: oldest,
+                    policy: 0,
                 };
             }
             // Counted before the commit, at the linearization point (see
@@ -574,6 +603,7 @@ impl<'a> RingRef<'a> {
                 return Outcome::Admitted {
                     at: t_eff,
                     remaining,
+                    policy: 0,
                 };
             }
         }
@@ -592,11 +622,13 @@ impl<'a> RingRef<'a> {
         if n > 0 && slot::deadline(last) > t_eff {
             return Outcome::Denied {
                 available_at: slot::deadline(last),
+                policy: 0,
             };
         }
         Outcome::Admitted {
             at: t_eff,
             remaining: self.remaining_after(snap.c, n64, snap.p, t_eff),
+            policy: 0,
         }
     }
 
@@ -690,7 +722,7 @@ impl<'a> RingRef<'a> {
         let mut admitted = None;
         for _ in 0..n {
             match self.check_one(now) {
-                Outcome::Admitted { at, remaining } => {
+                Outcome::Admitted { at, remaining, .. } => {
                     let at = admitted.map_or(at, |(first, _)| first);
                     admitted = Some((at, remaining));
                 }
@@ -698,7 +730,11 @@ impl<'a> RingRef<'a> {
             }
         }
         let (at, remaining) = admitted.unwrap_or((now, 0));
-        Outcome::Admitted { at, remaining }
+        Outcome::Admitted {
+            at,
+            remaining,
+            policy: 0,
+        }
     }
 
     /// Slot `c` is claimed but `head` still says `c`: finish that admission's
@@ -813,38 +849,273 @@ impl<'a> RingRef<'a> {
             // Relaxed: an estimate that publishes nothing.
             slot::deadline(self.slot(g.position_plus(base, k)).load(Ordering::Relaxed)) > t_eff
         };
-        // A full window: the oldest candidate sits right after our slot,
-        // usually on the same cache line.
-        if alive(0) {
-            return 0;
+        first_alive(free, alive) as u32
+    }
+
+    /// Judges `n` units at `now` against every policy (see
+    /// [`check_multi`](Self::check_multi)) on a view with `head` at the
+    /// frontier.
+    fn judge_multi(&self, now: u64, n: u64, policies: &[Rule]) -> Judged {
+        let g = self.geometry;
+        let mut words = [0u64; MAX_POLICIES];
+        loop {
+            // Acquire: see `snapshot`.
+            let hw = self.head.load(Ordering::Acquire);
+            let Some(snap) = self.snapshot_multi(hw, n, policies, &mut words) else {
+                continue;
+            };
+            if snap.s == slot::CLOSED {
+                return Judged::Closed;
+            }
+            if self.claimed(&snap) {
+                self.help(snap.hw, snap.c, snap.pos, snap.s);
+                continue;
+            }
+            let d = (now + g.window).max(slot::deadline(snap.p));
+            let t_eff = d - g.window;
+            if n == 0 {
+                let (remaining, policy) = self.remaining_multi(&snap, 0, t_eff, policies);
+                return Judged::Fits {
+                    snap,
+                    d,
+                    remaining,
+                    policy,
+                };
+            }
+            // Admission `c + n - 1 - L_i` decides policy `i`: it must have
+            // left that policy's window. Its slot lies `n - 1 + L - L_i`
+            // places after `c` (fewer than L: n <= L_i).
+            let mut torn = false;
+            let mut latest: Option<(u64, u8)> = None;
+            for (i, (rule, &w)) in policies.iter().zip(&words).enumerate() {
+                let k = n - 1 + g.limit - rule.limit;
+                // Slot `c` (k == 0) was read unclaimed. Any other must still
+                // hold the word of admission `c + k - L`, not that of
+                // `c + k` (written by a batch committed at `c` after our
+                // read of slot `c`: head does not move until it is filled,
+                // so the re-validation cannot see it) nor CLOSED (a ring is
+                // closed only at its frontier).
+                if k > 0
+                    && (w == slot::CLOSED || (w & slot::STAMP) == g.stamp(g.advance(snap.c, k)))
+                {
+                    torn = true;
+                    break;
+                }
+                if g.flaw() == Flaw::OnePolicy && rule.limit != g.limit {
+                    continue;
+                }
+                let deadline = slot::deadline(w);
+                // Deadline 0: never written (the fresh ring's "lap -1").
+                // Otherwise the admission counts for policy `i` until
+                // `t + W_i = deadline - W + W_i`.
+                if deadline != 0 && deadline + rule.window > d {
+                    let available_at = deadline + rule.window - g.window;
+                    if latest.is_none_or(|(at, _)| available_at > at) {
+                        latest = Some((available_at, i as u8));
+                    }
+                }
+            }
+            if torn {
+                continue;
+            }
+            if let Some((available_at, policy)) = latest {
+                return Judged::Denied {
+                    available_at,
+                    policy,
+                };
+            }
+            let (remaining, policy) = self.remaining_multi(&snap, n, t_eff, policies);
+            return Judged::Fits {
+                snap,
+                d,
+                remaining,
+                policy,
+            };
         }
-        // Otherwise gallop back from the newest candidate (the previous
-        // admission, alive on this path): a sparse key's live entries are
-        // the newest few, next to `head`, so this touches lines already hot.
-        let mut hi = free - 1; // alive
-        let mut step = 1;
-        let lo = loop {
-            let probe = hi.saturating_sub(step);
-            if probe == 0 {
-                break 0; // known expired
+    }
+
+    /// [`snapshot`](Self::snapshot) for several policies: slot `c`, slot
+    /// `c - 1` and, into `words`, the slot of admission `c + n - 1 - L_i` for
+    /// every policy `i`, all between the load of `hw` and its re-read.
+    fn snapshot_multi(
+        &self,
+        hw: u64,
+        n: u64,
+        policies: &[Rule],
+        words: &mut [u64; MAX_POLICIES],
+    ) -> Option<Snapshot> {
+        let g = self.geometry;
+        let c = head::index(hw);
+        let pos = g.position(c);
+        // Acquire on every slot load: see `snapshot`.
+        let s = self.slot(pos).load(Ordering::Acquire);
+        let p = self.load_previous(pos, s);
+        if n > 0 {
+            for (rule, word) in policies.iter().zip(words.iter_mut()) {
+                let k = n - 1 + g.limit - rule.limit;
+                *word = if k == 0 {
+                    s
+                } else {
+                    self.slot(g.position_plus(pos, k)).load(Ordering::Acquire)
+                };
             }
-            if !alive(probe) {
-                break probe;
-            }
-            hi = probe;
-            step *= 2;
-        };
-        // Binary search: candidate `lo` expired, candidate `hi` alive.
-        let mut lo = lo;
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if alive(mid) {
-                hi = mid;
+        }
+        // The seqlock's closing read (Relaxed: see `snapshot`).
+        if g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw {
+            return None;
+        }
+        Some(Snapshot {
+            hw,
+            c,
+            pos,
+            stamp: g.stamp(c),
+            s,
+            p,
+        })
+    }
+
+    /// The fewest units left over the policies after admitting `n` at `c`
+    /// at `t_eff`, and the (first) policy with that few. Exact before the
+    /// commit CAS, as [`remaining_after`](Self::remaining_after).
+    fn remaining_multi(&self, snap: &Snapshot, n: u64, t_eff: u64, policies: &[Rule]) -> (u32, u8) {
+        let g = self.geometry;
+        let horizon = t_eff + g.window;
+        let mut best = (u32::MAX, 0u8);
+        for (i, rule) in policies.iter().enumerate() {
+            // Candidates: admissions c + n - L_i .. c - 1, oldest first, at
+            // `n + L - L_i + k` places after c (fewer than L).
+            let free = rule.limit - n;
+            let base = n + g.limit - rule.limit;
+            let alive = |k: u64| {
+                // Relaxed: these slots were published to us by the Acquire
+                // loads of the snapshot (see `remaining_after`).
+                let deadline = slot::deadline(
+                    self.slot(g.position_plus(snap.pos, base + k))
+                        .load(Ordering::Relaxed),
+                );
+                deadline != 0 && deadline + rule.window > horizon
+            };
+            let remaining = if free == 0 || !alive(free - 1) {
+                free
             } else {
-                lo = mid;
+                first_alive(free, alive)
+            } as u32;
+            if remaining < best.0 {
+                best = (remaining, i as u8);
             }
         }
-        hi as u32
+        best
+    }
+
+    /// Checks `n` units at `now` against several policies at once, all or
+    /// nothing: admitted iff for every policy `(L_i, W_i)` admission
+    /// `c + n - 1 - L_i` has left its window, i.e. (deadlines growing along
+    /// the log) the window `(t_eff - W_i, t_eff]` holds at most `L_i - n`
+    /// admissions — the single-policy chain argument (docs/design.md §2) once
+    /// per policy. The ring has `L = max L_i` slots and stores deadlines
+    /// `t + W` for the window `W` of a policy with that limit, which is
+    /// among `policies` (so slot deadlines still grow by at least `W` per
+    /// lap: no ABA, and the batch fill's reasoning holds unchanged).
+    ///
+    /// The commit is the protocol of `check_many` with an eager head:
+    /// claims happen only at a validated `head` whose slot is unclaimed (a
+    /// claimed one is helped first), so head lags at most the admission
+    /// being committed. `n` must be at most every `L_i`.
+    pub(crate) fn check_multi(&self, now: u64, n: u32, policies: &[Rule]) -> Outcome {
+        let g = self.geometry;
+        let now = g.clamp_now(now);
+        let n64 = u64::from(n);
+        let backoff = Backoff::new();
+        loop {
+            let (snap, d, remaining, policy) = match self.judge_multi(now, n64, policies) {
+                Judged::Closed => return Outcome::Closed,
+                Judged::Denied {
+                    available_at,
+                    policy,
+                } => {
+                    return Outcome::Denied {
+                        available_at,
+                        policy,
+                    };
+                }
+                Judged::Fits {
+                    snap,
+                    d,
+                    remaining,
+                    policy,
+                } => (snap, d, remaining, policy),
+            };
+            let admitted = Outcome::Admitted {
+                at: d - g.window,
+                remaining,
+                policy,
+            };
+            if n == 0 {
+                return admitted;
+            }
+            if n == 1 {
+                // Release/Relaxed as for a single commit in `check_one`.
+                let word = slot::pack(d, snap.stamp, false);
+                if self
+                    .slot(snap.pos)
+                    .compare_exchange(snap.s, word, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    self.advance_head(snap.hw, snap.c, snap.c, 1);
+                    return admitted;
+                }
+                continue;
+            }
+            if head::pending(snap.hw) != 0 {
+                // Another batch's announcement stands (see `check_many`).
+                backoff.snooze();
+                continue;
+            }
+            // Announce, then commit on slot c, then fill: as `check_many`
+            // (the same orderings, for the same reasons).
+            let announced = head::with_pending(snap.c, n64);
+            if self
+                .head
+                .compare_exchange(snap.hw, announced, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let word = slot::pack(d, snap.stamp, true);
+            if self
+                .slot(snap.pos)
+                .compare_exchange(snap.s, word, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.fill(announced, snap.c, snap.pos, n64, d);
+                return admitted;
+            }
+        }
+    }
+
+    /// What `check_multi(now, n)` would answer now, recording nothing.
+    pub(crate) fn peek_multi(&self, now: u64, n: u32, policies: &[Rule]) -> Outcome {
+        let g = self.geometry;
+        match self.judge_multi(g.clamp_now(now), u64::from(n), policies) {
+            Judged::Closed => Outcome::Closed,
+            Judged::Denied {
+                available_at,
+                policy,
+            } => Outcome::Denied {
+                available_at,
+                policy,
+            },
+            Judged::Fits {
+                d,
+                remaining,
+                policy,
+                ..
+            } => Outcome::Admitted {
+                at: d - g.window,
+                remaining,
+                policy,
+            },
+        }
     }
 
     /// Closes the ring for eviction if its newest admission expired at least
@@ -861,7 +1132,13 @@ impl<'a> RingRef<'a> {
                 return Ok(()); // already closed
             };
             // Deadlines grow along the log: the newest admission is c - 1.
-            let newest = slot::deadline(snap.p);
+            // With several policies it counts until the longest window has
+            // passed over it (`linger` more); an empty ring (deadline 0) has
+            // nothing that counts.
+            let newest = match slot::deadline(snap.p) {
+                0 => 0,
+                d => d + g.linger,
+            };
             let idle_at = newest.saturating_add(margin);
             if idle_at > now {
                 return Err(idle_at);
@@ -885,4 +1162,67 @@ impl<'a> RingRef<'a> {
             }
         }
     }
+}
+
+/// One policy of a multi-policy ring, in nanoseconds: at most `limit`
+/// admissions in any window of `window`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Rule {
+    pub(crate) limit: u64,
+    pub(crate) window: u64,
+}
+
+/// The most policies one ring serves.
+pub(crate) const MAX_POLICIES: usize = 8;
+
+/// What [`RingRef::judge_multi`] found.
+enum Judged {
+    Closed,
+    Denied {
+        available_at: u64,
+        policy: u8,
+    },
+    Fits {
+        snap: Snapshot,
+        d: u64,
+        remaining: u32,
+        policy: u8,
+    },
+}
+
+/// Among candidates `0..free` whose liveness is false ... false, true ...
+/// true, with candidate `free - 1` alive, the index of the first alive one
+/// (so the number of expired ones). Gallops back from the newest (a sparse
+/// key's live entries are the newest few, next to `head`, on lines already
+/// hot), then bisects.
+#[inline]
+fn first_alive(free: u64, alive: impl Fn(u64) -> bool) -> u64 {
+    // A full window: the oldest candidate sits right after the new slot,
+    // usually on the same cache line.
+    if alive(0) {
+        return 0;
+    }
+    let mut hi = free - 1; // alive
+    let mut step = 1;
+    let mut lo = loop {
+        let probe = hi.saturating_sub(step);
+        if probe == 0 {
+            break 0; // known expired
+        }
+        if !alive(probe) {
+            break probe;
+        }
+        hi = probe;
+        step *= 2;
+    };
+    // Candidate `lo` expired, candidate `hi` alive.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if alive(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }

@@ -2,14 +2,12 @@
 //! key, the exact log ([`Log`]) or the approximate counter ([`Counter`]).
 
 use core::fmt;
-use std::time::Duration;
 
-use crate::config;
 use crate::counter::{CounterConfig, CounterMode, CounterRef};
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
 use crate::floor::Floor;
-use crate::ring::{Geometry, RingRef};
+use crate::policy::{Policy, Shape};
 use crate::sync::atomic::AtomicU64;
 
 /// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key: the exact
@@ -47,25 +45,35 @@ pub(crate) mod sealed {
     use super::*;
 
     /// The per-key operations the keyed map needs. Every key's state is one
-    /// allocation of [`words`](Sealed::words) atomic words.
+    /// allocation of [`words`](Sealed::words) atomic words. `quota` is the
+    /// key's own policies when a per-key quota chose them (the log only;
+    /// `None`: the limiter's default).
     pub trait Sealed: Sized {
+        /// Whether keys may have their own policies (a per-key quota).
+        const QUOTAS: bool;
         /// Builds the per-key configuration (`mode` only matters to the
-        /// counter).
-        fn configure(limit: u32, window: Duration, mode: CounterMode) -> Result<Self, ConfigError>;
+        /// counter, which takes one policy).
+        fn configure(policies: &[Policy], mode: CounterMode) -> Result<Self, ConfigError>;
         /// Words of state per key.
-        fn words(&self) -> usize;
-        /// Admissions allowed per window.
+        fn words(&self, quota: Option<&Shape>) -> usize;
+        /// Admissions allowed per window (the first policy's).
         fn limit(&self) -> u32;
-        /// The window in nanoseconds.
+        /// The window in nanoseconds (the first policy's).
         fn window_nanos(&self) -> u64;
+        /// The default policies.
+        fn policies(&self) -> &[Policy];
         /// A fresh key's state, created at `now`.
-        fn init(&self, now: u64) -> Box<[AtomicU64]>;
-        /// Checks `n <= limit` units asked for at `now`, judged at
-        /// `max(now, floor)` (the eviction floor, see [`crate::floor`]);
-        /// `retry_after` counts from `now`. `None` if the state was closed.
+        fn init(&self, quota: Option<&Shape>, now: u64) -> Box<[AtomicU64]>;
+        /// `Some(denial)` if `n` units can never fit this key.
+        fn exceeds(&self, quota: Option<&Shape>, n: u32) -> Option<Denied>;
+        /// Checks `n` units asked for at `now` (`exceeds` said they fit),
+        /// judged at `max(now, floor)` (the eviction floor, see
+        /// [`crate::floor`]); `retry_after` counts from `now`. `None` if the
+        /// state was closed.
         fn check(
             &self,
             state: &[AtomicU64],
+            quota: Option<&Shape>,
             n: u32,
             now: u64,
             floor: u64,
@@ -74,23 +82,25 @@ pub(crate) mod sealed {
         fn peek(
             &self,
             state: &[AtomicU64],
+            quota: Option<&Shape>,
             n: u32,
             now: u64,
             floor: u64,
         ) -> Option<Result<Admitted, Denied>>;
-        /// What an absent key answers to `n <= limit` units.
-        fn fresh(&self, n: u32, now: u64) -> Admitted;
+        /// What an absent key answers to `n` units that fit.
+        fn fresh(&self, quota: Option<&Shape>, n: u32, now: u64) -> Admitted;
         /// Closes the state if it has been idle for `margin`, raising
         /// `floor` first (see the ring's and the counter's `close_if_idle`).
         fn close_if_idle(
             &self,
             state: &[AtomicU64],
+            quota: Option<&Shape>,
             now: u64,
             margin: u64,
             floor: &Floor,
         ) -> Result<(), u64>;
-        /// A lower bound on when a key admitted at or after `now` can become
-        /// idle, before the margin.
+        /// A lower bound on when a key with the default policies admitted
+        /// at or after `now` can become idle, before the margin.
         fn earliest_idle(&self, now: u64) -> u64;
     }
 
@@ -104,7 +114,9 @@ pub(crate) mod sealed {
 }
 
 /// The exact sliding-window log per key: a ring of `limit` slots (the
-/// default algorithm of [`KeyedLimiter`](crate::KeyedLimiter)).
+/// default algorithm of [`KeyedLimiter`](crate::KeyedLimiter)); with
+/// several policies, a ring of the largest limit checked against all of
+/// them.
 ///
 /// ```
 /// use std::time::Duration;
@@ -117,11 +129,11 @@ pub(crate) mod sealed {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Log {
-    geometry: Geometry,
+    shape: Shape,
 }
 
 impl Log {
-    /// Admissions allowed per window.
+    /// Admissions allowed per window (the first policy's).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -130,78 +142,94 @@ impl Log {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn limit(&self) -> u32 {
-        self.geometry.limit()
+        self.shape.limit()
     }
 
     #[inline]
-    fn ring<'a>(&'a self, state: &'a [AtomicU64]) -> RingRef<'a> {
-        let (head, slots) = sealed::split(state);
-        RingRef {
-            geometry: &self.geometry,
-            head,
-            slots,
-        }
+    fn shape<'a>(&'a self, quota: Option<&'a Shape>) -> &'a Shape {
+        quota.unwrap_or(&self.shape)
     }
 }
 
 impl sealed::Sealed for Log {
-    fn configure(limit: u32, window: Duration, _: CounterMode) -> Result<Self, ConfigError> {
+    const QUOTAS: bool = true;
+    fn configure(policies: &[Policy], _: CounterMode) -> Result<Self, ConfigError> {
         Ok(Log {
-            geometry: config::geometry(limit, window)?,
+            shape: Shape::new(policies)?,
         })
     }
-    fn words(&self) -> usize {
-        self.geometry.limit() as usize + 1
+    fn words(&self, quota: Option<&Shape>) -> usize {
+        self.shape(quota).words()
     }
     #[inline]
     fn limit(&self) -> u32 {
-        self.geometry.limit()
+        self.shape.limit()
     }
     #[inline]
     fn window_nanos(&self) -> u64 {
-        self.geometry.window()
+        self.shape.window().as_nanos() as u64
     }
-    fn init(&self, _: u64) -> Box<[AtomicU64]> {
-        (0..self.words()).map(|_| AtomicU64::new(0)).collect()
+    fn policies(&self) -> &[Policy] {
+        self.shape.policies()
+    }
+    fn init(&self, quota: Option<&Shape>, _: u64) -> Box<[AtomicU64]> {
+        (0..self.words(quota)).map(|_| AtomicU64::new(0)).collect()
+    }
+    #[inline]
+    fn exceeds(&self, quota: Option<&Shape>, n: u32) -> Option<Denied> {
+        self.shape(quota).exceeds(n)
     }
     #[inline]
     fn check(
         &self,
         state: &[AtomicU64],
+        quota: Option<&Shape>,
         n: u32,
         now: u64,
         floor: u64,
     ) -> Option<Result<Admitted, Denied>> {
-        let outcome = self.ring(state).check(now.max(floor), n);
-        self.geometry.decision(outcome, now)
+        let shape = self.shape(quota);
+        let (head, slots) = sealed::split(state);
+        let ring = shape.ring(head, slots);
+        let outcome = if n == 1 {
+            shape.check_one(ring, now.max(floor))
+        } else {
+            shape.check(ring, now.max(floor), n)
+        };
+        shape.decision(outcome, now)
     }
     fn peek(
         &self,
         state: &[AtomicU64],
+        quota: Option<&Shape>,
         n: u32,
         now: u64,
         floor: u64,
     ) -> Option<Result<Admitted, Denied>> {
-        let outcome = self.ring(state).peek(now.max(floor), n);
-        self.geometry.decision(outcome, now)
+        let shape = self.shape(quota);
+        let (head, slots) = sealed::split(state);
+        let outcome = shape.peek(shape.ring(head, slots), now.max(floor), n);
+        shape.decision(outcome, now)
     }
-    fn fresh(&self, n: u32, now: u64) -> Admitted {
-        self.geometry.fresh(n, now)
+    fn fresh(&self, quota: Option<&Shape>, n: u32, now: u64) -> Admitted {
+        self.shape(quota).fresh(n, now)
     }
     fn close_if_idle(
         &self,
         state: &[AtomicU64],
+        quota: Option<&Shape>,
         now: u64,
         margin: u64,
         floor: &Floor,
     ) -> Result<(), u64> {
-        self.ring(state).close_if_idle(now, margin, floor)
+        let (head, slots) = sealed::split(state);
+        self.shape(quota)
+            .ring(head, slots)
+            .close_if_idle(now, margin, floor)
     }
     fn earliest_idle(&self, now: u64) -> u64 {
-        // An admission at `t >= now` expires at `t + W`.
-        self.geometry
-            .clamp_now(now)
-            .saturating_add(self.geometry.window())
+        // An admission at `t >= now` stops counting at `t + W_longest`.
+        self.shape.earliest_idle(now)
     }
 }
 
@@ -224,6 +252,7 @@ impl Algorithm for Log {}
 #[derive(Clone, Debug)]
 pub struct Counter {
     config: CounterConfig,
+    policy: Policy,
 }
 
 impl Counter {
@@ -260,12 +289,17 @@ impl Counter {
 }
 
 impl sealed::Sealed for Counter {
-    fn configure(limit: u32, window: Duration, mode: CounterMode) -> Result<Self, ConfigError> {
+    const QUOTAS: bool = false;
+    fn configure(policies: &[Policy], mode: CounterMode) -> Result<Self, ConfigError> {
+        let [policy] = policies else {
+            return Err(ConfigError::CounterPolicies);
+        };
         Ok(Counter {
-            config: CounterConfig::new(limit, window, mode)?,
+            config: CounterConfig::new(policy.limit, policy.window, mode)?,
+            policy: *policy,
         })
     }
-    fn words(&self) -> usize {
+    fn words(&self, _: Option<&Shape>) -> usize {
         self.config.words()
     }
     #[inline]
@@ -276,18 +310,27 @@ impl sealed::Sealed for Counter {
     fn window_nanos(&self) -> u64 {
         self.config.window()
     }
-    fn init(&self, now: u64) -> Box<[AtomicU64]> {
+    fn policies(&self) -> &[Policy] {
+        core::slice::from_ref(&self.policy)
+    }
+    fn init(&self, _: Option<&Shape>, now: u64) -> Box<[AtomicU64]> {
         // Head and the summary start in the current sub-window, empty.
         let (head, cell) = (self.config.initial_head(now), self.config.initial_cell(now));
         let fresh = 1 + usize::from(self.config.summarised());
-        (0..self.words())
+        (0..self.config.words())
             .map(|i| AtomicU64::new(if i < fresh { head } else { cell }))
             .collect()
+    }
+    #[inline]
+    fn exceeds(&self, _: Option<&Shape>, n: u32) -> Option<Denied> {
+        let limit = self.config.limit();
+        (n > limit).then(|| Denied::exceeds_limit(n, limit))
     }
     #[inline]
     fn check(
         &self,
         state: &[AtomicU64],
+        _: Option<&Shape>,
         n: u32,
         now: u64,
         floor: u64,
@@ -297,18 +340,20 @@ impl sealed::Sealed for Counter {
     fn peek(
         &self,
         state: &[AtomicU64],
+        _: Option<&Shape>,
         n: u32,
         now: u64,
         floor: u64,
     ) -> Option<Result<Admitted, Denied>> {
         self.state(state).peek(n, now, floor)
     }
-    fn fresh(&self, n: u32, now: u64) -> Admitted {
+    fn fresh(&self, _: Option<&Shape>, n: u32, now: u64) -> Admitted {
         self.config.fresh(n, now)
     }
     fn close_if_idle(
         &self,
         state: &[AtomicU64],
+        _: Option<&Shape>,
         now: u64,
         margin: u64,
         floor: &Floor,

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+pub mod multi;
 #[cfg(feature = "redis")]
 pub mod redis_model;
 #[cfg(feature = "redis")]

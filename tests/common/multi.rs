@@ -1,0 +1,115 @@
+//! The multi-policy reference model (issue #16): one deque of effective
+//! times, checked against every policy with the classic log's rule, all or
+//! nothing.
+
+use std::collections::VecDeque;
+
+/// What the model decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MultiDecision {
+    /// Admitted at `at`, with `remaining` left under `policy` (the first
+    /// policy with the fewest left).
+    Admitted {
+        at: u64,
+        remaining: u32,
+        policy: usize,
+    },
+    /// Denied until the absolute time `until`, decided by `policy` (the
+    /// first violated policy with the latest `until`).
+    Denied { until: u64, policy: usize },
+    /// More units than the smallest limit.
+    ExceedsLimit,
+}
+
+/// Every policy `(limit, window ns)` over one log of effective times.
+#[derive(Clone, Debug)]
+pub struct MultiModel {
+    pub policies: Vec<(u32, u64)>,
+    log: VecDeque<u64>,
+    /// The newest admission's time: the clamp.
+    newest: u64,
+}
+
+impl MultiModel {
+    pub fn new(policies: &[(u32, u64)]) -> Self {
+        MultiModel {
+            policies: policies.to_vec(),
+            log: VecDeque::new(),
+            newest: 0,
+        }
+    }
+
+    /// `n` units at caller time `now` (judged at `max(now, newest)`).
+    pub fn decide(&mut self, now: u64, n: u32) -> MultiDecision {
+        let min = self.policies.iter().map(|p| p.0).min().unwrap();
+        if n > min {
+            return MultiDecision::ExceedsLimit;
+        }
+        let t = now.max(self.newest);
+        let longest = self.policies.iter().map(|p| p.1).max().unwrap();
+        // Forget what no later call can see: every later call is judged at
+        // or after the newest admission (a call at a later `now` that admits
+        // nothing must not forget what a clock going back still sees).
+        while self
+            .log
+            .front()
+            .is_some_and(|&f| f + longest <= self.newest)
+        {
+            self.log.pop_front();
+        }
+        let len = self.log.len();
+        let mut denied: Option<(u64, usize)> = None;
+        let mut left: Option<(u32, usize)> = None;
+        for (i, &(limit, window)) in self.policies.iter().enumerate() {
+            let in_window = self.log.iter().filter(|&&e| e + window > t).count();
+            if in_window + n as usize > limit as usize {
+                // The entry that must leave: the (in + n - L)-th oldest in
+                // the window.
+                let leave = self.log[len + n as usize - limit as usize - 1];
+                let until = leave + window;
+                if denied.is_none_or(|(u, _)| until > u) {
+                    denied = Some((until, i));
+                }
+            } else {
+                let rem = limit - in_window as u32 - n;
+                if left.is_none_or(|(r, _)| rem < r) {
+                    left = Some((rem, i));
+                }
+            }
+        }
+        if let Some((until, policy)) = denied {
+            return MultiDecision::Denied { until, policy };
+        }
+        if n > 0 {
+            self.log.extend(std::iter::repeat_n(t, n as usize));
+            self.newest = t;
+        }
+        let (remaining, policy) = left.unwrap();
+        MultiDecision::Admitted {
+            at: t,
+            remaining,
+            policy,
+        }
+    }
+}
+
+/// A limiter's answer to a call at `now`, in the model's terms.
+pub fn observed_multi(
+    now: u64,
+    result: Result<slidelog::Admitted, slidelog::Denied>,
+) -> MultiDecision {
+    match result {
+        Ok(a) => MultiDecision::Admitted {
+            at: a.at(),
+            remaining: a.remaining(),
+            policy: a.policy(),
+        },
+        Err(d) => match d.reason() {
+            slidelog::DenyReason::ExceedsLimit { .. } => MultiDecision::ExceedsLimit,
+            _ => MultiDecision::Denied {
+                until: now + d.retry_after_nanos(),
+                policy: d.policy(),
+            },
+        },
+    }
+}
