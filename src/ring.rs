@@ -130,7 +130,9 @@ pub enum Flaw {
     /// Report a ring closed for eviction without closing it.
     FakeClose,
     /// (Weighted requests) Trust a view in which a slot past `head`'s was
-    /// claimed behind a lazy head (the spurious denial of issue #14).
+    /// claimed behind a lazy head (the spurious denial of issue #14); with
+    /// several policies, trust a slot past the frontier that a batch's fill
+    /// already wrote.
     TornWeighted,
     /// (Several policies) Judge a request by the ring's own policy (the
     /// largest limit) only, ignoring the others.
@@ -895,7 +897,8 @@ impl<'a> RingRef<'a> {
                 // read of slot `c`: head does not move until it is filled,
                 // so the re-validation cannot see it) nor CLOSED (a ring is
                 // closed only at its frontier).
-                if k > 0
+                if g.flaw() != Flaw::TornWeighted
+                    && k > 0
                     && (w == slot::CLOSED || (w & slot::STAMP) == g.stamp(g.advance(snap.c, k)))
                 {
                     torn = true;

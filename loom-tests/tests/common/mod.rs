@@ -11,6 +11,19 @@ use std::time::Duration;
 use slidelog::loom_hooks::{Flaw, Floor};
 use slidelog::{Admitted, Denied, Limiter, ManualClock, SlidingCounter};
 
+/// A shared limiter of several policies `(limit, window ns)` on a manual
+/// clock, built with the given (possibly broken) protocol variant.
+pub fn multi_limiter(policies: &[(u32, u64)], flaw: Flaw) -> Arc<Limiter<ManualClock>> {
+    Arc::new(Limiter::with_flaw_policies(policies, ManualClock::new(), flaw).unwrap())
+}
+
+/// P1 for every policy: no window of any policy holds more than its limit.
+pub fn assert_no_over_admission_policies(calls: &[Call], policies: &[(u32, u64)]) {
+    for &(limit, window) in policies {
+        assert_no_over_admission(calls, limit, window);
+    }
+}
+
 /// A shared limiter of `limit` per `window` ns on a manual clock, built with
 /// the given (possibly broken) protocol variant.
 pub fn limiter(limit: u32, window: u64, flaw: Flaw) -> Arc<Limiter<ManualClock>> {
@@ -100,30 +113,50 @@ impl Tickets {
     }
 }
 
-/// The classic log (test oracle).
+/// The classic log (test oracle), with one or more policies `(limit,
+/// window)` over one log of effective times.
 struct Model {
-    limit: u32,
-    window: u64,
+    policies: Vec<(u32, u64)>,
     log: VecDeque<u64>,
 }
 
 impl Model {
-    /// `Ok(remaining)` or `Err(retry_after)`.
-    fn decide(&mut self, t: u64, n: u32) -> Result<u32, u64> {
+    /// `Ok((remaining, policy))` or `Err((retry_after, policy))`: the first
+    /// policy with the fewest left, or the first violated one with the
+    /// longest wait.
+    fn decide(&mut self, t: u64, n: u32) -> Result<(u32, usize), (u64, usize)> {
+        let longest = self.policies.iter().map(|p| p.1).max().unwrap();
+        // `t` is at least the newest admission, so what the longest window
+        // dropped at `t` no later call can see.
         while let Some(&front) = self.log.front() {
-            if front + self.window <= t {
+            if front + longest <= t {
                 self.log.pop_front();
             } else {
                 break;
             }
         }
-        let len = self.log.len() as u32;
-        if len + n <= self.limit {
-            self.log.extend(std::iter::repeat_n(t, n as usize));
-            Ok(self.limit - len - n)
-        } else {
-            Err(self.log[(len + n - self.limit - 1) as usize] + self.window - t)
+        let len = self.log.len();
+        let mut denied: Option<(u64, usize)> = None;
+        let mut left: Option<(u32, usize)> = None;
+        for (i, &(limit, window)) in self.policies.iter().enumerate() {
+            let in_window = self.log.iter().filter(|&&e| e + window > t).count();
+            if in_window + n as usize > limit as usize {
+                let retry = self.log[len + n as usize - limit as usize - 1] + window - t;
+                if denied.is_none_or(|(r, _)| retry > r) {
+                    denied = Some((retry, i));
+                }
+            } else {
+                let rem = limit - in_window as u32 - n;
+                if left.is_none_or(|(r, _)| rem < r) {
+                    left = Some((rem, i));
+                }
+            }
         }
+        if let Some(denied) = denied {
+            return Err(denied);
+        }
+        self.log.extend(std::iter::repeat_n(t, n as usize));
+        Ok(left.unwrap())
     }
 }
 
@@ -156,10 +189,19 @@ pub fn assert_no_over_admission(calls: &[Call], limit: u32, window: u64) {
 /// reproduces every decision, every `at()`, every `remaining()` and every
 /// absolute retry time (`now + retry_after`).
 pub fn assert_linearizable(threads: &[Vec<Call>], limit: u32, window: u64, prefix: &[u64]) {
+    assert_linearizable_policies(threads, &[(limit, window)], prefix);
+}
+
+/// [`assert_linearizable`] for a limiter of several policies: also every
+/// reported policy index ([`Admitted::policy`], [`Denied::policy`]).
+pub fn assert_linearizable_policies(
+    threads: &[Vec<Call>],
+    policies: &[(u32, u64)],
+    prefix: &[u64],
+) {
     let mut cursor = vec![0; threads.len()];
     let mut model = Model {
-        limit,
-        window,
+        policies: policies.to_vec(),
         log: prefix.iter().copied().collect(),
     };
     let last = prefix.last().copied().unwrap_or(0);
@@ -196,9 +238,13 @@ fn search(
         let saved = model.log.clone();
         let eff = call.now.max(last_at);
         let fits = match (model.decide(eff, call.n), call.result) {
-            (Ok(remaining), Ok(a)) => a.at() == eff && a.remaining() == remaining,
-            (Err(retry), Err(d)) => {
-                d.is_rate_limited() && call.now + d.retry_after_nanos() == eff + retry
+            (Ok((remaining, policy)), Ok(a)) => {
+                a.at() == eff && a.remaining() == remaining && a.policy() == policy
+            }
+            (Err((retry, policy)), Err(d)) => {
+                d.is_rate_limited()
+                    && call.now + d.retry_after_nanos() == eff + retry
+                    && d.policy() == policy
             }
             _ => false,
         };

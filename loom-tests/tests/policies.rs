@@ -1,0 +1,111 @@
+//! Several policies on one ring (issue #16): a short and a long window
+//! racing admissions. Every interleaving is linearizable against the
+//! multi-policy log (decisions, times, remaining counts, retry times and the
+//! policy reported), and no window of any policy over-admits. The negative
+//! control judges by the ring's own policy only and must be caught.
+
+#![cfg(slidelog_loom)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{
+    Call, Tickets, assert_linearizable_policies, assert_no_over_admission_policies, explore,
+    multi_limiter,
+};
+use loom::thread;
+use slidelog::loom_hooks::Flaw;
+
+/// Each thread: a list of `(now, n)` checks.
+type Script = &'static [(u64, u32)];
+
+fn run(policies: &'static [(u32, u64)], threads: &'static [Script], flaw: Flaw) {
+    // The commit path helps a lagging head; three pre-emptions reach a
+    // reader stalled between its slot loads while a batch commits and fills.
+    explore(2, move || {
+        let limiter = multi_limiter(policies, flaw);
+        let tickets = Tickets::new();
+        let handles: Vec<_> = threads
+            .iter()
+            .map(|&script| {
+                let l = Arc::clone(&limiter);
+                let tickets = tickets.clone();
+                thread::spawn(move || {
+                    script
+                        .iter()
+                        .map(|&(now, n)| tickets.call(now, n, || l.check_n_at(n, now)))
+                        .collect::<Vec<Call>>()
+                })
+            })
+            .collect();
+        let results: Vec<Vec<Call>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let all: Vec<Call> = results.iter().flatten().copied().collect();
+        assert_no_over_admission_policies(&all, policies);
+        assert_linearizable_policies(&results, policies, &[]);
+    });
+}
+
+/// 1 per 10 ns and 2 per 100 ns (the ring: 2 slots, deadlines for the long
+/// window): two threads race across the short window's edge.
+#[test]
+fn short_and_long_windows_race() {
+    run(
+        &[(1, 10), (2, 100)],
+        &[&[(0, 1), (10, 1)], &[(5, 1)]],
+        Flaw::None,
+    );
+}
+
+/// The same policies given the other way round: only indices change.
+#[test]
+fn policies_in_the_other_order() {
+    run(
+        &[(2, 100), (1, 10)],
+        &[&[(0, 1), (10, 1)], &[(5, 1)]],
+        Flaw::None,
+    );
+}
+
+/// A pair against a single at L = 3 with a 2-per-100 policy.
+#[test]
+fn a_pair_and_a_single() {
+    run(
+        &[(3, 10), (2, 100)],
+        &[&[(0, 2)], &[(0, 1), (10, 1)]],
+        Flaw::None,
+    );
+}
+
+/// Negative control: judging by the ring's own policy (2 per 100) only
+/// admits twice within the short window.
+#[test]
+#[should_panic(expected = "over-admission")]
+fn control_one_policy_is_caught() {
+    run(
+        &[(1, 10), (2, 100)],
+        &[&[(0, 1), (10, 1)], &[(5, 1)]],
+        Flaw::OnePolicy,
+    );
+}
+
+/// A pair and a single at L = 4 with a 3-per-100 policy: the single's word
+/// for that policy is one slot past its frontier, exactly where the pair's
+/// fill writes while head still carries the pair's announcement. Both fit
+/// in either order.
+#[test]
+fn a_single_reads_where_a_pair_fills() {
+    run(&[(4, 10), (3, 100)], &[&[(0, 2)], &[(0, 1)]], Flaw::None);
+}
+
+/// Negative control: trusting that slot without its stamp check reads the
+/// pair's own word as an old admission and denies the single spuriously.
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_torn_view_is_caught() {
+    run(
+        &[(4, 10), (3, 100)],
+        &[&[(0, 2)], &[(0, 1)]],
+        Flaw::TornWeighted,
+    );
+}
