@@ -9,6 +9,7 @@ use crate::clock::Clock;
 use crate::counter::SlidingCounter;
 use crate::decision::{Admitted, Denied};
 use crate::limiter::Limiter;
+use crate::policy::Policy;
 
 // What a keyed limiter keeps per key (the keyed map is not compiled for the
 // model checker).
@@ -59,6 +60,21 @@ pub trait RateLimit: Send + Sync {
     /// The window.
     fn window(&self) -> Duration;
 
+    /// Every policy checked (by default the one of
+    /// [`limit`](Self::limit) and [`window`](Self::window)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, Policy, RateLimit};
+    /// let limiter = Limiter::builder(10, Duration::from_secs(1)).and(100, Duration::from_secs(60)).build()?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// assert_eq!(dynamic.policies().len(), 2);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    fn policies(&self) -> Vec<Policy> {
+        vec![Policy::new(self.limit(), self.window())]
+    }
+
     /// Checks one request now.
     fn check(&self) -> Result<Admitted, Denied> {
         self.check_n_at(1, self.now())
@@ -97,6 +113,9 @@ impl<C: Clock> RateLimit for Limiter<C> {
     }
     fn window(&self) -> Duration {
         Limiter::window(self)
+    }
+    fn policies(&self) -> Vec<Policy> {
+        Limiter::policies(self).to_vec()
     }
 }
 

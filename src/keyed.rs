@@ -1230,7 +1230,22 @@ where
         self.algorithm.limit()
     }
 
-    /// The window.
+    /// The default policies, in the order given (a key's own
+    /// [`quota`](KeyedBuilder::quota) may differ).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let limiter = slidelog::KeyedLimiter::<u64>::builder(10, Duration::from_secs(1))
+    ///     .and(100, Duration::from_secs(60))
+    ///     .build()?;
+    /// assert_eq!(limiter.policies()[1].limit, 100);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn policies(&self) -> &[Policy] {
+        self.algorithm.policies()
+    }
+
+    /// The window (the first policy's).
     ///
     /// ```
     /// # use std::time::Duration;

@@ -40,6 +40,7 @@ use crate::counter::SlidingCounter;
 use crate::decision::{Admitted, Denied, DenyReason};
 use crate::keyed::KeyedLimiter;
 use crate::limiter::Limiter;
+use crate::policy::Policy;
 use crate::sync::atomic::{AtomicBool, Ordering};
 
 /// Picks the key a request is limited by.
@@ -428,23 +429,86 @@ pub fn ceil_seconds(d: Duration) -> u64 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Headers(pub(crate) Vec<(HeaderName, HeaderValue)>);
 
-/// Builds the rate-limit headers. `wait` is the time until `remaining` next
-/// grows (see [`Verdict::wait`]); the legacy reset is the time until a
-/// request can be admitted: 0 while `remaining > 0`, else `wait`.
+/// The name of policy `i` in the IETF headers: `"default"` for a limiter
+/// of one policy; with several, its window (`"1s"`, `"1m"`, `"1h"`,
+/// `"250ms"`, …), with `-i` appended when two policies share a window.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::Policy;
+/// use slidelog::tower::policy_name;
+/// let ps = [
+///     Policy::new(10, Duration::from_secs(1)),
+///     Policy::new(100, Duration::from_secs(60)),
+///     Policy::new(500, Duration::from_secs(60)),
+/// ];
+/// assert_eq!(policy_name(&ps, 0), "1s");
+/// assert_eq!(policy_name(&ps, 1), "1m");
+/// assert_eq!(policy_name(&ps, 2), "1m-2");
+/// assert_eq!(policy_name(&ps[..1], 0), "default");
+/// ```
+pub fn policy_name(policies: &[Policy], i: usize) -> String {
+    if policies.len() <= 1 {
+        return "default".to_string();
+    }
+    let label = |w: Duration| -> String {
+        let ns = w.as_nanos();
+        const S: u128 = 1_000_000_000;
+        if ns % (3_600 * S) == 0 {
+            format!("{}h", ns / (3_600 * S))
+        } else if ns % (60 * S) == 0 {
+            format!("{}m", ns / (60 * S))
+        } else if ns % S == 0 {
+            format!("{}s", ns / S)
+        } else if ns % 1_000_000 == 0 {
+            format!("{}ms", ns / 1_000_000)
+        } else {
+            format!("{ns}ns")
+        }
+    };
+    let name = label(policies[i].window);
+    let shared = policies[..i].iter().any(|p| label(p.window) == name);
+    if shared { format!("{name}-{i}") } else { name }
+}
+
+/// Builds the rate-limit headers for `policies`, reporting on policy
+/// `which` (the one closest to exhaustion, or the one that denied).
+/// `wait` is the time until `remaining` next grows (see [`Verdict::wait`]);
+/// the legacy reset is the time until a request can be admitted: 0 while
+/// `remaining > 0`, else `wait`.
 pub(crate) fn rate_limit_headers(
     style: HeaderStyle,
-    quota: u32,
-    window: Duration,
+    policies: &[Policy],
+    which: usize,
     remaining: u32,
     wait: Duration,
 ) -> Headers {
     let num = |n: u64| HeaderValue::from(n);
     let mut out = Vec::new();
+    let which = which.min(policies.len().saturating_sub(1));
+    let Some(reported) = policies.get(which) else {
+        return Headers(out);
+    };
     match style {
         HeaderStyle::Ietf => {
-            let policy = format!("\"default\";q={quota};w={}", ceil_seconds(window));
-            let state = format!("\"default\";r={remaining};t={}", ceil_seconds(wait));
-            // Only digits and fixed ASCII: always valid header values.
+            let policy = (0..policies.len())
+                .map(|i| {
+                    format!(
+                        "\"{}\";q={};w={}",
+                        policy_name(policies, i),
+                        policies[i].limit,
+                        ceil_seconds(policies[i].window)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let state = format!(
+                "\"{}\";r={remaining};t={}",
+                policy_name(policies, which),
+                ceil_seconds(wait)
+            );
+            // Only digits, unit letters and fixed ASCII: always valid
+            // header values.
             if let (Ok(p), Ok(s)) = (
                 HeaderValue::from_str(&policy),
                 HeaderValue::from_str(&state),
@@ -456,7 +520,7 @@ pub(crate) fn rate_limit_headers(
         HeaderStyle::Legacy => {
             out.push((
                 HeaderName::from_static("x-ratelimit-limit"),
-                num(u64::from(quota)),
+                num(u64::from(reported.limit)),
             ));
             out.push((
                 HeaderName::from_static("x-ratelimit-remaining"),
@@ -520,8 +584,14 @@ pub trait Backend<K>: Send + Sync + 'static {
     type Future: Future<Output = Verdict> + Send + 'static;
     /// Checks one request for `key`.
     fn check(&self, key: K) -> Self::Future;
-    /// `(quota, window)` for the `RateLimit-Policy` header.
+    /// `(quota, window)` of the first policy.
     fn policy(&self) -> (u32, Duration);
+    /// Every policy, for the `RateLimit-Policy` header (by default the one
+    /// of [`policy`](Self::policy)).
+    fn policies(&self) -> Vec<Policy> {
+        let (limit, window) = self.policy();
+        vec![Policy::new(limit, window)]
+    }
 }
 
 impl<K, C, S, A> Backend<K> for KeyedLimiter<K, C, S, A>
@@ -536,26 +606,30 @@ where
     fn check(&self, key: K) -> Self::Future {
         let now = self.clock().now();
         let decision = self.check_n_at(&key, 1, now);
-        core::future::ready(verdict(decision, self.limit(), |n| {
-            self.peek_n_at(&key, n, now)
-        }))
+        core::future::ready(verdict(decision, |n| self.peek_n_at(&key, n, now)))
     }
 
     fn policy(&self) -> (u32, Duration) {
         (self.limit(), self.window())
     }
+
+    fn policies(&self) -> Vec<Policy> {
+        KeyedLimiter::policies(self).to_vec()
+    }
 }
 
 /// A verdict from a decision; `peek(n)` answers a dry run of `n` units: with
 /// `remaining + 1` units it is denied exactly until the oldest admission in
-/// the window leaves it, when `remaining` grows.
+/// the window leaves it, when `remaining` grows (with several policies:
+/// until the smallest remaining grows). A window with room for that many
+/// more (`remaining` is the smallest limit) answers `ExceedsLimit`, not a
+/// wait: 0.
 fn verdict(
     decision: Result<Admitted, Denied>,
-    limit: u32,
     peek: impl FnOnce(u32) -> Result<Admitted, Denied>,
 ) -> Verdict {
     let wait = match decision {
-        Ok(a) if a.remaining() < limit => peek(a.remaining() + 1)
+        Ok(a) if a.remaining() < u32::MAX => peek(a.remaining() + 1)
             .err()
             .filter(Denied::is_rate_limited)
             .map_or(Duration::ZERO, |d| d.retry_after()),
@@ -615,6 +689,10 @@ impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
     fn policy(&self) -> (u32, Duration) {
         (self.limit(), self.window())
     }
+
+    fn policies(&self) -> Vec<Policy> {
+        Limiter::policies(self).to_vec()
+    }
 }
 
 /// Any [`RateLimit`](crate::RateLimit) behind a trait object, e.g. an algorithm chosen at
@@ -646,14 +724,16 @@ impl<K> Backend<K> for dyn SingleKey {
     fn policy(&self) -> (u32, Duration) {
         (self.limit(), self.window())
     }
+
+    fn policies(&self) -> Vec<Policy> {
+        SingleKey::policies(self)
+    }
 }
 
 fn single_key_check<R: SingleKey + ?Sized>(limiter: &R) -> core::future::Ready<Verdict> {
     let now = limiter.now();
     let decision = limiter.check_n_at(1, now);
-    core::future::ready(verdict(decision, limiter.limit(), |n| {
-        limiter.peek_n_at(n, now)
-    }))
+    core::future::ready(verdict(decision, |n| limiter.peek_n_at(n, now)))
 }
 
 /// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first
@@ -682,6 +762,8 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     fallback: Option<K>,
     headers: HeaderStyle,
     deny: DenyStyle,
+    /// The backend's policies, for the headers (asked once).
+    policies: Arc<[Policy]>,
     /// Whether a request without a key was logged yet (once per layer and
     /// its clones).
     missing_logged: Arc<AtomicBool>,
@@ -695,6 +777,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
             fallback: self.fallback.clone(),
             headers: self.headers,
             deny: self.deny,
+            policies: Arc::clone(&self.policies),
             missing_logged: Arc::clone(&self.missing_logged),
         }
     }
@@ -734,6 +817,7 @@ where
     /// ```
     pub fn new(backend: Arc<L>, extractor: X) -> Self {
         RateLimitLayer {
+            policies: backend.policies().into(),
             backend,
             extractor,
             fallback: None,
@@ -890,8 +974,11 @@ where
         // (tower's readiness contract).
         let ready = self.inner.clone();
         let inner = core::mem::replace(&mut self.inner, ready);
-        let (quota, window) = self.layer.backend.policy();
-        let style = (self.layer.headers, self.layer.deny, quota, window);
+        let style = (
+            self.layer.headers,
+            self.layer.deny,
+            Arc::clone(&self.layer.policies),
+        );
         match key {
             Some(key) => ResponseFuture {
                 state: State::Checking {
@@ -919,7 +1006,8 @@ where
     }
 }
 
-type Style = (HeaderStyle, DenyStyle, u32, Duration);
+/// The header style, the denial style and the policies, for one response.
+type Style = (HeaderStyle, DenyStyle, Arc<[Policy]>);
 
 /// What to do about a request without a key.
 const MISSING_KEY_HELP: &str = "PeerIp needs the peer address: serve axum with \
@@ -973,12 +1061,14 @@ fn missing_key<B>(deny: DenyStyle) -> Response<RateLimitBody<B>> {
 }
 
 /// The 429 (or gRPC `RESOURCE_EXHAUSTED`) answer for a denial.
-fn denial<B>(style: Style, denied: Denied) -> Response<RateLimitBody<B>> {
-    let (headers, deny, quota, window) = style;
+fn denial<B>(style: &Style, denied: Denied) -> Response<RateLimitBody<B>> {
+    let (headers, deny, policies) = style;
+    let (headers, deny) = (*headers, *deny);
+    let which = denied.policy().min(policies.len().saturating_sub(1));
     let wait = if denied.reason() == DenyReason::RateLimited {
         denied.retry_after()
     } else {
-        window
+        policies.get(which).map_or(Duration::ZERO, |p| p.window)
     };
     let message = match denied.reason() {
         DenyReason::RateLimited => "Too Many Requests: rate limit exceeded",
@@ -993,7 +1083,7 @@ fn denial<B>(style: Style, denied: Denied) -> Response<RateLimitBody<B>> {
     );
     let h = response.headers_mut();
     h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
-    for (name, value) in rate_limit_headers(headers, quota, window, 0, wait).0 {
+    for (name, value) in rate_limit_headers(headers, policies, which, 0, wait).0 {
         h.insert(name, value);
     }
     response
@@ -1050,13 +1140,13 @@ where
                     let Some((request, mut inner)) = request.take() else {
                         unreachable!("polled after completion")
                     };
-                    let (style, _, quota, window) = *this.style;
+                    let (style, _, policies) = &*this.style;
                     match verdict.decision {
                         Ok(admitted) => {
                             let headers = rate_limit_headers(
-                                style,
-                                quota,
-                                window,
+                                *style,
+                                policies,
+                                admitted.policy(),
                                 admitted.remaining(),
                                 verdict.wait,
                             );
@@ -1064,7 +1154,7 @@ where
                             this.state.set(State::Calling { call, headers });
                         }
                         Err(denied) => {
-                            let response = denial(*this.style, denied);
+                            let response = denial(this.style, denied);
                             this.state.set(State::Done {
                                 response: Some(response),
                             });
@@ -1176,8 +1266,8 @@ mod tests {
     fn ietf_headers() {
         let h = rate_limit_headers(
             HeaderStyle::Ietf,
-            5,
-            Duration::from_secs(10),
+            &[Policy::new(5, Duration::from_secs(10))],
+            0,
             4,
             Duration::from_millis(9_500),
         );
@@ -1185,31 +1275,44 @@ mod tests {
         assert_eq!(h.0[1].1, "\"default\";r=4;t=10");
         let legacy = rate_limit_headers(
             HeaderStyle::Legacy,
-            5,
-            Duration::from_secs(10),
+            &[Policy::new(5, Duration::from_secs(10))],
+            0,
             4,
             Duration::from_millis(9_500),
         );
         assert_eq!(legacy.0[2].1, "0", "a request fits now");
         let h = rate_limit_headers(
             HeaderStyle::Legacy,
-            5,
-            Duration::from_millis(1500),
+            &[Policy::new(5, Duration::from_millis(1500))],
+            0,
             0,
             Duration::from_millis(300),
         );
         assert_eq!(h.0[2].1, "1");
         assert!(
             rate_limit_headers(
-                HeaderStyle::None,
-                5,
-                Duration::from_secs(1),
-                0,
+            HeaderStyle::None,
+            &[Policy::new(5, Duration::from_secs(1))],
+            0,
+            0,
                 Duration::ZERO
             )
             .0
             .is_empty()
         );
+    }
+
+    #[test]
+    fn one_header_item_per_policy() {
+        let policies = [
+            Policy::new(10, Duration::from_secs(1)),
+            Policy::new(100, Duration::from_secs(60)),
+        ];
+        let h = rate_limit_headers(HeaderStyle::Ietf, &policies, 1, 7, Duration::from_millis(1500));
+        assert_eq!(h.0[0].1, "\"1s\";q=10;w=1, \"1m\";q=100;w=60");
+        assert_eq!(h.0[1].1, "\"1m\";r=7;t=2");
+        let legacy = rate_limit_headers(HeaderStyle::Legacy, &policies, 1, 7, Duration::ZERO);
+        assert_eq!(legacy.0[0].1, "100");
     }
 
     #[test]
@@ -1251,7 +1354,7 @@ mod tests {
         #[test]
         fn headers_always_valid(q in any::<u32>(), r in any::<u32>(), w in any::<u64>(), t in any::<u64>()) {
             for style in [HeaderStyle::Ietf, HeaderStyle::Legacy] {
-                let h = rate_limit_headers(style, q, Duration::from_nanos(w), r, Duration::from_nanos(t));
+                let h = rate_limit_headers(style, &[Policy::new(q, Duration::from_nanos(w))], 0, r, Duration::from_nanos(t));
                 prop_assert!(!h.0.is_empty());
             }
             prop_assert!(ceil_seconds(Duration::from_nanos(t)) * 1_000_000_000 >= t);

@@ -531,3 +531,45 @@ async fn ietf_t_counts_down_to_the_oldest_admission() {
         "the one at 4 leaves at 14"
     );
 }
+
+/// Several policies (issue #16): one `RateLimit-Policy` item per policy, and
+/// the `RateLimit` item of the policy closest to exhaustion (or the one that
+/// denied, whose wait is the `Retry-After`).
+#[tokio::test]
+async fn one_policy_item_per_policy_and_the_closest_to_exhaustion() {
+    let clock = ManualClock::new();
+    let limiter = Arc::new(
+        KeyedLimiter::<IpAddr>::builder(3, Duration::from_secs(1))
+            .and(4, Duration::from_secs(60))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(RateLimitLayer::new(Arc::clone(&limiter), by_peer()));
+    let addr = serve(app).await;
+    let policy = "\"1s\";q=3;w=1, \"1m\";q=4;w=60";
+    // 2 left this second, 3 this minute: the second is closest.
+    let r = get_path(addr, "/", &[]).await;
+    assert_eq!(r.header("ratelimit-policy"), Some(policy));
+    assert_eq!(r.header("ratelimit"), Some("\"1s\";r=2;t=1"));
+    let r = get_path(addr, "/", &[]).await;
+    assert_eq!(r.header("ratelimit"), Some("\"1s\";r=1;t=1"));
+    let r = get_path(addr, "/", &[]).await;
+    assert_eq!(r.header("ratelimit"), Some("\"1s\";r=0;t=1"));
+    let r = get_path(addr, "/", &[]).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.header("ratelimit"), Some("\"1s\";r=0;t=1"));
+    // A second later the per-second policy has room, the minute has one.
+    clock.advance(Duration::from_secs(1));
+    let r = get_path(addr, "/", &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit"), Some("\"1m\";r=0;t=59"));
+    clock.advance(Duration::from_secs(1));
+    let r = get_path(addr, "/", &[]).await;
+    assert_eq!(r.status, 429, "the minute's four are used");
+    assert_eq!(r.header("retry-after"), Some("58"));
+    assert_eq!(r.header("ratelimit"), Some("\"1m\";r=0;t=58"));
+}
