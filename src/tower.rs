@@ -1291,10 +1291,10 @@ mod tests {
         assert_eq!(h.0[2].1, "1");
         assert!(
             rate_limit_headers(
-            HeaderStyle::None,
-            &[Policy::new(5, Duration::from_secs(1))],
-            0,
-            0,
+                HeaderStyle::None,
+                &[Policy::new(5, Duration::from_secs(1))],
+                0,
+                0,
                 Duration::ZERO
             )
             .0
@@ -1308,7 +1308,13 @@ mod tests {
             Policy::new(10, Duration::from_secs(1)),
             Policy::new(100, Duration::from_secs(60)),
         ];
-        let h = rate_limit_headers(HeaderStyle::Ietf, &policies, 1, 7, Duration::from_millis(1500));
+        let h = rate_limit_headers(
+            HeaderStyle::Ietf,
+            &policies,
+            1,
+            7,
+            Duration::from_millis(1500),
+        );
         assert_eq!(h.0[0].1, "\"1s\";q=10;w=1, \"1m\";q=100;w=60");
         assert_eq!(h.0[1].1, "\"1m\";r=7;t=2");
         let legacy = rate_limit_headers(HeaderStyle::Legacy, &policies, 1, 7, Duration::ZERO);

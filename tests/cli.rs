@@ -488,3 +488,41 @@ fn replay_no_header_bom_zones_and_short_errors() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// Stacked `--limit` flags are one multi-policy limiter per key (issue
+/// #16): a request counts against every policy or none, and each denial is
+/// credited to the policy that decided it.
+#[test]
+fn stacked_limits_are_one_multi_policy_limiter() {
+    // 2 per 10 s and 3 per 60 s: t=5 is refused by the first, t=11 by the
+    // second (whose window still holds 0, 0 and 10), t=60 fits again.
+    let path = write_temp(
+        "stacked.csv",
+        "when,client\n0,a\n0,a\n5,a\n10,a\n11,a\n60,a\n0,b\n",
+    );
+    let out = slidelog()
+        .args(["replay", path.to_str().unwrap()])
+        .args(["--limit", "2/10s", "--limit", "3/60s", "--time-unit", "s"])
+        .args([
+            "--time-column",
+            "when",
+            "--key-column",
+            "client",
+            "--format",
+            "json",
+        ])
+        .args(["--tolerance", "60s"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["requests"], 7);
+    assert_eq!(json["admitted"], 5);
+    assert_eq!(json["denied"], 2);
+    assert_eq!(json["policies"][0]["decided"], 1);
+    assert_eq!(json["policies"][1]["decided"], 1);
+}

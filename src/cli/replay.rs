@@ -42,10 +42,10 @@ struct KeyStats {
     denied: u64,
 }
 
-/// One policy, exact and approximate.
+/// One policy: its approximate counters per key, and how many denials of
+/// the exact limiter it decided.
 struct Lane {
     policy: Policy,
-    exact: KeyedLimiter<String, ManualClock>,
     counters: HashMap<String, SlidingCounter<ManualClock>>,
     denied_by: u64,
 }
@@ -127,22 +127,34 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
         .min(u64::MAX / 4);
 
     let clock = ManualClock::new();
-    let mut lanes = options
+    // The stacked --limit flags are one multi-policy limiter per key: a
+    // request counts against every policy or against none.
+    let first = options.policies[0];
+    let mut builder = KeyedLimiter::<String>::builder(first.limit, first.window);
+    for policy in &options.policies[1..] {
+        builder = builder.and(policy.limit, policy.window);
+    }
+    let exact = builder
+        .clock(clock.clone())
+        .max_keys(usize::MAX / 2)
+        .build()
+        .map_err(|e| {
+            let flags: Vec<String> = options
+                .policies
+                .iter()
+                .map(|p| format!("--limit {p}"))
+                .collect();
+            format!("{}: {e}", flags.join(" "))
+        })?;
+    let mut lanes: Vec<Lane> = options
         .policies
         .iter()
-        .map(|&policy| {
-            Ok(Lane {
-                policy,
-                exact: KeyedLimiter::<String>::builder(policy.limit, policy.window)
-                    .clock(clock.clone())
-                    .max_keys(usize::MAX / 2)
-                    .build()
-                    .map_err(|e| format!("--limit {policy}: {e}"))?,
-                counters: HashMap::new(),
-                denied_by: 0,
-            })
+        .map(|&policy| Lane {
+            policy,
+            counters: HashMap::new(),
+            denied_by: 0,
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect();
     SlidingCounter::with_clock(
         1,
         options.policies[0].window,
@@ -188,32 +200,17 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
         if summary.requests % 65_536 == 0 {
             // Keyed limiters sweep on their own only under memory pressure;
             // a long log of many keys is swept as it goes.
-            for lane in &lanes {
-                lane.exact.retain_recent();
-            }
+            exact.retain_recent();
         }
 
-        // Exact: a request passes only if every policy has room (dry run
-        // with n = 0, then take one unit from each).
-        let mut pass = true;
-        for lane in &mut lanes {
-            let room = lane
-                .exact
-                .check_n_at(key.as_str(), 0, t)
-                .map(|a| a.remaining())
-                .unwrap_or(0);
-            if room == 0 {
-                lane.denied_by += 1;
-                pass = false;
+        // Exact: every policy at once, all or nothing.
+        let pass = match exact.check_at(key.as_str(), t) {
+            Ok(_) => true,
+            Err(denied) => {
+                lanes[denied.policy()].denied_by += 1;
+                false
             }
-        }
-        if pass {
-            for lane in &lanes {
-                lane.exact
-                    .check_at(key.as_str(), t)
-                    .map_err(|d| format!("line {line}: internal error: {d}"))?;
-            }
-        }
+        };
         // Approximate: the same stacking with sliding counters.
         let mut counter_pass = true;
         for lane in &mut lanes {
@@ -289,7 +286,7 @@ fn print_table(s: &Summary, options: &Options) {
     );
     println!();
     for (policy, denied) in &s.policies {
-        println!("policy {policy}: full for {denied} requests");
+        println!("policy {policy}: decided {denied} denials");
     }
     println!();
     println!("{} keys; top offenders:", s.keys.len());
@@ -323,7 +320,7 @@ fn to_json(s: &Summary, options: &Options) -> String {
                 "policy": p.to_string(),
                 "limit": p.limit,
                 "window_ms": p.window.as_secs_f64() * 1000.0,
-                "full": denied,
+                "decided": denied,
             })
         })
         .collect();
