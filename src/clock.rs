@@ -50,7 +50,10 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 }
 
 /// The default clock: [`quanta`]'s calibrated TSC clock (about 10 ns a read),
-/// reading nanoseconds since the clock was created.
+/// reading nanoseconds since an origin [`QuantaClock::ORIGIN`] (2^55 ns, about
+/// 417 days) before the clock was created. The head start lets a limiter
+/// restored from a [snapshot](crate::snapshot) in a new process place the
+/// admissions made before the process started at their exact times.
 ///
 /// [`QuantaClock::recent`] opts into `quanta`'s upkeep thread instead: a read
 /// is then a single load (under 1 ns) at the cost of the upkeep interval's
@@ -77,6 +80,15 @@ pub struct QuantaClock {
 }
 
 impl QuantaClock {
+    /// The reading of a clock just created, in nanoseconds: windows up to
+    /// this long restore exactly from a snapshot.
+    ///
+    /// ```
+    /// use slidelog::{Clock, QuantaClock};
+    /// assert!(QuantaClock::new().now() >= QuantaClock::ORIGIN);
+    /// ```
+    pub const ORIGIN: u64 = 1 << 55;
+
     /// A clock that reads the time stamp counter on every call.
     ///
     /// ```
@@ -148,14 +160,15 @@ impl fmt::Debug for QuantaClock {
 impl Clock for QuantaClock {
     #[inline]
     fn now(&self) -> u64 {
-        if self.recent {
+        let elapsed = if self.recent {
             self.clock
                 .recent()
                 .saturating_duration_since(self.origin)
                 .as_nanos() as u64
         } else {
             self.clock.delta_as_nanos(self.origin_raw, self.clock.raw())
-        }
+        };
+        elapsed + Self::ORIGIN
     }
 }
 

@@ -1285,6 +1285,161 @@ where
     }
 }
 
+#[cfg(feature = "serde")]
+impl<K, C, S> KeyedLimiter<K, C, S, Log>
+where
+    K: Hash + Eq + KeySize + Clone,
+    C: Clock,
+    S: BuildHasher,
+{
+    /// Every key's live admissions, anchored to the system's wall clock now
+    /// (see [`crate::snapshot`]). Keys with nothing that counts are left
+    /// out. Exact when no check races it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// let limiter = KeyedLimiter::<String>::new(10, Duration::from_secs(1))?;
+    /// limiter.check_n("alice", 2).unwrap();
+    /// let snapshot = limiter.snapshot();
+    /// assert_eq!(snapshot.keys[0].key, "alice");
+    /// assert_eq!(snapshot.keys[0].admissions.len(), 2);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn snapshot(&self) -> crate::snapshot::KeyedSnapshot<K> {
+        self.snapshot_at(crate::snapshot::Anchor::now(&self.clock))
+    }
+
+    /// The live admissions at `anchor.clock_nanos`, as Unix times through
+    /// `anchor`.
+    pub fn snapshot_at(
+        &self,
+        anchor: crate::snapshot::Anchor,
+    ) -> crate::snapshot::KeyedSnapshot<K> {
+        let guard = self.map.guard();
+        let keys = self
+            .map
+            .iter(&guard)
+            .filter_map(|(key, state)| {
+                let shape = state.quota().unwrap_or(self.algorithm.default_shape());
+                let (head, slots) = state.words.split_first()?;
+                let admissions: Vec<u64> = shape
+                    .ring(head, slots)
+                    .admissions(anchor.clock_nanos)
+                    .into_iter()
+                    .map(|t| anchor.to_unix(t))
+                    .collect();
+                (!admissions.is_empty()).then(|| crate::snapshot::KeyAdmissions {
+                    key: key.clone(),
+                    admissions,
+                })
+            })
+            .collect();
+        crate::snapshot::KeyedSnapshot {
+            version: crate::snapshot::SNAPSHOT_VERSION,
+            taken_at_unix_nanos: anchor.unix_nanos,
+            policies: self.policies().to_vec(),
+            keys,
+        }
+    }
+
+    /// Adds a snapshot's admissions to this limiter's, key by key, judged
+    /// from now on as if the limiter that took it had never stopped
+    /// (anchored to the system's wall clock now). Each key gets the
+    /// policies this limiter gives it (its [`quota`](KeyedBuilder::quota)
+    /// or the default); admissions no policy counts any more are dropped.
+    /// Keys beyond the key cap or memory budget are refused and counted.
+    /// Needs `&mut`: restore before sharing the limiter.
+    ///
+    /// # Errors
+    ///
+    /// [`RestoreError::Version`](crate::snapshot::RestoreError::Version)
+    /// for a snapshot of another format version.
+    pub fn restore(
+        &mut self,
+        snapshot: &crate::snapshot::KeyedSnapshot<K>,
+    ) -> Result<crate::snapshot::Restored, crate::snapshot::RestoreError> {
+        let anchor = crate::snapshot::Anchor::now(&self.clock);
+        self.restore_at(snapshot, anchor)
+    }
+
+    /// [`restore`](Self::restore) with an explicit anchor.
+    ///
+    /// # Errors
+    ///
+    /// As [`restore`](Self::restore).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    /// use slidelog::snapshot::Anchor;
+    ///
+    /// let old = KeyedLimiter::<u64, ManualClock>::with_clock(2, Duration::from_secs(60), ManualClock::new())?;
+    /// old.check_n_at(&7, 2, 0).unwrap();
+    /// let snapshot = old.snapshot_at(Anchor::new(0, 1_000_000_000_000));
+    /// let mut new = KeyedLimiter::<u64, ManualClock>::with_clock(2, Duration::from_secs(60), ManualClock::new())?;
+    /// let restored = new.restore_at(&snapshot, Anchor::new(5, 1_000_000_000_005))?;
+    /// assert_eq!((restored.keys, restored.admissions), (1, 2));
+    /// assert!(new.check_at(&7, 5).is_err(), "no free burst after a restart");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn restore_at(
+        &mut self,
+        snapshot: &crate::snapshot::KeyedSnapshot<K>,
+        anchor: crate::snapshot::Anchor,
+    ) -> Result<crate::snapshot::Restored, crate::snapshot::RestoreError> {
+        crate::snapshot::check_version(snapshot.version)?;
+        let now = anchor.clock_nanos;
+        let mut report = crate::snapshot::Restored::default();
+        let guard = self.map.guard();
+        for entry in &snapshot.keys {
+            let existing = self.map.get(&entry.key, &guard);
+            let quota = match existing {
+                Some(state) => state.quota.clone(),
+                None => self.quota_for(&entry.key),
+            };
+            let shape = quota.as_deref().unwrap_or(self.algorithm.default_shape());
+            let current = existing
+                .and_then(|state| {
+                    let (head, slots) = state.words.split_first()?;
+                    Some(shape.ring(head, slots).admissions(now))
+                })
+                .unwrap_or_default();
+            let already = current.len();
+            let g = shape.geometry;
+            let (times, expired) = crate::snapshot::live_times(
+                current,
+                entry.admissions.iter().map(|&u| anchor.to_clock(u)),
+                now,
+                g.window() + g.linger(),
+                g.limit() as usize,
+            );
+            report.expired += expired;
+            if times.is_empty() {
+                continue;
+            }
+            let cost = self.cost(&entry.key, quota.as_deref());
+            if existing.is_none() && !self.reserve(cost) {
+                report.refused_keys += 1;
+                continue;
+            }
+            let words =
+                crate::algorithm::sealed::Sealed::init(&self.algorithm, quota.as_deref(), now);
+            {
+                let (head, slots) = words.split_first().expect("at least two words");
+                shape.ring(head, slots).fill_fresh(&times);
+            }
+            report.admissions += times.len().saturating_sub(already);
+            report.keys += 1;
+            // `&mut self`: no check runs meanwhile, so replacing the state
+            // loses nothing.
+            self.map
+                .insert(entry.key.clone(), KeyState { words, quota }, &guard);
+        }
+        Ok(report)
+    }
+}
+
 /// A [`KeyedLimiter`] that keeps the approximate sliding-window
 /// [`Counter`] per key: `8 (N + 2)` bytes per key whatever the limit.
 ///

@@ -216,6 +216,8 @@ mod policy;
 #[cfg(all(feature = "redis", not(slidelog_loom)))]
 pub mod redis;
 mod ring;
+#[cfg(feature = "serde")]
+pub mod snapshot;
 mod sync;
 #[cfg(all(feature = "tower", not(slidelog_loom)))]
 pub mod tower;

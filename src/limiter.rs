@@ -459,6 +459,93 @@ impl<C: Clock> Limiter<C> {
     }
 }
 
+#[cfg(feature = "serde")]
+impl<C: Clock> Limiter<C> {
+    /// The live admissions, anchored to the system's wall clock now (see
+    /// [`crate::snapshot`]). Exact when no check races it; a racing
+    /// admission may or may not be included.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::Limiter;
+    /// let limiter = Limiter::new(10, Duration::from_secs(1))?;
+    /// limiter.check_n(3).unwrap();
+    /// assert_eq!(limiter.snapshot().admissions.len(), 3);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn snapshot(&self) -> crate::snapshot::Snapshot {
+        self.snapshot_at(crate::snapshot::Anchor::now(&self.clock))
+    }
+
+    /// The live admissions at `anchor.clock_nanos`, as Unix times through
+    /// `anchor`.
+    pub fn snapshot_at(&self, anchor: crate::snapshot::Anchor) -> crate::snapshot::Snapshot {
+        crate::snapshot::Snapshot {
+            version: crate::snapshot::SNAPSHOT_VERSION,
+            taken_at_unix_nanos: anchor.unix_nanos,
+            policies: self.policies().to_vec(),
+            admissions: self
+                .ring()
+                .admissions(anchor.clock_nanos)
+                .into_iter()
+                .map(|t| anchor.to_unix(t))
+                .collect(),
+        }
+    }
+
+    /// Adds a snapshot's admissions to this limiter's, judged from now on
+    /// as if the limiter that took it had never stopped (anchored to the
+    /// system's wall clock now). Admissions no policy counts any more are
+    /// dropped. Needs `&mut`: restore before sharing the limiter.
+    ///
+    /// # Errors
+    ///
+    /// [`RestoreError::Version`](crate::snapshot::RestoreError::Version)
+    /// for a snapshot of another format version.
+    pub fn restore(
+        &mut self,
+        snapshot: &crate::snapshot::Snapshot,
+    ) -> Result<crate::snapshot::Restored, crate::snapshot::RestoreError> {
+        let anchor = crate::snapshot::Anchor::now(&self.clock);
+        self.restore_at(snapshot, anchor)
+    }
+
+    /// [`restore`](Self::restore) with an explicit anchor: `anchor.clock_nanos`
+    /// on this limiter's clock is `anchor.unix_nanos`.
+    ///
+    /// # Errors
+    ///
+    /// As [`restore`](Self::restore).
+    pub fn restore_at(
+        &mut self,
+        snapshot: &crate::snapshot::Snapshot,
+        anchor: crate::snapshot::Anchor,
+    ) -> Result<crate::snapshot::Restored, crate::snapshot::RestoreError> {
+        crate::snapshot::check_version(snapshot.version)?;
+        let now = anchor.clock_nanos;
+        let existing = self.ring().admissions(now);
+        let already = existing.len();
+        let g = self.shape.geometry;
+        let (times, expired) = crate::snapshot::live_times(
+            existing,
+            snapshot.admissions.iter().map(|&u| anchor.to_clock(u)),
+            now,
+            g.window() + g.linger(),
+            g.limit() as usize,
+        );
+        // A fresh ring, then the merged log: `&mut self` means no check
+        // runs meanwhile.
+        self.head = CachePadded::new(AtomicU64::new(0));
+        self.slots = (0..g.limit()).map(|_| AtomicU64::new(0)).collect();
+        self.ring().fill_fresh(&times);
+        Ok(crate::snapshot::Restored {
+            admissions: times.len().saturating_sub(already),
+            expired,
+            ..Default::default()
+        })
+    }
+}
+
 /// Hooks for the model checker (`--cfg slidelog_loom`): broken variants and
 /// the eviction handshake, driven through the shipped ring.
 #[cfg(slidelog_loom)]

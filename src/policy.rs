@@ -50,6 +50,7 @@ pub const MAX_POLICIES: usize = MAX;
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Policy {
     /// Admissions allowed in any window.
     pub limit: u32,

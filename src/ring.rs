@@ -1121,6 +1121,50 @@ impl<'a> RingRef<'a> {
         }
     }
 
+    /// The effective times of the admissions that still count at `now` for
+    /// some policy (those with `t + W + linger > now`), oldest first; empty
+    /// if the ring is closed. Exact when no admission races the read (one
+    /// that does may or may not be included).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn admissions(&self, now: u64) -> Vec<u64> {
+        let g = self.geometry;
+        let Some((snap, _, _)) = self.frontier(g.clamp_now(now), 1) else {
+            return Vec::new();
+        };
+        // Admissions c - L .. c - 1 sit at positions pos(c) + k, oldest first.
+        (0..g.limit)
+            .map(|k| {
+                // Acquire: as any slot load (see `snapshot`).
+                slot::deadline(
+                    self.slot(g.position_plus(snap.pos, k))
+                        .load(Ordering::Acquire),
+                )
+            })
+            .filter(|&d| d != 0 && d != slot::deadline(slot::CLOSED) && d + g.linger > now)
+            .map(|d| d - g.window)
+            .collect()
+    }
+
+    /// Writes `times` (non-decreasing, at most `L` of them) as the
+    /// admissions of this ring, which must be fresh (all zero) and not yet
+    /// shared: admission `i` in slot `i`, `head` at `times.len()`.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn fill_fresh(&self, times: &[u64]) {
+        let g = self.geometry;
+        debug_assert!(times.len() as u64 <= g.limit);
+        debug_assert!(times.windows(2).all(|w| w[0] <= w[1]));
+        let mut index = 0;
+        for &t in times {
+            let word = slot::pack(g.clamp_now(t) + g.window, g.stamp(index), false);
+            // Relaxed: the ring is not shared yet; whoever receives it does
+            // so through a synchronising handoff (the map's insertion, or
+            // `&mut` access to the limiter).
+            self.slot(g.position(index)).store(word, Ordering::Relaxed);
+            index = g.advance(index, 1);
+        }
+        self.head.store(index, Ordering::Relaxed);
+    }
+
     /// Closes the ring for eviction if its newest admission expired at least
     /// `margin` nanoseconds before `now`: raises `floor` to that admission's
     /// deadline (so no later keyed admission can overlap what is forgotten,

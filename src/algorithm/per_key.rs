@@ -145,6 +145,12 @@ impl Log {
         self.shape.limit()
     }
 
+    /// The default policies' shape.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn default_shape(&self) -> &Shape {
+        &self.shape
+    }
+
     #[inline]
     fn shape<'a>(&'a self, quota: Option<&'a Shape>) -> &'a Shape {
         quota.unwrap_or(&self.shape)

@@ -1,0 +1,197 @@
+//! Snapshot and restore (issue #16, feature `serde`): a limiter restored in
+//! a "new process" — a clock with another origin, after a gap, through
+//! JSON — decides exactly as the multi-policy model that never stopped.
+
+#![cfg(feature = "serde")]
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::multi::{MultiDecision, MultiModel, observed_multi};
+use proptest::prelude::*;
+use slidelog::snapshot::{Anchor, KeyedSnapshot, RestoreError, Snapshot};
+use slidelog::{KeyedLimiter, Limiter, ManualClock};
+
+fn policies() -> impl Strategy<Value = Vec<(u32, u64)>> {
+    prop::collection::vec((1..=5u32, 1..=40u64), 1..=3)
+}
+
+fn ops() -> impl Strategy<Value = Vec<(u64, u32)>> {
+    prop::collection::vec(
+        (
+            prop_oneof![3 => Just(0u64), 3 => 0..=12u64, 1 => Just(40u64)],
+            0..=3u32,
+        ),
+        0..40,
+    )
+}
+
+fn limiter(policies: &[(u32, u64)], clock: &ManualClock) -> Limiter<ManualClock> {
+    let mut b = Limiter::builder(policies[0].0, Duration::from_nanos(policies[0].1));
+    for &(l, w) in &policies[1..] {
+        b = b.and(l, Duration::from_nanos(w));
+    }
+    b.clock(clock.clone()).build().unwrap()
+}
+
+/// A decision of the restored limiter, whose clock reads `t + shift` at
+/// the model's time `t`, in the model's time.
+fn unshift(d: MultiDecision, shift: u64) -> MultiDecision {
+    match d {
+        MultiDecision::Admitted {
+            at,
+            remaining,
+            policy,
+        } => MultiDecision::Admitted {
+            at: at - shift,
+            remaining,
+            policy,
+        },
+        MultiDecision::Denied { until, policy } => MultiDecision::Denied {
+            until: until - shift,
+            policy,
+        },
+        other => other,
+    }
+}
+
+const UNIX: u64 = 1_700_000_000_000_000_000;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn a_restored_limiter_decides_as_if_it_never_stopped(
+        policies in policies(),
+        before in ops(),
+        gap in 0..60u64,
+        after in ops(),
+        origin in 1_000u64..1_000_000,
+    ) {
+        let mut model = MultiModel::new(&policies);
+        let clock = ManualClock::new();
+        let old = limiter(&policies, &clock);
+        let mut t = 100u64;
+        for &(dt, n) in &before {
+            t += dt;
+            let _ = old.check_n_at(n, t);
+            model.decide(t, n);
+        }
+        // Process one stops at `t` (Unix UNIX + t); process two starts
+        // `gap` later with its clock at `origin`.
+        let snapshot = old.snapshot_at(Anchor::new(t, UNIX + t));
+        let json = serde_json::to_string(&snapshot).unwrap();
+        let back: Snapshot = serde_json::from_str(&json).unwrap();
+        prop_assert_eq!(&back, &snapshot);
+        t += gap;
+        let new_clock = ManualClock::new();
+        new_clock.set(origin);
+        let mut new = limiter(&policies, &new_clock);
+        new.restore_at(&back, Anchor::new(origin, UNIX + t)).unwrap();
+        // Model time `t` is `origin` on the new clock.
+        let shift = origin as i128 - t as i128;
+        for (i, &(dt, n)) in after.iter().enumerate() {
+            t += dt;
+            let here = (t as i128 + shift) as u64;
+            let got = observed_multi(here, new.check_n_at(n, here));
+            let got = match got {
+                MultiDecision::Admitted { at, remaining, policy } => MultiDecision::Admitted {
+                    at: (at as i128 - shift) as u64, remaining, policy },
+                MultiDecision::Denied { until, policy } => MultiDecision::Denied {
+                    until: (until as i128 - shift) as u64, policy },
+                other => other,
+            };
+            prop_assert_eq!(got, model.decide(t, n), "after the restore, step {}", i);
+        }
+    }
+
+    #[test]
+    fn a_restored_keyed_limiter_decides_as_if_it_never_stopped(
+        policies in policies(),
+        before in prop::collection::vec((0..3u64, 0..=12u64, 0..=3u32), 0..40),
+        gap in 0..60u64,
+        after in prop::collection::vec((0..3u64, 0..=12u64, 0..=3u32), 0..40),
+    ) {
+        let build = |clock: &ManualClock| {
+            let mut b = KeyedLimiter::<u64>::builder(policies[0].0, Duration::from_nanos(policies[0].1));
+            for &(l, w) in &policies[1..] {
+                b = b.and(l, Duration::from_nanos(w));
+            }
+            b.clock(clock.clone()).build().unwrap()
+        };
+        let mut models: HashMap<u64, MultiModel> = HashMap::new();
+        let clock = ManualClock::new();
+        let old = build(&clock);
+        let mut t = 100u64;
+        for &(key, dt, n) in &before {
+            t += dt;
+            let _ = old.check_n_at(&key, n, t);
+            models.entry(key).or_insert_with(|| MultiModel::new(&policies)).decide(t, n);
+        }
+        let snapshot = old.snapshot_at(Anchor::new(t, UNIX + t));
+        let json = serde_json::to_string(&snapshot).unwrap();
+        let back: KeyedSnapshot<u64> = serde_json::from_str(&json).unwrap();
+        t += gap;
+        let shift = 5_000u64; // the new clock runs 5 µs ahead of model time
+        let new_clock = ManualClock::new();
+        new_clock.set(t + shift);
+        let mut new = build(&new_clock);
+        new.restore_at(&back, Anchor::new(t + shift, UNIX + t)).unwrap();
+        for (i, &(key, dt, n)) in after.iter().enumerate() {
+            t += dt;
+            new_clock.set(t + shift);
+            let got = unshift(observed_multi(t + shift, new.check_n_at(&key, n, t + shift)), shift);
+            let want = models.entry(key).or_insert_with(|| MultiModel::new(&policies)).decide(t, n);
+            prop_assert_eq!(got, want, "after the restore, step {} key {}", i, key);
+        }
+    }
+}
+
+/// Admissions no policy counts any more at the restore are dropped, and a
+/// snapshot of another version is refused with a clear error.
+#[test]
+fn expired_admissions_are_dropped_and_versions_checked() {
+    let clock = ManualClock::new();
+    let old = limiter(&[(5, 10), (6, 100)], &clock);
+    old.check_n_at(2, 0).unwrap();
+    old.check_n_at(2, 95).unwrap();
+    let snapshot = old.snapshot_at(Anchor::new(95, UNIX + 95));
+    assert_eq!(snapshot.admissions, vec![UNIX, UNIX, UNIX + 95, UNIX + 95]);
+    let mut new = limiter(&[(5, 10), (6, 100)], &clock);
+    let restored = new
+        .restore_at(&snapshot, Anchor::new(100, UNIX + 100))
+        .unwrap();
+    // The two at 0 left the 100 ns window exactly at 100.
+    assert_eq!((restored.admissions, restored.expired), (2, 2));
+    assert_eq!(new.check_n_at(3, 100).unwrap().remaining(), 0);
+
+    let mut future = snapshot.clone();
+    future.version = 99;
+    let err = new
+        .restore_at(&future, Anchor::new(100, UNIX + 100))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        RestoreError::Version {
+            found: 99,
+            expected: 1
+        }
+    );
+    assert!(err.to_string().contains("99"));
+}
+
+/// A restore with the system clock: the snapshot of one QuantaClock limiter
+/// restored into another (different origins) keeps the window full.
+#[test]
+fn restore_between_quanta_clocks() {
+    let old = Limiter::new(3, Duration::from_secs(60)).unwrap();
+    old.check_n(3).unwrap();
+    let snapshot = old.snapshot();
+    let mut new = Limiter::new(3, Duration::from_secs(60)).unwrap();
+    let restored = new.restore(&snapshot).unwrap();
+    assert_eq!(restored.admissions, 3);
+    let denied = new.check().unwrap_err();
+    assert!(denied.retry_after() > Duration::from_secs(59), "{denied:?}");
+}
