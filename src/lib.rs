@@ -11,6 +11,17 @@
 //! use std::time::Duration;
 //! use slidelog::{KeyedLimiter, Limiter};
 //!
+//! // Several limits at once, exactly and all or nothing: 10 per second
+//! // AND 100 per minute AND 1,000 per hour, on one ring of 1,000 slots.
+//! let api = Limiter::builder(10, Duration::from_secs(1))
+//!     .and(100, Duration::from_secs(60))
+//!     .and(1_000, Duration::from_secs(3600))
+//!     .build()?;
+//! if let Err(denied) = api.check() {
+//!     // Which policy decided the wait, and the exact wait.
+//!     println!("policy {} says retry in {:?}", denied.policy(), denied.retry_after());
+//! }
+//!
 //! // One limit for everything: 100 requests per second.
 //! let limiter = Limiter::new(100, Duration::from_secs(1))?;
 //! match limiter.check() {
@@ -48,6 +59,16 @@
 //! * **Linearizable**: every concurrent history equals some sequential order
 //!   of the same calls fed to the reference model at their effective times.
 //! * **All or nothing**: [`Limiter::check_n`] takes `n` slots or none.
+//! * **Several policies, exactly.** A limiter built with
+//!   [`Limiter::builder`]`(..).and(..)` (or [`KeyedBuilder::and`], or a
+//!   per-key [`Quota`]) admits a request iff *every* policy `(L_i, W_i)`
+//!   has room, against one log of effective times: the reference is the
+//!   classic log checked once per policy. A request one policy refuses
+//!   records nothing in the others (a chain of limiters leaks a unit
+//!   there); `retry_after` is the longest wait over the violated policies,
+//!   [`Denied::policy`] names that policy and [`Admitted::remaining`] is the
+//!   least room over all of them. Everything above holds unchanged (the
+//!   same loom models, with two policies and negative controls).
 //! * **Keyed limiters, eviction included.** The same holds per key of a
 //!   [`KeyedLimiter`] with no assumption on the callers' clock readings:
 //!   evicting an idle key forgets its ring, so every keyed check is judged
