@@ -51,9 +51,9 @@ use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Client, Script, ScriptInvocation};
 
 use crate::clock::{Clock, QuantaClock};
-use crate::config;
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
+use crate::policy::{Policy, Shape};
 use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// How admissions are stored in Redis.
@@ -165,35 +165,60 @@ impl From<ConfigError> for RedisLimitError {
     }
 }
 
-/// `{1, remaining, t_eff}` or `{0, retry_after, now}`, all in microseconds.
+/// Both scripts take `KEYS[1]` and `ARGV`: `n`, a unique member prefix, a
+/// server-time override (`''` for none, tests only), the number of policies
+/// `P`, the ring's size `L` and base window `W` (the policy of the largest
+/// limit, the longest such), then `P` pairs `limit, window`; times are in
+/// microseconds. Every policy is checked against the one log, all or
+/// nothing. They answer `{1, remaining, t_eff, policy}` (the least room and
+/// the first policy with it) or `{0, retry_after, now, policy}` (the longest
+/// wait over the violated policies and the first policy with it).
 const SORTED_SET: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if ARGV[5] then now = tonumber(ARGV[5]) end
-local limit, window, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local count = redis.call('ZCARD', KEYS[1])
-if count + n <= limit then
-  for i = 1, n do
-    redis.call('ZADD', KEYS[1], now, ARGV[4] .. ':' .. i)
-  end
-  if n > 0 then
-    redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000) + 1)
-  end
-  return {1, limit - count - n, now}
+if ARGV[3] ~= '' then now = tonumber(ARGV[3]) end
+local n, P = tonumber(ARGV[1]), tonumber(ARGV[4])
+local longest = 0
+for i = 1, P do
+  local w = tonumber(ARGV[6 + 2 * i])
+  if w > longest then longest = w end
 end
-local e = redis.call('ZRANGE', KEYS[1], count + n - limit - 1, count + n - limit - 1, 'WITHSCORES')
-return {0, tonumber(e[2]) + window - now, now}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - longest)
+local total = redis.call('ZCARD', KEYS[1])
+local wait, wp, rem, rp = -1, 0, -1, 0
+for i = 1, P do
+  local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
+  local inw = total
+  if W < longest then inw = redis.call('ZCOUNT', KEYS[1], '(' .. (now - W), '+inf') end
+  if inw + n > L then
+    local e = redis.call('ZRANGE', KEYS[1], total + n - L - 1, total + n - L - 1, 'WITHSCORES')
+    local w = tonumber(e[2]) + W - now
+    if w > wait then wait, wp = w, i - 1 end
+  elseif rem < 0 or L - inw - n < rem then
+    rem, rp = L - inw - n, i - 1
+  end
+end
+if wait >= 0 then return {0, wait, now, wp} end
+for i = 1, n do
+  redis.call('ZADD', KEYS[1], now, ARGV[2] .. ':' .. i)
+end
+if n > 0 then
+  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
+end
+return {1, rem, now, rp}
 "#;
 
 /// The ring of docs/design.md §2 in one string: an 8-byte head (admissions so
-/// far), then `limit` 8-byte deadlines (`t_eff + W`), big-endian doubles
-/// (exact for integers below 2^53 µs).
+/// far), then `L` 8-byte deadlines (`t_eff + W`, the base window),
+/// big-endian doubles (exact for integers below 2^53 µs). Policy `i`
+/// admits `n` units iff admission `head + n - 1 - L_i` has left its window
+/// (docs/design.md §4, several policies).
 const RING: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if ARGV[5] then now = tonumber(ARGV[5]) end
-local L, W, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if ARGV[3] ~= '' then now = tonumber(ARGV[3]) end
+local n, P = tonumber(ARGV[1]), tonumber(ARGV[4])
+local L, W = tonumber(ARGV[5]), tonumber(ARGV[6])
 local raw = redis.call('GET', KEYS[1])
 local function word(off)
   if (not raw) or #raw < off + 8 then return 0 end
@@ -204,24 +229,33 @@ local function slot(i) return word(8 + 8 * (i % L)) end
 local teff = now
 local prev = slot(head + L - 1)
 if prev - W > teff then teff = prev - W end
-if n > 0 then
-  local last = slot(head + n - 1)
-  if last > teff then return {0, last - now, now} end
+local longest = W
+local wait, wp, rem, rp = -1, 0, -1, 0
+for i = 1, P do
+  local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
+  if Wi > longest then longest = Wi end
+  local function alive(d) return d ~= 0 and d - W + Wi > teff end
+  if n > 0 then
+    local d = slot(head + n - 1 + L - Li)
+    if alive(d) and d - W + Wi - now > wait then wait, wp = d - W + Wi - now, i - 1 end
+  end
+  local lo, hi = 0, Li - n
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if alive(slot(head + n + L - Li + mid)) then hi = mid else lo = mid + 1 end
+  end
+  if rem < 0 or lo < rem then rem, rp = lo, i - 1 end
 end
-local lo, hi = 0, L - n
-while lo < hi do
-  local mid = math.floor((lo + hi) / 2)
-  if slot(head + n + mid) > teff then hi = mid else lo = mid + 1 end
-end
+if wait >= 0 then return {0, wait, now, wp} end
 if n > 0 then
   local d = struct.pack('>d', teff + W)
   for i = 0, n - 1 do
     redis.call('SETRANGE', KEYS[1], 8 + 8 * ((head + i) % L), d)
   end
   redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n))
-  redis.call('PEXPIRE', KEYS[1], math.ceil(W / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
 end
-return {1, lo, teff}
+return {1, rem, teff, rp}
 "#;
 
 /// Counters for observability.
@@ -251,8 +285,8 @@ pub struct RedisStats {
 pub struct RedisBuilder {
     /// One node's URL, or (a cluster) the seed nodes' URLs.
     target: Target,
-    limit: u32,
-    window: Duration,
+    /// The policies (the first from `builder`).
+    policies: Vec<Policy>,
     layout: Layout,
     prefix: String,
     policy: FailurePolicy,
@@ -282,6 +316,21 @@ impl RedisBuilder {
     /// ```
     pub fn max_key_len(mut self, max: usize) -> Self {
         self.max_key_len = max;
+        self
+    }
+
+    /// Every key is also limited to `limit` per `window`: several policies,
+    /// checked all or nothing in the one script against one log per key
+    /// (the ring layout keeps the ring of the largest limit), as for
+    /// [`Limiter::builder`](crate::Limiter::builder).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let _b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, Duration::from_secs(1))
+    ///     .and(100, Duration::from_secs(60));
+    /// ```
+    pub fn and(mut self, limit: u32, window: Duration) -> Self {
+        self.policies.push(Policy::new(limit, window));
         self
     }
 
@@ -362,9 +411,25 @@ impl RedisBuilder {
     /// # });
     /// ```
     pub async fn connect(self) -> Result<RedisLimiter, RedisLimitError> {
-        let window_ns = config::window_nanos(self.window)?;
-        config::geometry(self.limit, self.window)?;
-        let window_us = window_ns.div_ceil(1_000);
+        // Validates every policy, and finds the ring's (largest limit,
+        // longest window among those) and the smallest limit.
+        let shape = Shape::new(&self.policies)?;
+        let us = |w: Duration| u64::try_from(w.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
+        let rules: Vec<(u32, u64)> = self
+            .policies
+            .iter()
+            .map(|p| (p.limit, us(p.window)))
+            .collect();
+        let ring = *rules
+            .iter()
+            .max_by_key(|&&(limit, window)| (limit, window))
+            .expect("at least one policy");
+        let (min_policy, &(min_limit, _)) = rules
+            .iter()
+            .enumerate()
+            .min_by_key(|&(i, &(limit, _))| (limit, i))
+            .expect("at least one policy");
+        drop(shape);
         let conn = match &self.target {
             Target::Node(url) => {
                 let client = Client::open(url.as_str())?;
@@ -405,8 +470,11 @@ impl RedisBuilder {
             conn,
             shared: std::sync::Arc::new(Shared {
                 script,
-                limit: self.limit,
-                window_us,
+                policies: self.policies,
+                rules,
+                ring,
+                min_limit,
+                min_policy: min_policy as u8,
                 layout: self.layout,
                 prefix: self.prefix,
                 policy: self.policy,
@@ -473,8 +541,13 @@ impl Conn {
 /// Everything but the connection, shared by clones.
 struct Shared {
     script: Script,
-    limit: u32,
-    window_us: u64,
+    /// The policies as given, and in microseconds.
+    policies: Vec<Policy>,
+    rules: Vec<(u32, u64)>,
+    /// The ring's size and base window (µs).
+    ring: (u32, u64),
+    min_limit: u32,
+    min_policy: u8,
     layout: Layout,
     prefix: String,
     policy: FailurePolicy,
@@ -493,8 +566,7 @@ struct Shared {
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
-            .field("limit", &self.shared.limit)
-            .field("window_us", &self.shared.window_us)
+            .field("policies", &self.shared.policies)
             .field("layout", &self.shared.layout)
             .field("prefix", &self.shared.prefix)
             .field("policy", &self.shared.policy)
@@ -556,8 +628,7 @@ impl RedisBuilder {
     fn new(target: Target, limit: u32, window: Duration) -> RedisBuilder {
         RedisBuilder {
             target,
-            limit,
-            window,
+            policies: vec![Policy::new(limit, window)],
             layout: Layout::default(),
             prefix: "slidelog:".into(),
             policy: FailurePolicy::default(),
@@ -676,8 +747,10 @@ impl RedisLimiter {
                 max: self.shared.max_key_len,
             });
         }
-        if n > self.shared.limit {
-            return Ok(Err(Denied::exceeds_limit(n, self.shared.limit)));
+        if n > self.shared.min_limit {
+            return Ok(Err(
+                Denied::exceeds_limit(n, self.shared.min_limit).with_policy(self.shared.min_policy)
+            ));
         }
         let full_key = format!("{}{}", self.shared.prefix, key);
         let local_now = self.shared.clock.now();
@@ -700,13 +773,17 @@ impl RedisLimiter {
             self.shared.sequence.fetch_add(1, Ordering::Relaxed)
         );
         let mut invocation = self.shared.script.key(&full_key);
+        invocation.arg(n).arg(member);
+        match now_us {
+            Some(now) => invocation.arg(now),
+            None => invocation.arg(""),
+        };
         invocation
-            .arg(self.shared.limit)
-            .arg(self.shared.window_us)
-            .arg(n)
-            .arg(member);
-        if let Some(now) = now_us {
-            invocation.arg(now);
+            .arg(self.shared.rules.len())
+            .arg(self.shared.ring.0)
+            .arg(self.shared.ring.1);
+        for &(limit, window) in &self.shared.rules {
+            invocation.arg(limit).arg(window);
         }
         let answer = tokio::time::timeout(self.shared.timeout, self.conn.invoke(&invocation)).await;
         let answer = match answer {
@@ -714,16 +791,20 @@ impl RedisLimiter {
             Ok(Err(e)) => return self.fail(RedisLimitError::Redis(e)),
             Err(_) => return self.fail(RedisLimitError::Timeout(self.shared.timeout)),
         };
-        let [admitted, value, at] = answer[..] else {
+        let [admitted, value, at, policy] = answer[..] else {
             return self.fail(RedisLimitError::Protocol(format!("{answer:?}")));
         };
         let value = u64::try_from(value).unwrap_or(0);
         let at_ns = u64::try_from(at).unwrap_or(0).saturating_mul(1_000);
+        let policy = u8::try_from(policy)
+            .ok()
+            .filter(|&p| usize::from(p) < self.shared.rules.len())
+            .unwrap_or(0);
         if admitted == 1 {
             Ok(Ok(Admitted {
                 at: at_ns,
                 remaining: u32::try_from(value).unwrap_or(0),
-                policy: 0,
+                policy,
             }))
         } else {
             let retry_ns = value.saturating_mul(1_000);
@@ -736,7 +817,9 @@ impl RedisLimiter {
                 // later, so the true retry time is no earlier than this.
                 map.insert(full_key, (local_now.saturating_add(retry_ns), n));
             }
-            Ok(Err(Denied::rate_limited(retry_ns.max(1))))
+            Ok(Err(
+                Denied::rate_limited(retry_ns.max(1)).with_policy(policy)
+            ))
         }
     }
 
@@ -780,22 +863,31 @@ impl RedisLimiter {
         }
     }
 
-    /// The per-key limit.
+    /// The per-key limit (the first policy's).
     ///
     /// ```
     /// # fn f(limiter: &slidelog::redis::RedisLimiter) { assert!(limiter.limit() >= 1); }
     /// ```
     pub fn limit(&self) -> u32 {
-        self.shared.limit
+        self.shared.rules[0].0
     }
 
-    /// The window (microsecond precision).
+    /// The window (the first policy's; microsecond precision).
     ///
     /// ```
     /// # fn f(limiter: &slidelog::redis::RedisLimiter) { let _ = limiter.window(); }
     /// ```
     pub fn window(&self) -> Duration {
-        Duration::from_micros(self.shared.window_us)
+        Duration::from_micros(self.shared.rules[0].1)
+    }
+
+    /// Every policy, in the order given.
+    ///
+    /// ```
+    /// # fn f(limiter: &slidelog::redis::RedisLimiter) { assert!(!limiter.policies().is_empty()); }
+    /// ```
+    pub fn policies(&self) -> &[Policy] {
+        &self.shared.policies
     }
 
     /// The storage layout.
@@ -839,6 +931,10 @@ impl crate::tower::Backend<String> for RedisLimiter {
     }
 
     fn policy(&self) -> (u32, Duration) {
-        (self.shared.limit, self.window())
+        (self.limit(), self.window())
+    }
+
+    fn policies(&self) -> Vec<Policy> {
+        self.shared.policies.clone()
     }
 }

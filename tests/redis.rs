@@ -108,6 +108,27 @@ fn both_layouts_equal_the_model() {
     });
 }
 
+/// Several policies per key (`.and`), both layouts, against the
+/// multi-policy model (issue #16).
+#[test]
+fn several_policies_equal_the_model() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    let url = server.url.clone();
+    common::redis_model::policies_equal_the_model(&rt, 48, |policies, layout, id| {
+        let url = url.clone();
+        async move {
+            let mut b = RedisLimiter::builder(url.as_str(), policies[0].0, policies[0].1)
+                .layout(layout)
+                .prefix(format!("multi{id}:"));
+            for &(limit, window) in &policies[1..] {
+                b = b.and(limit, window);
+            }
+            (b.connect().await.unwrap(), "k".to_string())
+        }
+    });
+}
+
 /// Many clients (tasks with their own connections) on one key: no window
 /// holds more than the limit, on the server's clock.
 #[test]

@@ -246,6 +246,23 @@ fn both_layouts_equal_the_model_on_a_cluster() {
     });
 }
 
+/// Several policies per key on the cluster, keys spread over the shards.
+#[test]
+fn several_policies_equal_the_model_on_a_cluster() {
+    let Some(cluster) = cluster() else { return };
+    let rt = runtime();
+    let cluster = &cluster;
+    common::redis_model::policies_equal_the_model(&rt, 24, |policies, layout, id| async move {
+        let mut b = RedisLimiter::cluster_builder(cluster.seeds(), policies[0].0, policies[0].1)
+            .layout(layout)
+            .prefix("multi:");
+        for &(limit, window) in &policies[1..] {
+            b = b.and(limit, window);
+        }
+        (b.connect().await.unwrap(), format!("case{id}"))
+    });
+}
+
 /// Several clients, each with its own cluster connection, on one key: no
 /// window of the server's clock holds more than the limit, and the limit is
 /// reached.

@@ -68,3 +68,80 @@ where
         })
         .unwrap();
 }
+
+/// Several policies (`.and`) through Redis, both layouts, against the
+/// multi-policy model: `connect(policies, layout, case)` builds the limiter
+/// (windows in µs, whole seconds) and the key.
+pub fn policies_equal_the_model<F, Fut>(rt: &tokio::runtime::Runtime, cases: u32, connect: F)
+where
+    F: Fn(Vec<(u32, Duration)>, Layout, u64) -> Fut,
+    Fut: Future<Output = (RedisLimiter, String)>,
+{
+    use super::multi::{MultiDecision, MultiModel, observed_multi};
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let strategy = (
+        prop::collection::vec((1..5u32, 1..40u64), 1..=3),
+        any::<bool>(),
+        prop::collection::vec(
+            (
+                prop_oneof![Just(0u64), 0..3_000_000u64, 0..40_000_000u64],
+                0..=5u32,
+            ),
+            1..40,
+        ),
+    );
+    runner
+        .run(&strategy, |(policies, ring, ops)| {
+            let layout = if ring {
+                Layout::Ring
+            } else {
+                Layout::SortedSet
+            };
+            let id = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let us: Vec<(u32, u64)> = policies.iter().map(|&(l, s)| (l, s * 1_000_000)).collect();
+            let given = us
+                .iter()
+                .map(|&(l, w)| (l, Duration::from_micros(w)))
+                .collect();
+            rt.block_on(async {
+                let (l, key) = connect(given, layout, id).await;
+                let mut model = MultiModel::new(&us);
+                let mut t = 1_000_000u64;
+                for (dt, n) in ops {
+                    t += dt;
+                    let got = l.check_n_at_server_time_override(&key, n, t).await.unwrap();
+                    let want = match model.decide(t, n) {
+                        MultiDecision::Admitted {
+                            at,
+                            remaining,
+                            policy,
+                        } => MultiDecision::Admitted {
+                            at: at * 1_000,
+                            remaining,
+                            policy,
+                        },
+                        MultiDecision::Denied { until, policy } => MultiDecision::Denied {
+                            until: until * 1_000,
+                            policy,
+                        },
+                        other => other,
+                    };
+                    prop_assert_eq!(
+                        observed_multi(t * 1_000, got),
+                        want,
+                        "{:?} t={} n={} policies {:?}",
+                        layout,
+                        t,
+                        n,
+                        &us
+                    );
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
