@@ -5,7 +5,6 @@
 //! admissions, denials and the largest number of admissions it saw in any
 //! window — which must never exceed the limit.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
@@ -23,6 +22,10 @@ mod input;
 mod mutex_log;
 #[path = "cli/parse.rs"]
 mod parse;
+#[path = "cli/plot.rs"]
+mod plot;
+#[path = "cli/progress.rs"]
+mod progress;
 #[path = "cli/replay.rs"]
 mod replay;
 
@@ -113,6 +116,10 @@ struct ReplayArgs {
     /// How many top offenders to list.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Also draw admitted vs denied per second over the log, and the top
+    /// keys, into this SVG file.
+    #[arg(long, value_name = "OUT.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// Which limiter the demo uses, for one key and per key.
@@ -184,6 +191,7 @@ fn main() {
             tolerance: args.tolerance,
             slots: args.slots,
             top: args.top,
+            plot: args.plot,
         }),
     };
     if let Err(message) = result {
@@ -388,24 +396,31 @@ where
             })
         })
         .collect();
+    // A bar on a terminal, plain periodic lines into a log file.
+    let total_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    let mut progress = progress::Progress::new(name, Some(total_ms), progress::Unit::Seconds);
     while start.elapsed() < duration {
         thread::sleep(Duration::from_millis(100).min(duration));
         let done = checks.load(Ordering::Relaxed);
-        eprint!(
-            "\r  {name}: {:>5.1}s  {:>12} checks  {:>12.0} checks/s",
-            start.elapsed().as_secs_f64(),
-            done,
-            done as f64 / start.elapsed().as_secs_f64()
+        let elapsed = start.elapsed();
+        progress.update(
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            || {
+                format!(
+                    "{:.1}s, {done} checks, {:.0} checks/s",
+                    elapsed.as_secs_f64(),
+                    done as f64 / elapsed.as_secs_f64()
+                )
+            },
         );
-        let _ = std::io::stderr().flush();
     }
+    progress.finish();
     stop.store(true, Ordering::Relaxed);
     let mut admitted: Vec<(u64, u64)> = workers
         .into_iter()
         .flat_map(|w| w.join().expect("worker panicked"))
         .collect();
     let elapsed = start.elapsed();
-    eprintln!();
     admitted.sort_unstable();
     let fullest = max_in_window(&admitted, judge.window);
     let judged = match judge.slots {

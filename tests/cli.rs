@@ -526,3 +526,80 @@ fn stacked_limits_are_one_multi_policy_limiter() {
     assert_eq!(json["policies"][0]["decided"], 1);
     assert_eq!(json["policies"][1]["decided"], 1);
 }
+
+/// `replay --plot` draws the timeline and the top keys; progress goes to
+/// stderr as plain lines (stderr is not a terminal here), never `\r`.
+#[test]
+fn replay_plots_and_reports_progress_without_carriage_returns() {
+    let mut log = String::from("when,client\n");
+    for i in 0..10_000u64 {
+        // 10 requests per ms from "noisy", one per 10 ms from "quiet".
+        log.push_str(&format!("{},noisy\n", i * 100_000));
+        if i % 100 == 0 {
+            log.push_str(&format!("{},quiet\n", i * 100_000));
+        }
+    }
+    let path = write_temp("plot.csv", &log);
+    let svg = std::env::temp_dir().join(format!("slidelog-plot-{}.svg", std::process::id()));
+    let out = slidelog()
+        .env("SLIDELOG_PROGRESS_SECS", "0")
+        .args([
+            "replay",
+            path.to_str().unwrap(),
+            "--limit",
+            "100/1s",
+            "--time-unit",
+            "ns",
+        ])
+        .args(["--time-column", "when", "--key-column", "client"])
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        !err.contains('\r'),
+        "a carriage return in plain progress: {err:?}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("replay: ") && l.contains("requests")),
+        "{err}"
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    let _ = std::fs::remove_file(&svg);
+    assert!(
+        drawn.starts_with("<svg"),
+        "{}",
+        &drawn[..drawn.len().min(200)]
+    );
+    assert!(drawn.contains("requests per second"));
+    assert!(drawn.contains("noisy"), "the top key is drawn");
+    assert!(
+        !drawn.contains(">quiet<"),
+        "a key never denied is not a top offender"
+    );
+}
+
+/// The demo's progress is plain lines when stderr is not a terminal.
+#[test]
+fn demo_progress_is_plain_off_a_terminal() {
+    let out = slidelog()
+        .env("SLIDELOG_PROGRESS_SECS", "0")
+        .args([
+            "demo",
+            "--duration",
+            "300ms",
+            "--keys",
+            "100",
+            "--threads",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\r'), "{err:?}");
+    assert!(err.contains("checks/s"), "{err}");
+}

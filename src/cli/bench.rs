@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use slidelog::{Clock, Limiter, ManualClock, QuantaClock, RateLimit, SlidingCounter};
 
 use super::mutex_log::MutexLog;
+use super::progress::{Progress, Unit};
 
 /// Nanoseconds per call of `f` run on `threads` threads for about `budget`,
 /// as aggregate wall time / total calls; the median of three rounds.
@@ -55,6 +56,13 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     }
     let budget = Duration::from_secs_f64(seconds / 12.0);
     let clock = QuantaClock::new();
+    // 5 single-key cases x 3 limiters, 3 keyed cases x 2, 2 references.
+    let mut progress = Progress::new("bench", Some(23), Unit::Steps);
+    let mut step = 0u64;
+    let mut done = |progress: &mut Progress, what: &str| {
+        step += 1;
+        progress.update(step, || format!("{step}/23 {what}"));
+    };
     println!(
         "slidelog bench: ns per call (lower is better) and ratio to the Mutex<VecDeque> log; {threads} threads for the contended rows"
     );
@@ -88,33 +96,36 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
                 black_box(l.check().is_ok());
             }
         });
+        done(&mut progress, case);
         let b = measure(t, budget, {
             let c = Arc::clone(&counter);
             move || {
                 black_box(RateLimit::check(&*c).is_ok());
             }
         });
+        done(&mut progress, case);
         let m = measure(t, budget, {
             let (m, clock) = (Arc::clone(&mutex), clock.clone());
             move || {
                 black_box(m.check_at(clock.now()));
             }
         });
-        println!(
+        done(&mut progress, case);
+        progress.println(&format!(
             "{case:<24} {a:>12.1} {b:>12.1} {m:>12.1} {:>12.2} {:>12.2}",
             a / m,
             b / m
-        );
+        ));
     }
     // Per key: `KeyedLimiter::<u64>::new(10, 1 µs)` as a new user writes it
     // (default idle margin), each thread cycling over its own 5,000 keys; and
     // keys revisited only after they went idle (each check finds its key
     // idle: the revisit path).
-    println!();
-    println!(
+    progress.println("");
+    progress.println(&format!(
         "{:<40} {:>12} {:>12}",
         "keyed (10 per 1 us, default margin)", "log", "counter"
-    );
+    ));
     for (case, t, keys) in [
         ("allow, 10k keys, 1 thread", 1usize, 10_000u64),
         ("allow, 10k keys, disjoint threads", threads, 10_000),
@@ -134,6 +145,7 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
                 black_box(l.check(&k).is_ok());
             }
         });
+        done(&mut progress, case);
         let b = measure(t, budget, {
             let c = Arc::clone(&counter);
             move || {
@@ -141,7 +153,8 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
                 black_box(c.check(&k).is_ok());
             }
         });
-        println!("{case:<40} {a:>12.1} {b:>12.1}");
+        done(&mut progress, case);
+        progress.println(&format!("{case:<40} {a:>12.1} {b:>12.1}"));
     }
     // The clock's share, for reference.
     let manual = Arc::new(
@@ -152,9 +165,12 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     let deny_at = measure(1, budget, move || {
         black_box(manual.check_at(black_box(1)).is_err());
     });
+    done(&mut progress, "references");
     let quanta = measure(1, budget, move || {
         black_box(clock.now());
     });
+    done(&mut progress, "references");
+    progress.finish();
     println!();
     println!(
         "for reference: deny with the time passed in {deny_at:.1} ns; one quanta clock read {quanta:.1} ns"

@@ -10,6 +10,7 @@ use slidelog::{KeyedLimiter, ManualClock, SlidingCounter};
 
 use super::input::{self, Columns, InputFormat, Requests, TimeUnit};
 use super::parse::Policy;
+use super::progress::{Counting, Progress, Unit};
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -34,6 +35,8 @@ pub(crate) struct Options {
     pub(crate) tolerance: Duration,
     pub(crate) slots: u32,
     pub(crate) top: usize,
+    /// Draw the timeline and the top keys into this SVG.
+    pub(crate) plot: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -62,24 +65,56 @@ pub(crate) struct Summary {
     policies: Vec<(Policy, u64)>,
     keys: Vec<(String, KeyStats)>,
     slots: u32,
+    /// Per second of the log (from its first record): admitted, denied.
+    timeline: std::collections::BTreeMap<u64, (u64, u64)>,
 }
 
 pub(crate) fn run(options: &Options) -> Result<(), String> {
-    let input: Box<dyn Read> = if options.file == "-" {
-        Box::new(io::stdin().lock())
+    let (input, total): (Box<dyn Read>, Option<u64>) = if options.file == "-" {
+        (Box::new(io::stdin().lock()), None)
     } else {
-        Box::new(File::open(&options.file).map_err(|e| format!("{}: {e}", options.file))?)
+        let file = File::open(&options.file).map_err(|e| format!("{}: {e}", options.file))?;
+        let len = file.metadata().ok().map(|m| m.len());
+        (Box::new(file), len)
     };
-    let summary = replay(BufReader::with_capacity(1 << 20, input), options)?;
+    let (input, read) = Counting::new(input);
+    let mut progress = Progress::new("replay", total, Unit::Bytes);
+    let summary = replay(
+        BufReader::with_capacity(1 << 20, input),
+        options,
+        |requests| {
+            progress.update(read.get(), || {
+                let mib = read.get() as f64 / (1 << 20) as f64;
+                match total {
+                    Some(total) if total > 0 => format!(
+                        "{mib:.1} MiB read ({:.0}%), {requests} requests",
+                        100.0 * read.get() as f64 / total as f64
+                    ),
+                    _ => format!("{mib:.1} MiB read, {requests} requests"),
+                }
+            });
+        },
+    );
+    progress.finish();
+    let summary = summary?;
     match options.format {
         Format::Table => print_table(&summary, options),
         Format::Json => println!("{}", to_json(&summary, options)),
+    }
+    if let Some(path) = &options.plot {
+        super::plot::draw(path, &summary.timeline, &top_keys(&summary, options))
+            .map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        eprintln!("replay: wrote {}", path.display());
     }
     Ok(())
 }
 
 /// Replays `input` (header row first) and returns the totals.
-pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summary, String> {
+pub(crate) fn replay<R: BufRead>(
+    mut input: R,
+    options: &Options,
+    mut progress: impl FnMut(u64),
+) -> Result<Summary, String> {
     if options.policies.is_empty() {
         return Err("give at least one --limit N/WINDOW".into());
     }
@@ -175,6 +210,7 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
         policies: Vec::new(),
         keys: Vec::new(),
         slots: options.slots,
+        timeline: std::collections::BTreeMap::new(),
     };
     while let Some(request) = records.next_request(&columns)? {
         let line = request.line;
@@ -197,6 +233,9 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
         })?;
         clock.set(clock_now(&clock).max(t));
         summary.requests += 1;
+        if summary.requests % 4_096 == 0 {
+            progress(summary.requests);
+        }
         if summary.requests % 65_536 == 0 {
             // Keyed limiters sweep on their own only under memory pressure;
             // a long log of many keys is swept as it goes.
@@ -237,6 +276,14 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
             }
         }
 
+        if options.plot.is_some() {
+            let second = summary.timeline.entry(t / 1_000_000_000).or_default();
+            if pass {
+                second.0 += 1;
+            } else {
+                second.1 += 1;
+            }
+        }
         let entry = stats.entry(key.clone()).or_default();
         if pass {
             summary.admitted += 1;
@@ -257,6 +304,16 @@ pub(crate) fn replay<R: BufRead>(mut input: R, options: &Options) -> Result<Summ
     keys.sort_by(|a, b| b.1.denied.cmp(&a.1.denied).then_with(|| a.0.cmp(&b.0)));
     summary.keys = keys;
     Ok(summary)
+}
+
+/// The top offenders: `(key, admitted, denied)`.
+fn top_keys(s: &Summary, options: &Options) -> Vec<(String, u64, u64)> {
+    s.keys
+        .iter()
+        .take(options.top)
+        .filter(|(_, k)| k.denied > 0)
+        .map(|(key, k)| (key.clone(), k.admitted, k.denied))
+        .collect()
 }
 
 fn clock_now(clock: &ManualClock) -> u64 {
@@ -377,13 +434,14 @@ mod tests {
             tolerance: Duration::from_secs(1),
             slots: 10,
             top: 10,
+            plot: None,
         }
     }
 
     #[test]
     fn json_escapes_keys() {
         let csv = "ts,ip\n0,\"a\"\"b\\c\"\n0,\"a\"\"b\\c\"\n";
-        let s = replay(csv.as_bytes(), &options(&["1/1s"])).unwrap();
+        let s = replay(csv.as_bytes(), &options(&["1/1s"]), |_| {}).unwrap();
         let json: serde_json::Value =
             serde_json::from_str(&to_json(&s, &options(&["1/1s"]))).unwrap();
         assert_eq!(json["top_offenders"][0]["key"], "a\"b\\c");
@@ -393,7 +451,7 @@ mod tests {
     #[test]
     fn stacked_policies_take_all_or_nothing() {
         let csv = "ts,ip\n0,a\n0.1,a\n0.2,a\n0.3,b\n";
-        let s = replay(csv.as_bytes(), &options(&["2/1s", "10/1m"])).unwrap();
+        let s = replay(csv.as_bytes(), &options(&["2/1s", "10/1m"]), |_| {}).unwrap();
         assert_eq!((s.requests, s.admitted, s.denied), (4, 3, 1));
         assert_eq!(s.policies[0].1, 1);
         assert_eq!(s.policies[1].1, 0);
@@ -401,19 +459,23 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_column() {
-        let e = replay("ts,ip\n0,a\nnope,b\n".as_bytes(), &options(&["1/1s"]))
-            .err()
-            .unwrap();
+        let e = replay(
+            "ts,ip\n0,a\nnope,b\n".as_bytes(),
+            &options(&["1/1s"]),
+            |_| {},
+        )
+        .err()
+        .unwrap();
         assert!(e.contains("line 3") && e.contains("`ts`"), "{e}");
-        let e = replay("time,ip\n0,a\n".as_bytes(), &options(&["1/1s"]))
+        let e = replay("time,ip\n0,a\n".as_bytes(), &options(&["1/1s"]), |_| {})
             .err()
             .unwrap();
         assert!(e.contains("line 1") && e.contains("`ts`"), "{e}");
-        let e = replay("ts,ip\n10,a\n5,b\n".as_bytes(), &options(&["1/1s"]))
+        let e = replay("ts,ip\n10,a\n5,b\n".as_bytes(), &options(&["1/1s"]), |_| {})
             .err()
             .unwrap();
         assert!(e.contains("line 3") && e.contains("back"), "{e}");
-        let e = replay("ts,ip\n10\n".as_bytes(), &options(&["1/1s"]))
+        let e = replay("ts,ip\n10\n".as_bytes(), &options(&["1/1s"]), |_| {})
             .err()
             .unwrap();
         assert!(e.contains("line 2") && e.contains("`ip`"), "{e}");
