@@ -870,6 +870,15 @@ where
                 }
                 // Relaxed: heuristics (see `sweep`).
                 self.house.refused.fetch_add(1, Ordering::Relaxed);
+                #[cfg(feature = "tracing")]
+                tracing::debug!(
+                    target: "slidelog",
+                    live = self.house.live.load(Ordering::Relaxed),
+                    max_keys = self.max_keys,
+                    "new key refused: the key cap or memory budget is full"
+                );
+                #[cfg(feature = "metrics")]
+                metrics::counter!("slidelog_keys_refused_total").increment(1);
                 let next_idle = self.house.next_idle.load(Ordering::Relaxed);
                 let next_sweep = self
                     .house
@@ -1036,6 +1045,7 @@ where
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
         let (evicted, next_idle) = self.evict_idle(now);
+        self.observe_sweep(evicted);
         house.last_sweep.store(now, Ordering::Relaxed);
         house.next_idle.store(next_idle, Ordering::Relaxed);
         house.inserts.store(0, Ordering::Relaxed);
@@ -1082,6 +1092,29 @@ where
         (evicted, next_idle)
     }
 
+    /// Reports a sweep (feature `tracing`: a debug event when it evicted;
+    /// feature `metrics`: the live-key gauge and the eviction counter).
+    #[cfg_attr(
+        not(any(feature = "tracing", feature = "metrics")),
+        allow(unused_variables)
+    )]
+    fn observe_sweep(&self, evicted: usize) {
+        #[cfg(feature = "tracing")]
+        if evicted > 0 {
+            tracing::debug!(
+                target: "slidelog",
+                evicted,
+                live = self.map.len(),
+                "swept idle keys"
+            );
+        }
+        #[cfg(feature = "metrics")]
+        {
+            metrics::counter!("slidelog_keys_evicted_total").increment(evicted as u64);
+            metrics::gauge!("slidelog_keys_live").set(self.map.len() as f64);
+        }
+    }
+
     /// Evicts every idle key now (a key whose newest admission expired more
     /// than the idle margin ago); returns how many were evicted. Decisions
     /// are unchanged: an idle key behaves exactly like an absent one.
@@ -1106,8 +1139,11 @@ where
         let now = self.clock.now();
         // If an automatic sweep is running, scan anyway but leave its
         // statistics alone.
-        self.sweep_exclusive(now)
-            .unwrap_or_else(|| self.evict_idle(now).0)
+        self.sweep_exclusive(now).unwrap_or_else(|| {
+            let evicted = self.evict_idle(now).0;
+            self.observe_sweep(evicted);
+            evicted
+        })
     }
 
     /// How many keys have been evicted since the limiter was built (by

@@ -760,6 +760,8 @@ impl RedisLimiter {
                     if n >= units && local_now < until {
                         // Relaxed: a statistic.
                         self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
+                        #[cfg(feature = "metrics")]
+                        metrics::counter!("slidelog_redis_local_denials_total").increment(1);
                         return Ok(Err(Denied::rate_limited(until - local_now)));
                     }
                 }
@@ -767,6 +769,8 @@ impl RedisLimiter {
         }
         // Relaxed: statistics and a unique-member counter.
         self.shared.round_trips.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        metrics::counter!("slidelog_redis_round_trips_total").increment(1);
         let member = format!(
             "{}:{}",
             self.shared.member,
@@ -835,6 +839,10 @@ impl RedisLimiter {
     fn fail(&self, error: RedisLimitError) -> Result<Result<Admitted, Denied>, RedisLimitError> {
         // Relaxed: a statistic.
         self.shared.failures.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::debug!(target: "slidelog", error = %error, policy = ?self.shared.policy, "Redis check failed");
+        #[cfg(feature = "metrics")]
+        metrics::counter!("slidelog_redis_failures_total").increment(1);
         match self.shared.policy {
             FailurePolicy::Error => Err(error),
             FailurePolicy::Open => Ok(Ok(Admitted {

@@ -409,6 +409,14 @@ pub enum DenyStyle {
     /// gRPC: HTTP 200 with `grpc-status: 8` (`RESOURCE_EXHAUSTED`) and a
     /// `grpc-message`, as tonic clients expect.
     Grpc,
+    /// HTTP 429 with an RFC 9457 problem-details body
+    /// (`application/problem+json`) of type `quota-exceeded`, listing the
+    /// `violated-policies` by their `RateLimit-Policy` names, as the IETF
+    /// draft suggests:
+    /// `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+    /// "title":"Request cannot be satisfied as assigned quota has been exceeded",
+    /// "status":429,"detail":"...","violated-policies":["1m"]}`.
+    ProblemJson,
 }
 
 /// Whole seconds, rounded **up** (a 300 ms wait is `1`, never `0`).
@@ -764,6 +772,8 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     deny: DenyStyle,
     /// The backend's policies, for the headers (asked once).
     policies: Arc<[Policy]>,
+    /// Builds the denial response instead of the default body.
+    on_deny: Option<DenyHook>,
     /// Whether a request without a key was logged yet (once per layer and
     /// its clones).
     missing_logged: Arc<AtomicBool>,
@@ -778,6 +788,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
             headers: self.headers,
             deny: self.deny,
             policies: Arc::clone(&self.policies),
+            on_deny: self.on_deny.clone(),
             missing_logged: Arc::clone(&self.missing_logged),
         }
     }
@@ -823,6 +834,7 @@ where
             fallback: None,
             headers: HeaderStyle::default(),
             deny: DenyStyle::default(),
+            on_deny: None,
             missing_logged: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -893,7 +905,59 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
         self.deny = style;
         self
     }
+
+    /// Builds every denial's response with `hook` instead of the
+    /// [`DenyStyle`]'s body (a JSON error of your API's shape, say). The
+    /// layer then adds `Retry-After` and the rate-limit headers unless the
+    /// hook set them. Requests without a key are still answered by the
+    /// layer (a 500 that explains the misconfiguration).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bytes::Bytes;
+    /// use http::{Response, StatusCode};
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{Denial, GlobalKey, RateLimitLayer};
+    ///
+    /// let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+    /// let _layer = RateLimitLayer::new(limiter, GlobalKey).deny_with(|denial: &Denial<'_>| {
+    ///     let body = format!(
+    ///         r#"{{"error":"slow down","retry_after_ms":{}}}"#,
+    ///         denial.denied.retry_after().as_millis()
+    ///     );
+    ///     Response::builder()
+    ///         .status(StatusCode::TOO_MANY_REQUESTS)
+    ///         .header("content-type", "application/json")
+    ///         .body(Bytes::from(body))
+    ///         .unwrap()
+    /// });
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn deny_with<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Denial<'_>) -> Response<Bytes> + Send + Sync + 'static,
+    {
+        self.on_deny = Some(Arc::new(hook));
+        self
+    }
 }
+
+/// What a [`deny_with`](RateLimitLayer::deny_with) hook is told.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Denial<'a> {
+    /// The denial (its [`retry_after`](Denied::retry_after), reason and
+    /// deciding [`policy`](Denied::policy)).
+    pub denied: Denied,
+    /// Every policy of the backend, in the order given.
+    pub policies: &'a [Policy],
+    /// The deciding policy's name in the `RateLimit` headers.
+    pub policy_name: String,
+}
+
+/// A denial-response builder.
+type DenyHook = Arc<dyn Fn(&Denial<'_>) -> Response<Bytes> + Send + Sync>;
 
 impl<S, L: ?Sized, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, K> {
     type Service = RateLimitService<S, L, X, K>;
@@ -978,6 +1042,7 @@ where
             self.layer.headers,
             self.layer.deny,
             Arc::clone(&self.layer.policies),
+            self.layer.on_deny.clone(),
         );
         match key {
             Some(key) => ResponseFuture {
@@ -1006,8 +1071,9 @@ where
     }
 }
 
-/// The header style, the denial style and the policies, for one response.
-type Style = (HeaderStyle, DenyStyle, Arc<[Policy]>);
+/// The header style, the denial style, the policies and the denial hook,
+/// for one response.
+type Style = (HeaderStyle, DenyStyle, Arc<[Policy]>, Option<DenyHook>);
 
 /// What to do about a request without a key.
 const MISSING_KEY_HELP: &str = "PeerIp needs the peer address: serve axum with \
@@ -1025,12 +1091,12 @@ fn refusal<B>(
     grpc: (&'static str, &'static str),
 ) -> Response<RateLimitBody<B>> {
     let mut response = Response::new(RateLimitBody::full(match deny {
-        DenyStyle::Http => Bytes::from(format!("{text}\n")),
+        DenyStyle::Http | DenyStyle::ProblemJson => Bytes::from(format!("{text}\n")),
         DenyStyle::Grpc => Bytes::new(),
     }));
     let h = response.headers_mut();
     match deny {
-        DenyStyle::Http => {
+        DenyStyle::Http | DenyStyle::ProblemJson => {
             h.insert(
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; charset=utf-8"),
@@ -1062,7 +1128,7 @@ fn missing_key<B>(deny: DenyStyle) -> Response<RateLimitBody<B>> {
 
 /// The 429 (or gRPC `RESOURCE_EXHAUSTED`) answer for a denial.
 fn denial<B>(style: &Style, denied: Denied) -> Response<RateLimitBody<B>> {
-    let (headers, deny, policies) = style;
+    let (headers, deny, policies, hook) = style;
     let (headers, deny) = (*headers, *deny);
     let which = denied.policy().min(policies.len().saturating_sub(1));
     let wait = if denied.reason() == DenyReason::RateLimited {
@@ -1070,23 +1136,83 @@ fn denial<B>(style: &Style, denied: Denied) -> Response<RateLimitBody<B>> {
     } else {
         policies.get(which).map_or(Duration::ZERO, |p| p.window)
     };
+    let name = policy_name(policies, which);
+    observe_denial(&denied, &name);
     let message = match denied.reason() {
         DenyReason::RateLimited => "Too Many Requests: rate limit exceeded",
         DenyReason::KeyCapacity => "Too Many Requests: too many clients",
         _ => "Too Many Requests: the request can never fit the limit",
     };
-    let mut response = refusal(
-        deny,
-        StatusCode::TOO_MANY_REQUESTS,
-        message,
-        ("8", "rate%20limit%20exceeded"),
-    );
+    let mut response = match (hook, deny) {
+        (Some(hook), _) => {
+            let (parts, body) = hook(&Denial {
+                denied,
+                policies,
+                policy_name: name,
+            })
+            .into_parts();
+            Response::from_parts(parts, RateLimitBody::full(body))
+        }
+        (None, DenyStyle::ProblemJson) => problem_json(message, &name, wait),
+        (None, _) => refusal(
+            deny,
+            StatusCode::TOO_MANY_REQUESTS,
+            message,
+            ("8", "rate%20limit%20exceeded"),
+        ),
+    };
     let h = response.headers_mut();
-    h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
+    if !h.contains_key(RETRY_AFTER) {
+        h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
+    }
     for (name, value) in rate_limit_headers(headers, policies, which, 0, wait).0 {
-        h.insert(name, value);
+        if !h.contains_key(&name) {
+            h.insert(name, value);
+        }
     }
     response
+}
+
+/// An RFC 9457 problem-details 429 of type `quota-exceeded`.
+fn problem_json<B>(message: &str, policy: &str, wait: Duration) -> Response<RateLimitBody<B>> {
+    // Policy names are digits, unit letters and `-`; the message is fixed
+    // ASCII: nothing to escape.
+    let body = format!(
+        concat!(
+            r#"{{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","#,
+            r#""title":"Request cannot be satisfied as assigned quota has been exceeded","#,
+            r#""status":429,"detail":"{} (retry after {} s)","violated-policies":["{}"]}}"#
+        ),
+        message,
+        ceil_seconds(wait).max(1),
+        policy
+    );
+    let mut response = Response::new(RateLimitBody::full(Bytes::from(body)));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+/// A denial's `tracing` event (debug) and `metrics` counter, if enabled.
+fn observe_denial(denied: &Denied, policy: &str) {
+    let reason = match denied.reason() {
+        DenyReason::RateLimited => "rate_limited",
+        DenyReason::KeyCapacity => "key_capacity",
+        _ => "exceeds_limit",
+    };
+    tracing::debug!(
+        target: "slidelog",
+        reason,
+        policy,
+        retry_after_ms = denied.retry_after().as_millis() as u64,
+        "request denied"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("slidelog_requests_total", "decision" => "denied", "reason" => reason, "policy" => policy.to_string())
+        .increment(1);
 }
 
 pin_project! {
@@ -1140,9 +1266,12 @@ where
                     let Some((request, mut inner)) = request.take() else {
                         unreachable!("polled after completion")
                     };
-                    let (style, _, policies) = &*this.style;
+                    let (style, _, policies, _) = &*this.style;
                     match verdict.decision {
                         Ok(admitted) => {
+                            #[cfg(feature = "metrics")]
+                            metrics::counter!("slidelog_requests_total", "decision" => "admitted")
+                                .increment(1);
                             let headers = rate_limit_headers(
                                 *style,
                                 policies,
