@@ -12,6 +12,15 @@ use crate::policy::{Policy, Shape};
 use crate::ring::{Outcome, RingRef};
 use crate::sync::atomic::AtomicU64;
 
+/// `head` and the expiry hint, on one padded line: the hint is read only
+/// when the window holds live admissions, and written after such an
+/// admission, next to the word the admitter just read.
+#[derive(Default)]
+struct Head {
+    head: AtomicU64,
+    hint: AtomicU64,
+}
+
 /// An exact sliding-window-log rate limiter for one key: at most `limit`
 /// admissions in any window `(t - W, t]` — or, built with
 /// [`Limiter::builder`], several such policies at once, all or nothing.
@@ -71,7 +80,7 @@ use crate::sync::atomic::AtomicU64;
 pub struct Limiter<C: Clock = QuantaClock> {
     /// `head` is written by every admission and read by every check: its own
     /// cache line, so it does not falsely share with the limiter's fields.
-    head: CachePadded<AtomicU64>,
+    head: CachePadded<Head>,
     slots: Box<[AtomicU64]>,
     shape: Shape,
     clock: C,
@@ -206,7 +215,7 @@ impl<C: Clock> Limiter<C> {
 
     pub(crate) fn from_shape(shape: Shape, clock: C) -> Self {
         Limiter {
-            head: CachePadded::new(AtomicU64::new(0)),
+            head: CachePadded::new(Head::default()),
             slots: (0..shape.geometry.limit())
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -217,7 +226,8 @@ impl<C: Clock> Limiter<C> {
 
     #[inline]
     fn ring(&self) -> RingRef<'_> {
-        self.shape.ring(&self.head, &self.slots)
+        self.shape
+            .ring_hinted(&self.head.head, &self.head.hint, &self.slots)
     }
 
     /// Checks one request now.
@@ -535,7 +545,7 @@ impl<C: Clock> Limiter<C> {
         );
         // A fresh ring, then the merged log: `&mut self` means no check
         // runs meanwhile.
-        self.head = CachePadded::new(AtomicU64::new(0));
+        self.head = CachePadded::new(Head::default());
         self.slots = (0..g.limit()).map(|_| AtomicU64::new(0)).collect();
         self.ring().fill_fresh(&times);
         Ok(crate::snapshot::Restored {

@@ -193,6 +193,24 @@ impl Shape {
             geometry: &self.geometry,
             head,
             slots,
+            hint: None,
+        }
+    }
+
+    /// A view of a ring of this shape that keeps an expiry hint (see
+    /// `RingRef::remaining_after`).
+    #[inline]
+    pub(crate) fn ring_hinted<'a>(
+        &'a self,
+        head: &'a crate::sync::atomic::AtomicU64,
+        hint: &'a crate::sync::atomic::AtomicU64,
+        slots: &'a [crate::sync::atomic::AtomicU64],
+    ) -> RingRef<'a> {
+        RingRef {
+            geometry: &self.geometry,
+            head,
+            slots,
+            hint: Some(hint),
         }
     }
 

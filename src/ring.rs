@@ -140,6 +140,12 @@ pub enum Flaw {
     /// (Keyed eviction) Close an idle state without raising the eviction
     /// floor first: a stale reading admits over the evicted history.
     NoFloor,
+    /// (Expiry hint) Ignore the hint: count with the gallop alone (a
+    /// control that the hint changes no count).
+    NoHint,
+    /// (Expiry hint) Let a peek record the hint from its own, possibly
+    /// later, effective time.
+    HintFromPeek,
     /// (Counter) Merge into a cell that already holds a later sub-window.
     MergeOverLater,
     /// (Counter) Move head to the new sub-window before archiving the old
@@ -175,6 +181,8 @@ pub(crate) struct Geometry {
     window: u64,
     /// Width of the position field of an index.
     bits: u32,
+    /// `2^bits - 1`: the position field of an index.
+    mask: u64,
     /// `2^bits - L`: added when an index steps past position `L - 1`.
     gap: u64,
     /// `B`: how far `head` may lag the frontier (`min(L - 1, MAX_LAG)`).
@@ -229,6 +237,7 @@ impl Geometry {
             limit: u64::from(limit),
             window,
             bits,
+            mask: (1u64 << bits) - 1,
             gap: (1u64 << bits) - u64::from(limit),
             lag: u64::from(limit - 1).min(MAX_LAG),
             max_now: slot::MAX_DEADLINE - window,
@@ -277,7 +286,7 @@ impl Geometry {
     /// `index mod L`, a mask.
     #[inline]
     fn position(&self, index: u64) -> usize {
-        (index & ((1u64 << self.bits) - 1)) as usize
+        (index & self.mask) as usize
     }
 
     /// The stamp that admission `index` writes: the inverted parity of its lap.
@@ -296,6 +305,35 @@ impl Geometry {
         } else {
             index + n
         }
+    }
+
+    /// `index - m` for `m <= L`, in mixed radix (the inverse of `advance`).
+    #[inline]
+    fn retreat(&self, index: u64, m: u64) -> u64 {
+        debug_assert!(m <= self.limit);
+        if self.position(index) as u64 >= m {
+            index - m
+        } else {
+            index.wrapping_sub(m + self.gap) & head::INDEX_MASK
+        }
+    }
+
+    /// How many admissions `to` is after `from` (indices in mixed radix),
+    /// modulo the index space.
+    #[inline]
+    fn distance(&self, from: u64, to: u64) -> u64 {
+        let linear = |x: u64| (x >> self.bits) * self.limit + self.position(x) as u64;
+        let period = ((head::INDEX_MASK >> self.bits) + 1) * self.limit;
+        let (a, b) = (linear(from), linear(to));
+        if b >= a { b - a } else { b + period - a }
+    }
+
+    /// Whether a ring of this size uses an expiry hint: below
+    /// `HINT_MIN_LIMIT` slots the gallop reads at most three slots anyway,
+    /// and the hint's extra load and store cost more than they save.
+    #[inline]
+    fn hinted(&self) -> bool {
+        self.limit >= HINT_MIN_LIMIT && self.flaw() != Flaw::NoHint
     }
 
     /// The position `k < L` places after `pos`.
@@ -356,6 +394,8 @@ pub(crate) struct RingRef<'a> {
     pub(crate) geometry: &'a Geometry,
     pub(crate) head: &'a AtomicU64,
     pub(crate) slots: &'a [AtomicU64],
+    /// The expiry hint (see `remaining_after`), if the ring keeps one.
+    pub(crate) hint: Option<&'a AtomicU64>,
 }
 
 impl core::fmt::Debug for RingRef<'_> {
@@ -512,6 +552,10 @@ impl<'a> RingRef<'a> {
                     // no scan): move head to the new frontier.
                     self.advance_head(hw, c, idx, 1);
                 }
+                if slot::deadline(p) > t_eff {
+                    // The slow count ran: keep its result as the hint.
+                    self.note_expired(idx, 1, remaining);
+                }
                 return Outcome::Admitted {
                     at: t_eff,
                     remaining,
@@ -602,6 +646,9 @@ impl<'a> RingRef<'a> {
                 .is_ok()
             {
                 self.fill(announced, snap.c, snap.pos, n64, d);
+                if slot::deadline(snap.p) > t_eff && remaining < g.limit as u32 - n {
+                    self.note_expired(snap.c, n64, remaining);
+                }
                 return Outcome::Admitted {
                     at: t_eff,
                     remaining,
@@ -627,9 +674,15 @@ impl<'a> RingRef<'a> {
                 policy: 0,
             };
         }
+        let remaining = self.remaining_after(snap.c, n64, snap.p, t_eff);
+        if g.flaw() == Flaw::HintFromPeek && slot::deadline(snap.p) > t_eff {
+            // The broken variant: a peek's effective time may be later than
+            // the next admission's.
+            self.note_expired(snap.c, n64, remaining);
+        }
         Outcome::Admitted {
             at: t_eff,
-            remaining: self.remaining_after(snap.c, n64, snap.p, t_eff),
+            remaining,
             policy: 0,
         }
     }
@@ -827,6 +880,21 @@ impl<'a> RingRef<'a> {
     /// slot `c - 1`), and only admissions `>= c + n` overwrite them, which
     /// claim in index order after ours. If our CAS fails, the count is
     /// thrown away with the attempt.
+    ///
+    /// **The expiry hint** (a ring that keeps one: [`crate::Limiter`]'s)
+    /// makes the count O(1) loads amortised whatever the number of live
+    /// admissions: the hint `h` is an admission index such that every
+    /// admission before `h` had expired at the effective time of some
+    /// committed admission. Effective times never decrease along the log
+    /// (the clamp), so they have expired at ours too (for an admission
+    /// after that one; one before it cannot commit any more: its slot was
+    /// claimed). So the scan for the first live candidate starts at `h`,
+    /// and each index is passed about once over the ring's life. Only a
+    /// committed admission writes the hint (`note_expired`, after its CAS),
+    /// never a peek or a failed attempt, whose effective time may be later
+    /// than the next admission's. A stale hint (a lower bound, or from
+    /// another lap) only costs a longer scan, capped by falling back to the
+    /// gallop.
     #[inline]
     fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> u32 {
         let g = self.geometry;
@@ -851,7 +919,40 @@ impl<'a> RingRef<'a> {
             // Relaxed: an estimate that publishes nothing.
             slot::deadline(self.slot(g.position_plus(base, k)).load(Ordering::Relaxed)) > t_eff
         };
+        if let Some(hint) = self.hint.filter(|_| g.hinted()) {
+            // Relaxed: the hint is a claim about deadlines that are final
+            // (admissions before ours); a stale value only lengthens the scan.
+            let behind = g.distance(hint.load(Ordering::Relaxed), c);
+            // Candidate `k` is admission `c - (free - k)`.
+            let mut k = free.saturating_sub(behind.min(free));
+            // Candidate `free - 1` (the previous admission) is alive here.
+            for _ in 0..HINT_SCAN {
+                if k + 1 >= free || alive(k) {
+                    return k as u32;
+                }
+                k += 1;
+            }
+            // Far behind: gallop over what is left.
+            return (k + first_alive(free - k, |j| alive(k + j))) as u32;
+        }
         first_alive(free, alive) as u32
+    }
+
+    /// After admission `c` of `n` units committed with `remaining` left:
+    /// every candidate before the first live one (`c - (L - n -
+    /// remaining)`) has expired at its effective time; record it as the
+    /// expiry hint. Called only when the slow path ran (some candidate
+    /// alive), only after the commit CAS succeeded.
+    #[inline]
+    fn note_expired(&self, c: u64, n: u64, remaining: u32) {
+        let g = self.geometry;
+        if let Some(hint) = self.hint.filter(|_| g.hinted()) {
+            let first_alive = g.retreat(c, g.limit - n - u64::from(remaining));
+            // Relaxed: see `remaining_slow`. Racing admitters may store in
+            // either order; any of their values is a valid lower bound for
+            // every admission after its writer.
+            hint.store(first_alive, Ordering::Relaxed);
+        }
     }
 
     /// Judges `n` units at `now` against every policy (see
@@ -1218,6 +1319,12 @@ pub(crate) struct Rule {
     pub(crate) limit: u64,
     pub(crate) window: u64,
 }
+
+/// How far the hinted count scans before it gallops instead.
+const HINT_SCAN: u64 = 8;
+
+/// The smallest ring that keeps an expiry hint.
+const HINT_MIN_LIMIT: u64 = 8;
 
 /// The most policies one ring serves.
 pub(crate) const MAX_POLICIES: usize = 8;

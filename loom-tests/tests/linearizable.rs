@@ -77,3 +77,71 @@ fn control_no_revalidate_is_caught() {
 fn control_no_clamp_is_caught() {
     run(2, 10, &[&[20], &[5], &[14]], Flaw::NoClamp);
 }
+
+/// The expiry hint (issue #15; rings of 8 slots and more keep one): at
+/// L = 8 with six admissions at 0 and one at 8 (W = 10), a peek at 12 sees
+/// the six expired; an admission at 9 racing it must still count them live
+/// (remaining 0). Linearizable with the hint; the control that lets the
+/// peek record its hint is caught.
+const HINT_PREFIX: [u64; 7] = [0, 0, 0, 0, 0, 0, 8];
+
+fn hint_race(flaw: Flaw) {
+    common::explore(2, move || {
+        let limiter = common::limiter(8, 10, flaw);
+        for t in HINT_PREFIX {
+            limiter.check_at(t).unwrap();
+        }
+        let tickets = Tickets::new();
+        let peeker = {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            thread::spawn(move || vec![tickets.call(12, 1, || l.peek_n_at(1, 12))])
+        };
+        let admitter = {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            thread::spawn(move || vec![tickets.call(9, 1, || l.check_at(9))])
+        };
+        let mut results = vec![peeker.join().unwrap(), admitter.join().unwrap()];
+        // The peek recorded nothing: judge only the admission, after the
+        // two prefix admissions.
+        results.remove(0);
+        assert_linearizable(&results, 8, 10, &HINT_PREFIX);
+    });
+}
+
+#[test]
+fn a_peek_never_moves_the_expiry_hint() {
+    hint_race(Flaw::None);
+}
+
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_hint_from_peek_is_caught() {
+    hint_race(Flaw::HintFromPeek);
+}
+
+/// Two admitters racing on a hinted ring (L = 8): each reads and writes
+/// the hint; their counts stay exact in every interleaving, across the
+/// moment (10) the six admissions at 0 expire.
+#[test]
+fn admitters_racing_on_the_expiry_hint() {
+    common::explore(2, || {
+        let limiter = common::limiter(8, 10, Flaw::None);
+        for t in HINT_PREFIX {
+            limiter.check_at(t).unwrap();
+        }
+        let tickets = Tickets::new();
+        let spawn = |times: &'static [u64]| {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            thread::spawn(move || {
+                times
+                    .iter()
+                    .map(|&t| tickets.call(t, 1, || l.check_at(t)))
+                    .collect::<Vec<Call>>()
+            })
+        };
+        let a = spawn(&[9]);
+        let b = spawn(&[10, 17]);
+        let results = vec![a.join().unwrap(), b.join().unwrap()];
+        assert_linearizable(&results, 8, 10, &HINT_PREFIX);
+    });
+}
