@@ -207,10 +207,8 @@ impl Shape {
         slots: &'a [crate::sync::atomic::AtomicU64],
     ) -> RingRef<'a> {
         RingRef {
-            geometry: &self.geometry,
-            head,
-            slots,
             hint: Some(hint),
+            ..self.ring(head, slots)
         }
     }
 

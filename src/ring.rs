@@ -616,36 +616,7 @@ impl<'a> RingRef<'a> {
             // Counted before the commit, at the linearization point (see
             // `remaining_after`).
             let remaining = self.remaining_after(snap.c, n64, snap.p, t_eff);
-            if head::pending(snap.hw) != 0 {
-                // Another weighted request announced itself at `c` and has
-                // not committed yet (slot c is unclaimed). Only one
-                // announcement may stand at a time; singles go past it, we
-                // wait for it to commit or to lose slot c to a single.
-                backoff.snooze();
-                continue;
-            }
-            // Announce: head carries our size until the batch is filled.
-            // Relaxed: the Release slot CAS below publishes it to everyone
-            // who sees our BATCH word; failing means head moved (retry).
-            let announced = head::with_pending(snap.c, n64);
-            if self
-                .head
-                .compare_exchange(snap.hw, announced, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            // Commit on slot c (the linearization point). Head equals our
-            // announcement until slot c is claimed, so no other weighted
-            // request can commit here; a single may win slot c instead, and
-            // then we retry.
-            let word = slot::pack(d, snap.stamp, true);
-            if self
-                .slot(snap.pos)
-                .compare_exchange(snap.s, word, Ordering::Release, Ordering::Relaxed)
-                .is_ok()
-            {
-                self.fill(announced, snap.c, snap.pos, n64, d);
+            if self.commit_batch(&snap, n64, d, &backoff) {
                 if slot::deadline(snap.p) > t_eff && remaining < g.limit as u32 - n {
                     self.note_expired(snap.c, n64, remaining);
                 }
@@ -767,6 +738,46 @@ impl<'a> RingRef<'a> {
             },
             last,
         ))
+    }
+
+    /// Commits a batch of `n >= 2` units with deadline `d` at the frontier
+    /// of `snap` (slot `c` read unclaimed under head word `hw`): announce,
+    /// commit on slot `c`, fill. `false`: retry with a fresh view (another
+    /// announcement stands, head moved, or a single took slot `c`).
+    fn commit_batch(&self, snap: &Snapshot, n: u64, d: u64, backoff: &Backoff) -> bool {
+        if head::pending(snap.hw) != 0 {
+            // Another weighted request announced itself at `c` and has
+            // not committed yet (slot c is unclaimed). Only one
+            // announcement may stand at a time; singles go past it, we
+            // wait for it to commit or to lose slot c to a single.
+            backoff.snooze();
+            return false;
+        }
+        // Announce: head carries our size until the batch is filled.
+        // Relaxed: the Release slot CAS below publishes it to everyone
+        // who sees our BATCH word; failing means head moved (retry).
+        let announced = head::with_pending(snap.c, n);
+        if self
+            .head
+            .compare_exchange(snap.hw, announced, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        // Commit on slot c (the linearization point). Head equals our
+        // announcement until slot c is claimed, so no other weighted
+        // request can commit here; a single may win slot c instead, and
+        // then we retry.
+        let word = slot::pack(d, snap.stamp, true);
+        if self
+            .slot(snap.pos)
+            .compare_exchange(snap.s, word, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        self.fill(announced, snap.c, snap.pos, n, d);
+        true
     }
 
     /// The broken weighted path of [`Flaw::Piecewise`]: one unit at a time.
@@ -1170,28 +1181,7 @@ impl<'a> RingRef<'a> {
                 }
                 continue;
             }
-            if head::pending(snap.hw) != 0 {
-                // Another batch's announcement stands (see `check_many`).
-                backoff.snooze();
-                continue;
-            }
-            // Announce, then commit on slot c, then fill: as `check_many`
-            // (the same orderings, for the same reasons).
-            let announced = head::with_pending(snap.c, n64);
-            if self
-                .head
-                .compare_exchange(snap.hw, announced, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            let word = slot::pack(d, snap.stamp, true);
-            if self
-                .slot(snap.pos)
-                .compare_exchange(snap.s, word, Ordering::Release, Ordering::Relaxed)
-                .is_ok()
-            {
-                self.fill(announced, snap.c, snap.pos, n64, d);
+            if self.commit_batch(&snap, n64, d, &backoff) {
                 return admitted;
             }
         }
