@@ -170,9 +170,11 @@ impl From<ConfigError> for RedisLimitError {
 /// `P`, the ring's size `L` and base window `W` (the policy of the largest
 /// limit, the longest such), then `P` pairs `limit, window`; times are in
 /// microseconds. Every policy is checked against the one log, all or
-/// nothing. They answer `{1, remaining, t_eff, policy}` (the least room and
-/// the first policy with it) or `{0, retry_after, now, policy}` (the longest
-/// wait over the violated policies and the first policy with it).
+/// nothing. They answer `{1, remaining, t_eff, policy, grows}` (the least
+/// room, the first policy with it, and the time until that policy's oldest
+/// admission in its window leaves it: the IETF `t`; 0 for an empty window)
+/// or `{0, retry_after, now, policy, 0}` (the longest wait over the
+/// violated policies and the first policy with it).
 const SORTED_SET: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -198,14 +200,18 @@ for i = 1, P do
     rem, rp = L - inw - n, i - 1
   end
 end
-if wait >= 0 then return {0, wait, now, wp} end
+if wait >= 0 then return {0, wait, now, wp, 0} end
 for i = 1, n do
   redis.call('ZADD', KEYS[1], now, ARGV[2] .. ':' .. i)
 end
 if n > 0 then
   redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
 end
-return {1, rem, now, rp}
+local Wr = tonumber(ARGV[8 + 2 * rp])
+local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - Wr), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local grows = 0
+if oldest[2] then grows = tonumber(oldest[2]) + Wr - now end
+return {1, rem, now, rp, grows}
 "#;
 
 /// The ring of docs/design.md §2 in one string: an 8-byte head (admissions so
@@ -230,7 +236,7 @@ local teff = now
 local prev = slot(head + L - 1)
 if prev - W > teff then teff = prev - W end
 local longest = W
-local wait, wp, rem, rp = -1, 0, -1, 0
+local wait, wp, rem, rp, grows = -1, 0, -1, 0, 0
 for i = 1, P do
   local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
   if Wi > longest then longest = Wi end
@@ -244,9 +250,20 @@ for i = 1, P do
     local mid = math.floor((lo + hi) / 2)
     if alive(slot(head + n + L - Li + mid)) then hi = mid else lo = mid + 1 end
   end
-  if rem < 0 or lo < rem then rem, rp = lo, i - 1 end
+  if rem < 0 or lo < rem then
+    rem, rp = lo, i - 1
+    -- The oldest admission in this policy's window after ours: the first
+    -- live candidate, else (all expired) ours; none for an empty request.
+    if lo < Li - n then
+      grows = slot(head + n + L - Li + lo) - W + Wi - now
+    elseif n > 0 then
+      grows = teff + Wi - now
+    else
+      grows = 0
+    end
+  end
 end
-if wait >= 0 then return {0, wait, now, wp} end
+if wait >= 0 then return {0, wait, now, wp, 0} end
 if n > 0 then
   local d = struct.pack('>d', teff + W)
   for i = 0, n - 1 do
@@ -255,7 +272,7 @@ if n > 0 then
   redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n))
   redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
 end
-return {1, rem, teff, rp}
+return {1, rem, teff, rp, grows}
 "#;
 
 /// Counters for observability.
@@ -741,6 +758,21 @@ impl RedisLimiter {
         n: u32,
         now_us: Option<u64>,
     ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        self.run_timed(key, n, now_us)
+            .await
+            .map(|(decision, _)| decision)
+    }
+
+    /// [`run`](Self::run), with the time until the reported policy's
+    /// oldest admission in its window leaves it (zero for a denial, a
+    /// failure or a local denial).
+    async fn run_timed(
+        &self,
+        key: &str,
+        n: u32,
+        now_us: Option<u64>,
+    ) -> Result<(Result<Admitted, Denied>, Duration), RedisLimitError> {
+        let untimed = |d: Result<Admitted, Denied>| (d, Duration::ZERO);
         if key.len() > self.shared.max_key_len {
             return Err(RedisLimitError::KeyTooLong {
                 len: key.len(),
@@ -748,9 +780,11 @@ impl RedisLimiter {
             });
         }
         if n > self.shared.min_limit {
-            return Ok(Err(
-                Denied::exceeds_limit(n, self.shared.min_limit).with_policy(self.shared.min_policy)
-            ));
+            return Ok(untimed(Err(Denied::exceeds_limit(
+                n,
+                self.shared.min_limit,
+            )
+            .with_policy(self.shared.min_policy))));
         }
         let full_key = format!("{}{}", self.shared.prefix, key);
         let local_now = self.shared.clock.now();
@@ -762,7 +796,7 @@ impl RedisLimiter {
                         self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
                         #[cfg(feature = "metrics")]
                         metrics::counter!("slidelog_redis_local_denials_total").increment(1);
-                        return Ok(Err(Denied::rate_limited(until - local_now)));
+                        return Ok(untimed(Err(Denied::rate_limited(until - local_now))));
                     }
                 }
             }
@@ -792,11 +826,17 @@ impl RedisLimiter {
         let answer = tokio::time::timeout(self.shared.timeout, self.conn.invoke(&invocation)).await;
         let answer = match answer {
             Ok(Ok(values)) => values,
-            Ok(Err(e)) => return self.fail(RedisLimitError::Redis(e)),
-            Err(_) => return self.fail(RedisLimitError::Timeout(self.shared.timeout)),
+            Ok(Err(e)) => return self.fail(RedisLimitError::Redis(e)).map(untimed),
+            Err(_) => {
+                return self
+                    .fail(RedisLimitError::Timeout(self.shared.timeout))
+                    .map(untimed);
+            }
         };
-        let [admitted, value, at, policy] = answer[..] else {
-            return self.fail(RedisLimitError::Protocol(format!("{answer:?}")));
+        let [admitted, value, at, policy, grows] = answer[..] else {
+            return self
+                .fail(RedisLimitError::Protocol(format!("{answer:?}")))
+                .map(untimed);
         };
         let value = u64::try_from(value).unwrap_or(0);
         let at_ns = u64::try_from(at).unwrap_or(0).saturating_mul(1_000);
@@ -805,11 +845,15 @@ impl RedisLimiter {
             .filter(|&p| usize::from(p) < self.shared.rules.len())
             .unwrap_or(0);
         if admitted == 1 {
-            Ok(Ok(Admitted {
-                at: at_ns,
-                remaining: u32::try_from(value).unwrap_or(0),
-                policy,
-            }))
+            let grows = Duration::from_micros(u64::try_from(grows).unwrap_or(0));
+            Ok((
+                Ok(Admitted {
+                    at: at_ns,
+                    remaining: u32::try_from(value).unwrap_or(0),
+                    policy,
+                }),
+                grows,
+            ))
         } else {
             let retry_ns = value.saturating_mul(1_000);
             if let Some(map) = &self.shared.precheck {
@@ -821,9 +865,9 @@ impl RedisLimiter {
                 // later, so the true retry time is no earlier than this.
                 map.insert(full_key, (local_now.saturating_add(retry_ns), n));
             }
-            Ok(Err(
+            Ok(untimed(Err(
                 Denied::rate_limited(retry_ns.max(1)).with_policy(policy)
-            ))
+            )))
         }
     }
 
@@ -925,16 +969,13 @@ impl crate::tower::Backend<String> for RedisLimiter {
     fn check(&self, key: String) -> Self::Future {
         let limiter = self.clone();
         Box::pin(async move {
-            let decision = match limiter.check(&key).await {
-                Ok(decision) => decision,
+            let (decision, wait) = match limiter.run_timed(&key, 1, None).await {
+                Ok(timed) => timed,
                 // FailurePolicy::Error behind HTTP: deny (a 429 is safer than
                 // letting a request through unlimited).
-                Err(_) => Err(limiter.timeout_denial()),
+                Err(_) => (Err(limiter.timeout_denial()), Duration::ZERO),
             };
-            crate::tower::Verdict {
-                decision,
-                wait: Duration::ZERO,
-            }
+            crate::tower::Verdict { decision, wait }
         })
     }
 

@@ -455,3 +455,39 @@ fn concurrent_processes_never_over_admit() {
         }
     });
 }
+
+/// Behind the tower layer, a Redis admission reports the IETF `t`: the
+/// time until the oldest admission in the reported policy's window leaves
+/// it (issue #18), not 0 while `r > 0`; both layouts, two policies.
+#[cfg(feature = "tower")]
+#[test]
+fn the_layer_gets_the_time_until_the_quota_grows() {
+    use slidelog::tower::Backend;
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let limiter = RedisLimiter::builder(server.url.as_str(), 2, Duration::from_secs(1))
+                .and(5, Duration::from_secs(60))
+                .layout(layout)
+                .prefix(format!("grows-{layout:?}:"))
+                .connect()
+                .await
+                .unwrap();
+            let first = Backend::check(&limiter, "k".to_string()).await;
+            let admitted = first.decision.unwrap();
+            assert_eq!((admitted.remaining(), admitted.policy()), (1, 0), "{layout:?}");
+            assert_eq!(first.wait, Duration::from_secs(1), "{layout:?}: ours is the oldest");
+            let second = Backend::check(&limiter, "k".to_string()).await;
+            assert_eq!(second.decision.unwrap().remaining(), 0);
+            assert!(
+                second.wait > Duration::ZERO && second.wait <= Duration::from_secs(1),
+                "{layout:?}: {:?}",
+                second.wait
+            );
+            let third = Backend::check(&limiter, "k".to_string()).await;
+            let denied = third.decision.unwrap_err();
+            assert_eq!(denied.policy(), 0);
+        }
+    });
+}
