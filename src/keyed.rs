@@ -1281,6 +1281,42 @@ where
         self.algorithm.policies()
     }
 
+    /// The policies that limit `key`: its [`quota`](KeyedBuilder::quota)'s
+    /// if one chose other policies (for a key not seen yet, the ones it
+    /// would get), else the default ones.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, Quota};
+    /// let paid = Quota::new(100, Duration::from_secs(1))?;
+    /// let limiter = KeyedLimiter::<u64>::builder(10, Duration::from_secs(1))
+    ///     .quota(move |k: &u64| (*k >= 1000).then(|| paid.clone()))
+    ///     .build()?;
+    /// assert_eq!(limiter.policies_for(&1).to_vec()[0].limit, 10);
+    /// assert_eq!(limiter.policies_for(&1000).to_vec()[0].limit, 100);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn policies_for(&self, key: &K) -> std::borrow::Cow<'_, [Policy]> {
+        if self.quota.is_none() {
+            return std::borrow::Cow::Borrowed(self.algorithm.policies());
+        }
+        let guard = self.map.guard();
+        let quota = match self.map.get(key, &guard) {
+            Some(state) => state.quota.clone(),
+            None => self.quota_for(key),
+        };
+        match quota {
+            Some(shape) => std::borrow::Cow::Owned(shape.policies().to_vec()),
+            None => std::borrow::Cow::Borrowed(self.algorithm.policies()),
+        }
+    }
+
+    /// Whether a per-key quota function was given.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn has_quotas(&self) -> bool {
+        self.quota.is_some()
+    }
+
     /// The window (the first policy's).
     ///
     /// ```

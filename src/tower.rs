@@ -600,6 +600,13 @@ pub trait Backend<K>: Send + Sync + 'static {
         let (limit, window) = self.policy();
         vec![Policy::new(limit, window)]
     }
+    /// The policies of `key` when they differ from
+    /// [`policies`](Self::policies) (a per-key quota), for its headers;
+    /// `None` (the default) when every key has the backend's policies.
+    fn key_policies(&self, key: &K) -> Option<Vec<Policy>> {
+        let _ = key;
+        None
+    }
 }
 
 impl<K, C, S, A> Backend<K> for KeyedLimiter<K, C, S, A>
@@ -623,6 +630,12 @@ where
 
     fn policies(&self) -> Vec<Policy> {
         KeyedLimiter::policies(self).to_vec()
+    }
+
+    fn key_policies(&self, key: &K) -> Option<Vec<Policy>> {
+        self.has_quotas()
+            .then(|| self.policies_for(key).to_vec())
+            .filter(|p| p.as_slice() != KeyedLimiter::policies(self))
     }
 }
 
@@ -1038,10 +1051,18 @@ where
         // (tower's readiness contract).
         let ready = self.inner.clone();
         let inner = core::mem::replace(&mut self.inner, ready);
+        // A key with its own quota is described by its own policies.
+        let policies = match key
+            .as_ref()
+            .and_then(|k| self.layer.backend.key_policies(k))
+        {
+            Some(own) => Arc::from(own),
+            None => Arc::clone(&self.layer.policies),
+        };
         let style = (
             self.layer.headers,
             self.layer.deny,
-            Arc::clone(&self.layer.policies),
+            policies,
             self.layer.on_deny.clone(),
         );
         match key {

@@ -476,8 +476,16 @@ fn the_layer_gets_the_time_until_the_quota_grows() {
                 .unwrap();
             let first = Backend::check(&limiter, "k".to_string()).await;
             let admitted = first.decision.unwrap();
-            assert_eq!((admitted.remaining(), admitted.policy()), (1, 0), "{layout:?}");
-            assert_eq!(first.wait, Duration::from_secs(1), "{layout:?}: ours is the oldest");
+            assert_eq!(
+                (admitted.remaining(), admitted.policy()),
+                (1, 0),
+                "{layout:?}"
+            );
+            assert_eq!(
+                first.wait,
+                Duration::from_secs(1),
+                "{layout:?}: ours is the oldest"
+            );
             let second = Backend::check(&limiter, "k".to_string()).await;
             assert_eq!(second.decision.unwrap().remaining(), 0);
             assert!(

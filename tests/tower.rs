@@ -573,3 +573,33 @@ async fn one_policy_item_per_policy_and_the_closest_to_exhaustion() {
     assert_eq!(r.header("retry-after"), Some("58"));
     assert_eq!(r.header("ratelimit"), Some("\"1m\";r=0;t=58"));
 }
+
+/// A key with its own quota (issue #16) is described by its own policies
+/// in the headers; other keys by the default ones.
+#[tokio::test]
+async fn quota_keys_get_their_own_policy_headers() {
+    let paid = slidelog::Quota::new(4, Duration::from_secs(1))
+        .unwrap()
+        .and(50, Duration::from_secs(60))
+        .unwrap();
+    let limiter = Arc::new(
+        KeyedLimiter::<String>::builder(2, Duration::from_secs(1))
+            .quota(move |k: &String| k.starts_with("paid").then(|| paid.clone()))
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
+    );
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(RateLimitLayer::new(limiter, HeaderKey::new("x-api-key")));
+    let addr = serve(app).await;
+    let free = get_path(addr, "/", &[("x-api-key", "free-1")]).await;
+    assert_eq!(free.header("ratelimit-policy"), Some("\"default\";q=2;w=1"));
+    assert_eq!(free.header("ratelimit"), Some("\"default\";r=1;t=1"));
+    let paid = get_path(addr, "/", &[("x-api-key", "paid-1")]).await;
+    assert_eq!(
+        paid.header("ratelimit-policy"),
+        Some("\"1s\";q=4;w=1, \"1m\";q=50;w=60")
+    );
+    assert_eq!(paid.header("ratelimit"), Some("\"1s\";r=3;t=1"));
+}
