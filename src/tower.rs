@@ -385,7 +385,8 @@ where
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum HeaderStyle {
-    /// IETF httpapi (draft-ietf-httpapi-ratelimit-headers, -10 and later):
+    /// IETF httpapi (draft-ietf-httpapi-ratelimit-headers-12, November 2026;
+    /// the same fields since -10):
     /// `RateLimit-Policy: "default";q=5;w=10` and `RateLimit:
     /// "default";r=4;t=10`, where `t` is the seconds until the quota next
     /// grows (the oldest admission in the window leaves it), 0 only for an
