@@ -564,7 +564,7 @@ fn replay_plots_and_reports_progress_without_carriage_returns() {
     );
     assert!(
         err.lines()
-            .any(|l| l.starts_with("replay: ") && l.contains("requests")),
+            .any(|l| l.starts_with("replay: ") && l.contains("lines/s")),
         "{err}"
     );
     let drawn = std::fs::read_to_string(&svg).unwrap();

@@ -79,18 +79,20 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
     };
     let (input, read) = Counting::new(input);
     let mut progress = Progress::new("replay", total, Unit::Bytes);
+    let started = std::time::Instant::now();
     let summary = replay(
         BufReader::with_capacity(1 << 20, input),
         options,
         |requests| {
             progress.update(read.get(), || {
                 let mib = read.get() as f64 / (1 << 20) as f64;
+                let rate = requests as f64 / started.elapsed().as_secs_f64().max(1e-9);
                 match total {
                     Some(total) if total > 0 => format!(
-                        "{mib:.1} MiB read ({:.0}%), {requests} requests",
+                        "{mib:.1} MiB read ({:.0}%), {requests} lines, {rate:.0} lines/s",
                         100.0 * read.get() as f64 / total as f64
                     ),
-                    _ => format!("{mib:.1} MiB read, {requests} requests"),
+                    _ => format!("{mib:.1} MiB read, {requests} lines, {rate:.0} lines/s"),
                 }
             });
         },
