@@ -725,6 +725,11 @@ where
         loop {
             let state = match self.map.get(key, &guard) {
                 Some(state) => state,
+                // An absent key is a fresh state: nothing to record (and,
+                // without per-key quotas, no key to copy).
+                None if n == 0 && self.quota.is_none() => {
+                    return Ok(self.algorithm.fresh(None, 0, self.floor.apply(now)));
+                }
                 None => {
                     let owned = key.to_owned();
                     let quota = self.quota_for(&owned);
@@ -732,7 +737,6 @@ where
                         return Err(denied);
                     }
                     if n == 0 {
-                        // An absent key is a fresh state: nothing to record.
                         let at = self.floor.apply(now);
                         return Ok(self.algorithm.fresh(quota.as_deref(), 0, at));
                     }

@@ -785,7 +785,7 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     headers: HeaderStyle,
     deny: DenyStyle,
     /// The backend's policies, for the headers (asked once).
-    policies: Arc<[Policy]>,
+    policies: PolicyList,
     /// Builds the denial response instead of the default body.
     on_deny: Option<DenyHook>,
     /// Whether a request without a key was logged yet (once per layer and
@@ -801,7 +801,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
             fallback: self.fallback.clone(),
             headers: self.headers,
             deny: self.deny,
-            policies: Arc::clone(&self.policies),
+            policies: self.policies,
             on_deny: self.on_deny.clone(),
             missing_logged: Arc::clone(&self.missing_logged),
         }
@@ -842,7 +842,7 @@ where
     /// ```
     pub fn new(backend: Arc<L>, extractor: X) -> Self {
         RateLimitLayer {
-            policies: backend.policies().into(),
+            policies: PolicyList::new(&backend.policies()),
             backend,
             extractor,
             fallback: None,
@@ -1057,8 +1057,8 @@ where
             .as_ref()
             .and_then(|k| self.layer.backend.key_policies(k))
         {
-            Some(own) => Arc::from(own),
-            None => Arc::clone(&self.layer.policies),
+            Some(own) => PolicyList::new(&own),
+            None => self.layer.policies,
         };
         let style = (
             self.layer.headers,
@@ -1095,7 +1095,37 @@ where
 
 /// The header style, the denial style, the policies and the denial hook,
 /// for one response.
-type Style = (HeaderStyle, DenyStyle, Arc<[Policy]>, Option<DenyHook>);
+type Style = (HeaderStyle, DenyStyle, PolicyList, Option<DenyHook>);
+
+/// Up to [`MAX_POLICIES`](crate::MAX_POLICIES) policies, inline: each
+/// response copies them instead of sharing a reference count that every
+/// request on every core would write.
+#[derive(Clone, Copy)]
+struct PolicyList {
+    len: u8,
+    items: [Policy; crate::MAX_POLICIES],
+}
+
+impl PolicyList {
+    /// The first `MAX_POLICIES` of `policies` (every backend of this crate
+    /// has at most that many).
+    fn new(policies: &[Policy]) -> Self {
+        let mut items = [Policy::new(0, Duration::ZERO); crate::MAX_POLICIES];
+        let len = policies.len().min(items.len());
+        items[..len].copy_from_slice(&policies[..len]);
+        PolicyList {
+            len: len as u8,
+            items,
+        }
+    }
+}
+
+impl core::ops::Deref for PolicyList {
+    type Target = [Policy];
+    fn deref(&self) -> &[Policy] {
+        &self.items[..usize::from(self.len)]
+    }
+}
 
 /// What to do about a request without a key.
 const MISSING_KEY_HELP: &str = "PeerIp needs the peer address: serve axum with \

@@ -8,6 +8,7 @@ use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
 use crate::floor::Floor;
 use crate::policy::{Policy, Shape};
+use crate::ring::RingRef;
 use crate::sync::atomic::AtomicU64;
 
 /// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key: the exact
@@ -155,6 +156,18 @@ impl Log {
     fn shape<'a>(&'a self, quota: Option<&'a Shape>) -> &'a Shape {
         quota.unwrap_or(&self.shape)
     }
+
+    /// The key's shape and its ring over `state`.
+    #[inline]
+    fn ring<'a>(
+        &'a self,
+        state: &'a [AtomicU64],
+        quota: Option<&'a Shape>,
+    ) -> (&'a Shape, RingRef<'a>) {
+        let shape = self.shape(quota);
+        let (head, slots) = sealed::split(state);
+        (shape, shape.ring(head, slots))
+    }
 }
 
 impl sealed::Sealed for Log {
@@ -194,15 +207,8 @@ impl sealed::Sealed for Log {
         now: u64,
         floor: u64,
     ) -> Option<Result<Admitted, Denied>> {
-        let shape = self.shape(quota);
-        let (head, slots) = sealed::split(state);
-        let ring = shape.ring(head, slots);
-        let outcome = if n == 1 {
-            shape.check_one(ring, now.max(floor))
-        } else {
-            shape.check(ring, now.max(floor), n)
-        };
-        shape.decision(outcome, now)
+        let (shape, ring) = self.ring(state, quota);
+        shape.decision(shape.check(ring, now.max(floor), n), now)
     }
     fn peek(
         &self,
@@ -212,10 +218,8 @@ impl sealed::Sealed for Log {
         now: u64,
         floor: u64,
     ) -> Option<Result<Admitted, Denied>> {
-        let shape = self.shape(quota);
-        let (head, slots) = sealed::split(state);
-        let outcome = shape.peek(shape.ring(head, slots), now.max(floor), n);
-        shape.decision(outcome, now)
+        let (shape, ring) = self.ring(state, quota);
+        shape.decision(shape.peek(ring, now.max(floor), n), now)
     }
     fn fresh(&self, quota: Option<&Shape>, n: u32, now: u64) -> Admitted {
         self.shape(quota).fresh(n, now)
@@ -228,10 +232,7 @@ impl sealed::Sealed for Log {
         margin: u64,
         floor: &Floor,
     ) -> Result<(), u64> {
-        let (head, slots) = sealed::split(state);
-        self.shape(quota)
-            .ring(head, slots)
-            .close_if_idle(now, margin, floor)
+        self.ring(state, quota).1.close_if_idle(now, margin, floor)
     }
     fn earliest_idle(&self, now: u64) -> u64 {
         // An admission at `t >= now` stops counting at `t + W_longest`.
