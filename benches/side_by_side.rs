@@ -22,9 +22,15 @@ use slidelog::{Clock, KeyedLimiter, Limiter, QuantaClock};
 /// (aggregate: wall time / total calls).
 type Round = Box<dyn Fn(u64) -> f64>;
 
-/// The contenders of a scenario: slidelog, governor, and (one key) the
-/// `Mutex<VecDeque>` log.
-type Contenders = (Round, Round, Option<Round>);
+/// The contenders of a scenario: slidelog's `check` (which counts
+/// `remaining`) and `admit` (the decision only, like governor's `check`),
+/// governor, and (one key) the `Mutex<VecDeque>` log.
+struct Contenders {
+    check: Round,
+    admit: Round,
+    governor: Round,
+    mutex: Option<Round>,
+}
 
 /// A scenario: its name, how to build the contenders, calls per round.
 type Scenario = (&'static str, Box<dyn Fn() -> Contenders>, u64);
@@ -75,11 +81,20 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> Contender
             }
         })
     });
+    let ours2 = Arc::clone(&ours);
     let a: Round = Box::new(move |calls| {
         let l = Arc::clone(&ours);
         time(threads, calls, move |_, n| {
             for _ in 0..n {
                 black_box(l.check().is_ok());
+            }
+        })
+    });
+    let admit: Round = Box::new(move |calls| {
+        let l = Arc::clone(&ours2);
+        time(threads, calls, move |_, n| {
+            for _ in 0..n {
+                black_box(l.admit().is_ok());
             }
         })
     });
@@ -91,7 +106,12 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> Contender
             }
         })
     });
-    (a, b, Some(m))
+    Contenders {
+        check: a,
+        admit,
+        governor: b,
+        mutex: Some(m),
+    }
 }
 
 /// `own_keys`: each thread's keys are created together (as when every
@@ -114,11 +134,20 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, own_keys: bool
             let _ = theirs.check_key(&k);
         }
     }
+    let ours2 = Arc::clone(&ours);
     let a: Round = Box::new(move |calls| {
         let l = Arc::clone(&ours);
         time(threads, calls, move |me, n| {
             for i in 0..n {
                 black_box(l.check(&key(i, me, threads, keys)).is_ok());
+            }
+        })
+    });
+    let admit: Round = Box::new(move |calls| {
+        let l = Arc::clone(&ours2);
+        time(threads, calls, move |me, n| {
+            for i in 0..n {
+                black_box(l.admit(&key(i, me, threads, keys)).is_ok());
             }
         })
     });
@@ -130,7 +159,12 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, own_keys: bool
             }
         })
     });
-    (a, b, None)
+    Contenders {
+        check: a,
+        admit,
+        governor: b,
+        mutex: None,
+    }
 }
 
 fn main() {
@@ -191,39 +225,55 @@ fn main() {
     let out =
         std::env::var("SIDE_BY_SIDE_CSV").unwrap_or_else(|_| "target/side_by_side.csv".into());
     let mut csv = csv::Writer::from_path(&out).expect("the CSV output");
-    csv.write_record(["scenario", "slidelog", "governor", "mutex_log", "ratio"])
-        .unwrap();
+    csv.write_record([
+        "scenario",
+        "slidelog",
+        "slidelog_admit",
+        "governor",
+        "mutex_log",
+        "ratio",
+        "admit_ratio",
+    ])
+    .unwrap();
     println!(
-        "| scenario | slidelog / governor | slidelog ns/call | governor ns/call | mutex log ns/call |"
+        "| scenario | check / governor | admit / governor | slidelog check ns/call | slidelog admit ns/call | governor ns/call | mutex log ns/call |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for (name, make, calls) in scenarios {
-        let (ours, theirs, mutex) = make();
+        let c = make();
         // Warm up every contender, then alternate.
-        ours(calls / 10);
-        theirs(calls / 10);
-        if let Some(m) = &mutex {
+        (c.check)(calls / 10);
+        (c.admit)(calls / 10);
+        (c.governor)(calls / 10);
+        if let Some(m) = &c.mutex {
             m(calls / 10);
         }
-        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut a, mut d, mut b, mut m) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
-            a.push(ours(calls));
-            b.push(theirs(calls));
-            if let Some(m) = &mutex {
-                c.push(m(calls));
+            a.push((c.check)(calls));
+            b.push((c.governor)(calls));
+            d.push((c.admit)(calls));
+            if let Some(mutex) = &c.mutex {
+                m.push(mutex(calls));
             }
         }
-        let (a, b) = (median(a), median(b));
-        let c = (!c.is_empty()).then(|| median(c));
-        let shown = c.map_or("—".to_string(), |c| format!("{c:.1}"));
-        println!("| {name} | {:.2} | {a:.1} | {b:.1} | {shown} |", a / b);
-        let mutex_field = c.map_or(String::new(), |c| format!("{c:.1}"));
+        let (a, d, b) = (median(a), median(d), median(b));
+        let m = (!m.is_empty()).then(|| median(m));
+        let shown = m.map_or("—".to_string(), |m| format!("{m:.1}"));
+        println!(
+            "| {name} | {:.2} | {:.2} | {a:.1} | {d:.1} | {b:.1} | {shown} |",
+            a / b,
+            d / b
+        );
+        let mutex_field = m.map_or(String::new(), |m| format!("{m:.1}"));
         csv.write_record([
             name.to_string(),
             format!("{a:.1}"),
+            format!("{d:.1}"),
             format!("{b:.1}"),
             mutex_field,
             format!("{:.2}", a / b),
+            format!("{:.2}", d / b),
         ])
         .unwrap();
     }

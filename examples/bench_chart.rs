@@ -1,5 +1,5 @@
-//! Draws BENCHMARKS.md's chart (ns per call by scenario: slidelog, governor
-//! and the `Mutex<VecDeque>` log) from the CSV that
+//! Draws BENCHMARKS.md's chart (ns per call by scenario: slidelog's `check`
+//! and `admit`, governor and the `Mutex<VecDeque>` log) from the CSV that
 //! `cargo bench --bench side_by_side` writes, so the picture is regenerated,
 //! never drawn by hand:
 //!
@@ -14,11 +14,12 @@ use plotters::prelude::*;
 /// One scenario's medians, ns per call.
 struct Row {
     name: String,
-    bars: [Option<f64>; 3],
+    bars: [Option<f64>; 4],
 }
 
-const SERIES: [(&str, RGBColor); 3] = [
-    ("slidelog", RGBColor(31, 119, 180)),
+const SERIES: [(&str, RGBColor); 4] = [
+    ("slidelog check", RGBColor(31, 119, 180)),
+    ("slidelog admit", RGBColor(44, 160, 44)),
     ("governor", RGBColor(255, 127, 14)),
     ("Mutex<VecDeque> log", RGBColor(127, 127, 127)),
 ];
@@ -37,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let number = |i: usize| record.get(i).and_then(|v| v.parse::<f64>().ok());
         rows.push(Row {
             name: record.get(0).unwrap_or("").to_string(),
-            bars: [number(1), number(2), number(3)],
+            bars: [number(1), number(2), number(3), number(4)],
         });
     }
     if rows.is_empty() {
@@ -51,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let (label_w, bar_h, gap, top, width) = (540i32, 12i32, 14i32, 60i32, 1300i32);
     let plot_w = width - label_w - 90;
-    let row_h = 3 * bar_h + gap;
+    let row_h = SERIES.len() as i32 * bar_h + gap;
     let height = top + rows.len() as i32 * row_h + 30;
     let root = SVGBackend::new(&output, (width as u32, height as u32)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -62,7 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         text(16),
     ))?;
     for (i, (name, color)) in SERIES.iter().enumerate() {
-        let x = 10 + i as i32 * 220;
+        let x = 10 + i as i32 * 200;
         root.draw(&Rectangle::new([(x, 36), (x + 14, 48)], color.filled()))?;
         root.draw(&Text::new(*name, (x + 20, 35), text(13)))?;
     }

@@ -87,6 +87,28 @@ pub trait RateLimit: Send + Sync {
         self.check_n_at(n, self.now())
     }
 
+    /// Admits one request at `now` or denies it: `check_n_at(1, now)`'s
+    /// decision without its count of `remaining` (which the exact
+    /// [`Limiter`] then skips: see [`Limiter::admit`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock, RateLimit};
+    /// let limiter = Limiter::with_clock(1, Duration::from_secs(1), ManualClock::new())?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// assert!(dynamic.admit_at(0).is_ok());
+    /// assert!(dynamic.admit_at(0).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    fn admit_at(&self, now: u64) -> Result<(), Denied> {
+        self.check_n_at(1, now).map(|_| ())
+    }
+
+    /// [`admit_at`](Self::admit_at) now.
+    fn admit(&self) -> Result<(), Denied> {
+        self.admit_at(self.now())
+    }
+
     /// What [`check`](Self::check) would answer now, recording nothing.
     fn peek(&self) -> Result<Admitted, Denied> {
         self.peek_n_at(1, self.now())
@@ -105,6 +127,10 @@ impl<C: Clock> RateLimit for Limiter<C> {
     }
     fn peek_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         Limiter::peek_n_at(self, n, now)
+    }
+    #[inline]
+    fn admit_at(&self, now: u64) -> Result<(), Denied> {
+        Limiter::admit_at(self, now)
     }
     #[inline]
     fn now(&self) -> u64 {

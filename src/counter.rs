@@ -937,6 +937,40 @@ impl<C: Clock> SlidingCounter<C> {
         self.check_n_at(1, now)
     }
 
+    /// Admits one request now or denies it: [`check`](Self::check)'s
+    /// decision, for callers that do not read `remaining` (the same API as
+    /// [`Limiter::admit`](crate::Limiter::admit); the counter's count costs
+    /// nothing extra, so this is `check` without its result).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let counter = slidelog::SlidingCounter::new(1, Duration::from_secs(60), 6)?;
+    /// assert!(counter.admit().is_ok());
+    /// assert!(counter.admit().is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit(&self) -> Result<(), Denied> {
+        self.admit_at(self.clock.now())
+    }
+
+    /// [`admit`](Self::admit) at `now`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{ManualClock, SlidingCounter};
+    /// let counter = SlidingCounter::with_clock(1, Duration::from_nanos(100), 10, ManualClock::new())?;
+    /// assert!(counter.admit_at(5).is_ok());
+    /// assert_eq!(counter.admit_at(50).unwrap_err().retry_after_nanos(), 50);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit_at(&self, now: u64) -> Result<(), Denied> {
+        self.check_n_at(1, now).map(|_| ())
+    }
+
     /// Checks `n` units at `now`.
     ///
     /// ```

@@ -720,6 +720,87 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.decide_at(
+            key,
+            n,
+            now,
+            |algorithm, state, floor| algorithm.check(&state.words, state.quota(), n, now, floor),
+            |admitted| admitted,
+        )
+    }
+
+    /// Admits one request for `key` now or denies it, like
+    /// [`check`](Self::check) but without counting
+    /// [`remaining`](Admitted::remaining) (see [`Limiter::admit`](crate::Limiter::admit)):
+    /// the same decision, recorded the same way, on the shortest path.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<String>::new(1, Duration::from_secs(60))?;
+    /// assert!(limiter.admit("alice").is_ok());
+    /// assert!(limiter.admit("alice").is_err());
+    /// assert!(limiter.admit("bob").is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit<Q>(&self, key: &Q) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.admit_at(key, self.clock.now())
+    }
+
+    /// [`admit`](Self::admit) at `now` (clock nanoseconds).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert!(limiter.admit_at(&1, 0).is_ok());
+    /// assert_eq!(limiter.admit_at(&1, 4).unwrap_err().retry_after_nanos(), 6);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    pub fn admit_at<Q>(&self, key: &Q, now: u64) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide_at(
+            key,
+            1,
+            now,
+            |algorithm, state, floor| algorithm.admit(&state.words, state.quota(), now, floor),
+            |_| (),
+        )
+    }
+
+    /// The lookup behind `check_n_at` and `admit_at`: finds or creates
+    /// `key`'s state and asks `op` (the state's answer, `None` if it was
+    /// closed for eviction); `fresh` maps what an absent key answers to
+    /// `n == 0`.
+    #[inline]
+    fn decide_at<Q, R>(
+        &self,
+        key: &Q,
+        n: u32,
+        now: u64,
+        op: impl Fn(&A, &KeyState, u64) -> Option<Result<R, Denied>>,
+        fresh: impl FnOnce(Admitted) -> R,
+    ) -> Result<R, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         // Pin once per call (docs/design.md §7).
         let guard = self.map.guard();
         loop {
@@ -728,7 +809,7 @@ where
                 // An absent key is a fresh state: nothing to record (and,
                 // without per-key quotas, no key to copy).
                 None if n == 0 && self.quota.is_none() => {
-                    return Ok(self.algorithm.fresh(None, 0, self.floor.apply(now)));
+                    return Ok(fresh(self.algorithm.fresh(None, 0, self.floor.apply(now))));
                 }
                 None => {
                     let owned = key.to_owned();
@@ -738,7 +819,7 @@ where
                     }
                     if n == 0 {
                         let at = self.floor.apply(now);
-                        return Ok(self.algorithm.fresh(quota.as_deref(), 0, at));
+                        return Ok(fresh(self.algorithm.fresh(quota.as_deref(), 0, at)));
                     }
                     self.insert(owned, quota, now, &guard)?
                 }
@@ -749,10 +830,7 @@ where
             // The floor is loaded after the lookup found (or made) this
             // state, and again on every retry: a state that replaced an
             // evicted one is only reached after the eviction's raise.
-            match self
-                .algorithm
-                .check(&state.words, state.quota(), n, now, self.floor.get())
-            {
+            match op(&self.algorithm, state, self.floor.get()) {
                 Some(decision) => return decision,
                 // Closed for eviction: unlink it and look again.
                 None => self.unlink(key, state, &guard),

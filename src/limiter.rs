@@ -270,8 +270,59 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
-        let outcome = self.shape.check_one(self.ring(), now);
+        let outcome = self.shape.check_one::<true>(self.ring(), now);
         self.decide(outcome, now)
+    }
+
+    /// Admits one request now or denies it, like [`check`](Self::check) but
+    /// without counting [`remaining`](Admitted::remaining): for callers that
+    /// only need the decision (and, when denied, the wait), the shortest
+    /// path there is — one clock read, a few loads and one compare-and-swap
+    /// (`check` also searches the ring for the first live admission, a few
+    /// more loads when the window holds live admissions).
+    ///
+    /// The decision is exactly `check`'s: the same admissions are recorded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::Limiter;
+    ///
+    /// let limiter = Limiter::new(2, Duration::from_secs(60))?;
+    /// assert!(limiter.admit().is_ok());
+    /// assert!(limiter.admit().is_ok());
+    /// let denied = limiter.admit().unwrap_err();
+    /// assert!(denied.retry_after() <= Duration::from_secs(60));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit(&self) -> Result<(), Denied> {
+        self.admit_at(self.clock.now())
+    }
+
+    /// [`admit`](Self::admit) at `now` (nanoseconds on this limiter's clock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::with_clock(1, Duration::from_nanos(100), ManualClock::new())?;
+    /// assert!(limiter.admit_at(0).is_ok());
+    /// assert_eq!(limiter.admit_at(99).unwrap_err().retry_after_nanos(), 1);
+    /// assert!(limiter.admit_at(100).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit_at(&self, now: u64) -> Result<(), Denied> {
+        match self.shape.check_one::<false>(self.ring(), now) {
+            Outcome::Admitted { .. } => Ok(()),
+            outcome => self.decide(outcome, now).map(|_| ()),
+        }
     }
 
     /// Checks a request of `n` units now: all `n` are admitted or none.
@@ -569,6 +620,22 @@ impl<C: Clock> Limiter<C> {
     ) -> Result<Self, ConfigError> {
         Ok(Limiter::from_shape(
             Shape::single(limit, window)?.with_flaw(flaw),
+            clock,
+        ))
+    }
+
+    /// Every single takes the general path (the lazy-head scan), never the
+    /// fast path: its races then need two threads instead of three.
+    pub fn with_flaw_general(
+        limit: u32,
+        window: Duration,
+        clock: C,
+        flaw: crate::ring::Flaw,
+    ) -> Result<Self, ConfigError> {
+        Ok(Limiter::from_shape(
+            Shape::single(limit, window)?
+                .with_flaw(flaw)
+                .with_general_only(),
             clock,
         ))
     }

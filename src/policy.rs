@@ -142,6 +142,12 @@ impl Shape {
         self
     }
 
+    #[cfg(slidelog_loom)]
+    pub(crate) fn with_general_only(mut self) -> Self {
+        self.geometry = self.geometry.with_general_only();
+        self
+    }
+
     /// The heap bytes of the description (not the ring).
     pub(crate) fn heap_bytes(&self) -> usize {
         self.all.as_deref().map_or(0, core::mem::size_of_val)
@@ -214,9 +220,9 @@ impl Shape {
 
     /// One unit at `now`.
     #[inline]
-    pub(crate) fn check_one(&self, ring: RingRef<'_>, now: u64) -> Outcome {
+    pub(crate) fn check_one<const COUNT: bool>(&self, ring: RingRef<'_>, now: u64) -> Outcome {
         match &self.rules {
-            None => ring.check_one(now),
+            None => ring.check_one::<COUNT>(now),
             Some(rules) => ring.check_multi(now, 1, rules),
         }
     }

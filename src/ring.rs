@@ -143,9 +143,10 @@ pub enum Flaw {
     /// (Expiry hint) Ignore the hint: count with the gallop alone (a
     /// control that the hint changes no count).
     NoHint,
-    /// (Expiry hint) Let a peek record the hint from its own, possibly
-    /// later, effective time.
-    HintFromPeek,
+    /// (Expiry hint) Trust the hint without verifying it, and let a peek
+    /// record one from its own, possibly later, effective time: the count
+    /// then skips live admissions.
+    TrustHint,
     /// (Counter) Merge into a cell that already holds a later sub-window.
     MergeOverLater,
     /// (Counter) Move head to the new sub-window before archiving the old
@@ -193,6 +194,10 @@ pub(crate) struct Geometry {
     /// is (an admission counts until `t + W + linger`). 0 with one policy.
     linger: u64,
     flaw: Flaw,
+    /// (Model checker only) Take the general path for every single, as the
+    /// protocol did before the fast path: its lazy-head races then arise
+    /// with two threads instead of three, where loom can afford to look.
+    general_only: bool,
 }
 
 /// What the ring answered.
@@ -243,6 +248,7 @@ impl Geometry {
             max_now: slot::MAX_DEADLINE - window,
             linger: 0,
             flaw: Flaw::None,
+            general_only: false,
         }
     }
 
@@ -264,6 +270,19 @@ impl Geometry {
     pub(crate) fn with_flaw(mut self, flaw: Flaw) -> Self {
         self.flaw = flaw;
         self
+    }
+
+    #[cfg_attr(not(slidelog_loom), allow(dead_code))]
+    pub(crate) fn with_general_only(mut self) -> Self {
+        self.general_only = true;
+        self
+    }
+
+    /// Whether singles skip the fast path (only ever under the model
+    /// checker).
+    #[inline]
+    fn general_only(&self) -> bool {
+        cfg!(slidelog_loom) && self.general_only
     }
 
     #[inline]
@@ -305,27 +324,6 @@ impl Geometry {
         } else {
             index + n
         }
-    }
-
-    /// `index - m` for `m <= L`, in mixed radix (the inverse of `advance`).
-    #[inline]
-    fn retreat(&self, index: u64, m: u64) -> u64 {
-        debug_assert!(m <= self.limit);
-        if self.position(index) as u64 >= m {
-            index - m
-        } else {
-            index.wrapping_sub(m + self.gap) & head::INDEX_MASK
-        }
-    }
-
-    /// How many admissions `to` is after `from` (indices in mixed radix),
-    /// modulo the index space.
-    #[inline]
-    fn distance(&self, from: u64, to: u64) -> u64 {
-        let linear = |x: u64| (x >> self.bits) * self.limit + self.position(x) as u64;
-        let period = ((head::INDEX_MASK >> self.bits) + 1) * self.limit;
-        let (a, b) = (linear(from), linear(to));
-        if b >= a { b - a } else { b + period - a }
     }
 
     /// Whether a ring of this size uses an expiry hint: below
@@ -441,13 +439,96 @@ impl<'a> RingRef<'a> {
     #[inline]
     pub(crate) fn check(&self, now: u64, n: u32) -> Outcome {
         if n == 1 {
-            self.check_one(now)
+            self.check_one::<true>(now)
         } else {
             self.check_many(now, n)
         }
     }
 
-    /// The single-unit fast path, with a lazy head: `head` may lag the
+    /// One unit at `now`: the common case in straight-line code, the rest
+    /// in [`check_one_scan`](Self::check_one_scan).
+    ///
+    /// When `head` is at the frontier (slot `c` unclaimed) and does not move
+    /// while slots `c` and `c - 1` are read, this is exactly the scan below
+    /// with no claimed slot to pass (`k == 0`): judge, count, one CAS on
+    /// slot `c`. The admitter then moves `head` to `c + 1` at once (the scan
+    /// would wait for a lag of `B`), so that on one thread the next check
+    /// finds the frontier at `head` again and takes this path; a head CAS
+    /// that loses to another thread changes nothing (whoever moved head
+    /// moved it past `c`, or announced a batch there that our claim defeats
+    /// and the next reader helps along: see `advance_head`). Anything else —
+    /// a claimed or closed slot, a moved head, a lost CAS — goes to the
+    /// general path, which starts over from a fresh read of `head`.
+    #[inline(always)]
+    pub(crate) fn check_one<const COUNT: bool>(&self, now: u64) -> Outcome {
+        let g = self.geometry;
+        if g.general_only() {
+            return self.check_one_scan::<COUNT>(now);
+        }
+        let now = g.clamp_now(now);
+        // Acquire: see `snapshot`.
+        let hw = self.head.load(Ordering::Acquire);
+        let c = head::index(hw);
+        let pos = g.position(c);
+        // Acquire on both slot loads: see `snapshot`.
+        let s = self.slot(pos).load(Ordering::Acquire);
+        let p = self.load_previous(pos, s);
+        if s == slot::CLOSED
+            || (g.flaw() != Flaw::NoHelp && (s & slot::STAMP) == g.stamp(c))
+            // The seqlock's closing read (Relaxed: see `snapshot`).
+            || (g.flaw() != Flaw::NoRevalidate && self.head.load(Ordering::Relaxed) != hw)
+        {
+            return self.check_one_scan::<COUNT>(now);
+        }
+        // The clamp: t_eff = max(now, t_eff of the previous admission).
+        let d = if g.flaw() == Flaw::NoClamp {
+            now + g.window
+        } else {
+            (now + g.window).max(slot::deadline(p))
+        };
+        let t_eff = d - g.window;
+        let oldest = slot::deadline(s);
+        if oldest > t_eff {
+            // The L-th most recent admission is still in the window.
+            return Outcome::Denied {
+                available_at: oldest,
+                policy: 0,
+            };
+        }
+        let word = slot::pack(d, g.stamp(c), false);
+        // Before the CAS: the count at the linearization point (see
+        // `remaining_after`). Not counted for a caller that does not ask.
+        let remaining = if COUNT {
+            self.remaining_after(c, 1, p, t_eff)
+        } else {
+            0
+        };
+        if g.flaw() == Flaw::LoadThenStore {
+            if self.slot(pos).load(Ordering::Acquire) != s {
+                return self.check_one_scan::<COUNT>(now);
+            }
+            self.slot(pos).store(word, Ordering::Release);
+        } else if self
+            .slot(pos)
+            // Release/Acquire: as in `check_one_scan`.
+            .compare_exchange(s, word, Ordering::Release, Ordering::Acquire)
+            .is_err()
+        {
+            return self.check_one_scan::<COUNT>(now);
+        }
+        self.advance_head(hw, c, c, 1);
+        if COUNT && slot::deadline(p) > t_eff {
+            // The count searched: keep where it stopped as the hint.
+            self.note_expired(c, 1, remaining);
+        }
+        Outcome::Admitted {
+            at: t_eff,
+            remaining,
+            policy: 0,
+        }
+    }
+
+    /// The single-unit general path, with a lazy head: `head` may lag the
     /// frontier (the first unclaimed index) by up to `B = min(L - 1, 4)`
     /// admissions. A reader scans forward from `head` over slots already
     /// claimed for their index to find the frontier, and `head` is moved only
@@ -461,8 +542,8 @@ impl<'a> RingRef<'a> {
     /// only claims `j` after seeing `j - 1` claimed), so the first unclaimed
     /// slot is the frontier. A slot of a later lap would need a head beyond
     /// ours, which the seqlock re-validation catches.
-    #[inline(always)]
-    pub(crate) fn check_one(&self, now: u64) -> Outcome {
+    #[inline(never)]
+    fn check_one_scan<const COUNT: bool>(&self, now: u64) -> Outcome {
         let g = self.geometry;
         let now = g.clamp_now(now);
         'fresh: loop {
@@ -524,7 +605,11 @@ impl<'a> RingRef<'a> {
                 // linearization point: the slots it reads hold admissions
                 // older than `idx`, which only admissions after ours can
                 // overwrite (see `remaining_after`).
-                let remaining = self.remaining_after(idx, 1, p, t_eff);
+                let remaining = if COUNT {
+                    self.remaining_after(idx, 1, p, t_eff)
+                } else {
+                    0
+                };
                 if g.flaw() == Flaw::LoadThenStore {
                     if self.slot(pos).load(Ordering::Acquire) != s {
                         continue 'fresh;
@@ -546,13 +631,13 @@ impl<'a> RingRef<'a> {
                         continue;
                     }
                 }
-                if k + 1 >= g.lag || remaining == 0 {
+                if k + 1 >= g.lag || (COUNT && remaining == 0) {
                     // The lag reached B, or the window is now full (so the
                     // denials that follow find the frontier at `head`, with
                     // no scan): move head to the new frontier.
                     self.advance_head(hw, c, idx, 1);
                 }
-                if slot::deadline(p) > t_eff {
+                if COUNT && slot::deadline(p) > t_eff {
                     // The slow count ran: keep its result as the hint.
                     self.note_expired(idx, 1, remaining);
                 }
@@ -646,7 +731,7 @@ impl<'a> RingRef<'a> {
             };
         }
         let remaining = self.remaining_after(snap.c, n64, snap.p, t_eff);
-        if g.flaw() == Flaw::HintFromPeek && slot::deadline(snap.p) > t_eff {
+        if g.flaw() == Flaw::TrustHint && slot::deadline(snap.p) > t_eff {
             // The broken variant: a peek's effective time may be later than
             // the next admission's.
             self.note_expired(snap.c, n64, remaining);
@@ -787,7 +872,7 @@ impl<'a> RingRef<'a> {
         // admission, not as a wrong count).
         let mut admitted = None;
         for _ in 0..n {
-            match self.check_one(now) {
+            match self.check_one::<true>(now) {
                 Outcome::Admitted { at, remaining, .. } => {
                     let at = admitted.map_or(at, |(first, _)| first);
                     admitted = Some((at, remaining));
@@ -892,21 +977,22 @@ impl<'a> RingRef<'a> {
     /// claim in index order after ours. If our CAS fails, the count is
     /// thrown away with the attempt.
     ///
+    /// The candidates' deadlines never decrease along the index (the
+    /// clamp), so "alive at `t_eff`" reads false ... false, true ... true,
+    /// and the count is the index of the first alive candidate.
+    ///
     /// **The expiry hint** (a ring that keeps one: [`crate::Limiter`]'s)
-    /// makes the count O(1) loads amortised whatever the number of live
-    /// admissions: the hint `h` is an admission index such that every
-    /// admission before `h` had expired at the effective time of some
-    /// committed admission. Effective times never decrease along the log
-    /// (the clamp), so they have expired at ours too (for an admission
-    /// after that one; one before it cannot commit any more: its slot was
-    /// claimed). So the scan for the first live candidate starts at `h`,
-    /// and each index is passed about once over the ring's life. Only a
-    /// committed admission writes the hint (`note_expired`, after its CAS),
-    /// never a peek or a failed attempt, whose effective time may be later
-    /// than the next admission's. A stale hint (a lower bound, or from
-    /// another lap) only costs a longer scan, capped by falling back to the
-    /// gallop.
-    #[inline]
+    /// makes that search O(1) loads amortised whatever the number of live
+    /// admissions: it holds the *position* of the first live admission the
+    /// last committed admission found. Effective times never decrease, so
+    /// it is usually where the next search ends, a load or two later. The
+    /// hint is only a guess: the search **verifies** it, by checking that the
+    /// candidate before it has expired (then, by the order above, so have
+    /// all older ones) and otherwise searching the candidates before it.
+    /// So no value of the hint, however stale, torn between racing
+    /// admitters or from another lap, can change a count; it only costs
+    /// loads. (Loom: `control_unverified_hint_is_caught`.)
+    #[inline(always)]
     fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> u32 {
         let g = self.geometry;
         let free = g.limit - n;
@@ -914,55 +1000,103 @@ impl<'a> RingRef<'a> {
         if free == 0 || slot::deadline(prev) <= t_eff {
             return free as u32;
         }
-        self.remaining_slow(c, n, t_eff)
+        // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
+        // first, at positions `base + k`; candidate `free - 1` (the previous
+        // admission) is alive here.
+        let base = g.position(g.advance(c, n));
+        match self.hint.filter(|_| g.hinted()) {
+            Some(hint) => self.remaining_hinted(hint, base, free, t_eff),
+            None => first_alive(free, |k| self.alive(base, k, t_eff)) as u32,
+        }
     }
 
-    #[cold]
-    fn remaining_slow(&self, c: u64, n: u64, t_eff: u64) -> u32 {
+    /// Whether candidate `k` (at position `base + k`) is alive at `t_eff`.
+    #[inline(always)]
+    fn alive(&self, base: usize, k: u64, t_eff: u64) -> bool {
+        // Relaxed: an estimate that publishes nothing (the candidates' words
+        // are final for our index: see `remaining_after`).
+        let word = self
+            .slot(self.geometry.position_plus(base, k))
+            .load(Ordering::Relaxed);
+        slot::deadline(word) > t_eff
+    }
+
+    /// The search of [`remaining_after`](Self::remaining_after) from the
+    /// expiry hint: usually the candidate before the hinted one (expired)
+    /// and the next four (the first alive among them), loaded together and
+    /// compared without a branch on each, so the search costs a few loads
+    /// on one or two cache lines and one predictable branch.
+    #[inline(always)]
+    fn remaining_hinted(&self, hint: &AtomicU64, base: usize, free: u64, t_eff: u64) -> u32 {
         let g = self.geometry;
-        let free = g.limit - n;
-        // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
-        // first, at positions pos(c + n) + k. Their deadlines are
-        // non-decreasing, so "alive" is false ... false, true ... true, and
-        // the answer is the index of the first alive one.
-        let base = g.position(g.advance(c, n));
-        let alive = |k: u64| {
-            // Relaxed: an estimate that publishes nothing.
-            slot::deadline(self.slot(g.position_plus(base, k)).load(Ordering::Relaxed)) > t_eff
-        };
-        if let Some(hint) = self.hint.filter(|_| g.hinted()) {
-            // Relaxed: the hint is a claim about deadlines that are final
-            // (admissions before ours); a stale value only lengthens the scan.
-            let behind = g.distance(hint.load(Ordering::Relaxed), c);
-            // Candidate `k` is admission `c - (free - k)`.
-            let mut k = free.saturating_sub(behind.min(free));
-            // Candidate `free - 1` (the previous admission) is alive here.
-            for _ in 0..HINT_SCAN {
+        let alive = |k: u64| self.alive(base, k, t_eff);
+        // Relaxed: the hint is a guess, verified below; it orders nothing.
+        let guess = hint.load(Ordering::Relaxed) as usize;
+        // The candidate at the hinted position; one of our own `n` slots
+        // (or garbage) means "all alive" (the window was full).
+        let mut k = g.position_plus(guess.min(g.limit as usize - 1), g.limit - base as u64) as u64;
+        if k >= free {
+            k = 0;
+        }
+        // Candidate `free - 1` is alive: reading it in place of any later
+        // one keeps the order false ... true.
+        let ahead = g.flaw() != Flaw::TrustHint && k > 0 && alive(k - 1);
+        if !ahead {
+            // Candidate k - 1 expired, so did all older ones: scan forward
+            // (candidate `free - 1` is alive).
+            for _ in 0..4 {
                 if k + 1 >= free || alive(k) {
                     return k as u32;
                 }
                 k += 1;
             }
-            // Far behind: gallop over what is left.
-            return (k + first_alive(free - k, |j| alive(k + j))) as u32;
+            k -= 4;
         }
-        first_alive(free, alive) as u32
+        self.remaining_far(base, free, k, ahead, t_eff)
     }
 
-    /// After admission `c` of `n` units committed with `remaining` left:
-    /// every candidate before the first live one (`c - (L - n -
-    /// remaining)`) has expired at its effective time; record it as the
-    /// expiry hint. Called only when the slow path ran (some candidate
-    /// alive), only after the commit CAS succeeded.
-    #[inline]
+    /// The hinted search's rare cases: the hint is ahead of the first alive
+    /// candidate (stale from another lap), or far behind it.
+    #[cold]
+    #[inline(never)]
+    fn remaining_far(&self, base: usize, free: u64, k: u64, ahead: bool, t_eff: u64) -> u32 {
+        let alive = |k: u64| self.alive(base, k, t_eff);
+        if ahead {
+            // Search the candidates before the hinted one (k - 1 is alive).
+            return first_alive(k, alive) as u32;
+        }
+        // Candidates k .. k + 3 expired: scan on, then gallop.
+        let mut k = k + 4;
+        for _ in 0..HINT_SCAN {
+            if k + 1 >= free || alive(k) {
+                return k.min(free - 1) as u32;
+            }
+            k += 1;
+        }
+        (k + first_alive(free - k, |j| alive(k + j))) as u32
+    }
+
+    /// After admission `c` of `n` units committed with `remaining` left (and
+    /// some candidate alive): the first live candidate is at position
+    /// `pos(c + n) + remaining`; record it as the expiry hint when the hint
+    /// lags it by two or more (each store writes `head`'s line, which every
+    /// check reads; the search starts up to three candidates behind at no
+    /// extra cost). Only after the commit CAS succeeded: a peek's or a
+    /// failed attempt's effective time may be later than the next
+    /// admission's, so its hint would point past that admission's first
+    /// live candidate (harmless, being verified, but a wasted search).
+    #[inline(always)]
     fn note_expired(&self, c: u64, n: u64, remaining: u32) {
         let g = self.geometry;
         if let Some(hint) = self.hint.filter(|_| g.hinted()) {
-            let first_alive = g.retreat(c, g.limit - n - u64::from(remaining));
-            // Relaxed: see `remaining_slow`. Racing admitters may store in
-            // either order; any of their values is a valid lower bound for
-            // every admission after its writer.
-            hint.store(first_alive, Ordering::Relaxed);
+            let first_alive = g.position_plus(g.position(g.advance(c, n)), u64::from(remaining));
+            // Relaxed: see `remaining_hinted`; racing admitters may store in
+            // either order, any value is safe.
+            let old = hint.load(Ordering::Relaxed) as usize;
+            let lag = g.position_plus(first_alive, g.limit - old.min(g.limit as usize - 1) as u64);
+            if lag >= 2 {
+                hint.store(first_alive as u64, Ordering::Relaxed);
+            }
         }
     }
 

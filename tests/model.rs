@@ -96,6 +96,71 @@ proptest! {
     }
 }
 
+/// One step of the hinted-count scenario: `check_n`, `admit` or a peek.
+#[derive(Clone, Copy, Debug)]
+enum HintOp {
+    Check(u32),
+    Admit,
+    Peek(u32),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Rings large enough to keep the expiry hint (8 slots and more), with
+    /// dense traffic so that many admissions are live, and `admit` (which
+    /// never moves the hint) and peeks mixed in, so that the count often
+    /// starts from a stale hint: every count, decision and wait still
+    /// equals the model's, and `admit` decides exactly as `check`.
+    #[test]
+    fn hinted_counts_equal_model(
+        limit in prop_oneof![Just(8u32), Just(9), 10..=40u32, Just(64), Just(300)],
+        window in prop_oneof![Just(10u64), 20..=200u64, Just(1_000)],
+        ops in prop::collection::vec(
+            (
+                prop_oneof![4 => Just(0u64), 4 => 1..4u64, 2 => 0..40u64, 1 => 0..1_500u64],
+                prop_oneof![
+                    6 => Just(HintOp::Check(1)),
+                    3 => Just(HintOp::Admit),
+                    1 => (0..=3u32).prop_map(HintOp::Check),
+                    1 => (0..=2u32).prop_map(HintOp::Peek),
+                ],
+            ),
+            1..600,
+        ),
+    ) {
+        let limiter = Limiter::with_clock(limit, Duration::from_nanos(window), ManualClock::new()).unwrap();
+        let mut model = Model::new(limit, window);
+        let mut t = 0u64;
+        for (i, (dt, op)) in ops.into_iter().enumerate() {
+            t += dt;
+            match op {
+                HintOp::Check(n) => {
+                    let expect = model.decide(t, n);
+                    prop_assert_eq!(observed(limiter.check_n_at(n, t)), expect, "step {} check_n({}) at {}", i, n, t);
+                }
+                HintOp::Admit => {
+                    let expect = model.decide(t, 1);
+                    let got = limiter.admit_at(t);
+                    match expect {
+                        ModelDecision::Admitted { .. } => prop_assert!(got.is_ok(), "step {} admit at {}: {:?}", i, t, got),
+                        ModelDecision::Denied { retry_after } => prop_assert_eq!(
+                            got.map_err(|d| d.retry_after_nanos()), Err(retry_after), "step {} admit at {}", i, t
+                        ),
+                        other => prop_assert!(false, "unexpected model answer {:?}", other),
+                    }
+                }
+                HintOp::Peek(n) => {
+                    // A peek answers what a check would, recording nothing.
+                    let mut probe = model.clone();
+                    let expect = probe.decide(t, n);
+                    prop_assert_eq!(observed(limiter.peek_n_at(n, t)), expect, "step {} peek_n({}) at {}", i, n, t);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn time_zero_is_a_valid_instant() {
     let limiter = Limiter::with_clock(3, Duration::from_secs(1), ManualClock::new()).unwrap();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use common::{
     Call, Tickets, admitted_units, assert_linearizable, assert_no_over_admission, explore, limiter,
+    limiter_general,
 };
 
 /// Pre-emptions the lazy head's races need (see `common::explore`): limits
@@ -18,19 +19,35 @@ fn bound(limit: u32) -> usize {
 use loom::thread;
 use slidelog::loom_hooks::Flaw;
 
-/// A weighted request racing singles: the units the limiter holds afterwards
-/// are exactly the units it reported admitted, and the results are
-/// linearizable.
+/// Which path singles take.
+#[derive(Clone, Copy)]
+enum Singles {
+    /// As shipped: the fast path, then the general one when it must.
+    Fast,
+    /// Always the general path (the lazy-head scan): its races arise with
+    /// two threads (see `common::limiter_general`).
+    General,
+}
+
+/// A weighted request racing singles (`singles[i]` of them on thread `i`):
+/// the units the limiter holds afterwards are exactly the units it reported
+/// admitted, and the results are linearizable.
 fn weighted_vs_single(
     limit: u32,
     weighted: &'static [u32],
-    singles: usize,
+    singles: &'static [usize],
     prefill: u32,
+    path: Singles,
     flaw: Flaw,
 ) {
-    explore(bound(limit), move || {
+    // Three threads at three pre-emptions would take hours: two.
+    let preemptions = if singles.len() > 1 { 2 } else { bound(limit) };
+    explore(preemptions, move || {
         let window = 10;
-        let limiter = limiter(limit, window, flaw);
+        let limiter = match path {
+            Singles::Fast => limiter(limit, window, flaw),
+            Singles::General => limiter_general(limit, window, flaw),
+        };
         for _ in 0..prefill {
             limiter.check_at(0).unwrap();
         }
@@ -43,13 +60,19 @@ fn weighted_vs_single(
                 .map(|&n| t.call(now, n, || l.check_n_at(n, now)))
                 .collect::<Vec<_>>()
         });
-        let (l, t) = (Arc::clone(&limiter), tickets.clone());
-        let s = thread::spawn(move || {
-            (0..singles)
-                .map(|_| t.call(now, 1, || l.check_at(now)))
-                .collect::<Vec<_>>()
-        });
-        let threads = vec![w.join().unwrap(), s.join().unwrap()];
+        let single_threads: Vec<_> = singles
+            .iter()
+            .map(|&count| {
+                let (l, t) = (Arc::clone(&limiter), tickets.clone());
+                thread::spawn(move || {
+                    (0..count)
+                        .map(|_| t.call(now, 1, || l.check_at(now)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut threads = vec![w.join().unwrap()];
+        threads.extend(single_threads.into_iter().map(|s| s.join().unwrap()));
         let all: Vec<Call> = threads.iter().flatten().copied().collect();
         let held = limit - limiter.check_n_at(0, now).unwrap().remaining();
         assert_eq!(
@@ -66,23 +89,23 @@ fn weighted_vs_single(
 
 #[test]
 fn pair_vs_single_in_three_slots() {
-    weighted_vs_single(3, &[2], 2, 0, Flaw::None);
+    weighted_vs_single(3, &[2], &[2], 0, Singles::Fast, Flaw::None);
 }
 
 #[test]
 fn pair_vs_single_across_the_wrap() {
     // Slots 0 and 1 hold live admissions: the pair must wrap to slot 0.
-    weighted_vs_single(3, &[2], 1, 1, Flaw::None);
+    weighted_vs_single(3, &[2], &[1], 1, Singles::Fast, Flaw::None);
 }
 
 #[test]
 fn two_weighted_calls_vs_single() {
-    weighted_vs_single(3, &[2, 1], 1, 0, Flaw::None);
+    weighted_vs_single(3, &[2, 1], &[1], 0, Singles::Fast, Flaw::None);
 }
 
 #[test]
 fn full_ring_weighted_vs_single() {
-    weighted_vs_single(2, &[2], 1, 0, Flaw::None);
+    weighted_vs_single(2, &[2], &[1], 0, Singles::Fast, Flaw::None);
 }
 
 /// Issue #14: with L >= 4 the head is lazy (it lags by up to B = 3..4), so
@@ -91,20 +114,35 @@ fn full_ring_weighted_vs_single() {
 /// (2 + 2 <= 4), so any denial fails the linearizability check.
 #[test]
 fn pair_vs_singles_behind_a_lazy_head() {
-    weighted_vs_single(4, &[2], 2, 0, Flaw::None);
+    weighted_vs_single(4, &[2], &[2], 0, Singles::General, Flaw::None);
+}
+
+/// The fast path (as shipped) in the same race: a single moves head right
+/// after its claim, so the torn view needs a second single thread: A claims
+/// slot c and is pre-empted before its head CAS, B finds c claimed and
+/// claims c + 1 behind the unmoved head (the general path's lazy scan).
+#[test]
+fn pair_vs_singles_on_the_fast_path() {
+    weighted_vs_single(4, &[2], &[2], 0, Singles::Fast, Flaw::None);
+}
+
+/// The race above with two single threads, on the fast path.
+#[test]
+fn pair_vs_two_single_threads_on_the_fast_path() {
+    weighted_vs_single(4, &[2], &[1, 1], 0, Singles::Fast, Flaw::None);
 }
 
 /// The same at L = 5 with a live admission already in the ring.
 #[test]
 fn pair_vs_singles_behind_a_lazy_head_prefilled() {
-    weighted_vs_single(5, &[2], 2, 1, Flaw::None);
+    weighted_vs_single(5, &[2], &[2], 1, Singles::General, Flaw::None);
 }
 
 /// A triple at L = 6 (B = 4) against three singles: it reads slot c + 2,
 /// which the singles claim behind the lazy head.
 #[test]
 fn triple_vs_singles_behind_a_lazy_head() {
-    weighted_vs_single(6, &[3], 3, 0, Flaw::None);
+    weighted_vs_single(6, &[3], &[3], 0, Singles::General, Flaw::None);
 }
 
 /// Negative control: trusting the torn view (slot c read unclaimed, slot
@@ -112,7 +150,7 @@ fn triple_vs_singles_behind_a_lazy_head() {
 #[test]
 #[should_panic(expected = "no sequential order")]
 fn control_torn_weighted_view_is_caught() {
-    weighted_vs_single(4, &[2], 2, 0, Flaw::TornWeighted);
+    weighted_vs_single(4, &[2], &[2], 0, Singles::General, Flaw::TornWeighted);
 }
 
 /// Negative control: taking a weighted request's units one at a time lets a
@@ -120,7 +158,7 @@ fn control_torn_weighted_view_is_caught() {
 #[test]
 #[should_panic(expected = "partial admission")]
 fn control_piecewise_is_caught() {
-    weighted_vs_single(2, &[2], 1, 0, Flaw::Piecewise);
+    weighted_vs_single(2, &[2], &[1], 0, Singles::Fast, Flaw::Piecewise);
 }
 
 /// Weighted requests racing each other: one announcement at a time, each
@@ -159,9 +197,12 @@ fn weighted_vs_weighted_behind_a_lazy_head() {
 
 /// A peek of two units racing two singles at L = 5: everything fits, so the
 /// peek never denies (it reads the same frontier view as `check_n`).
-fn peek_vs_singles(flaw: Flaw) {
+fn peek_vs_singles(path: Singles, flaw: Flaw) {
     explore(bound(5), move || {
-        let limiter = limiter(5, 10, flaw);
+        let limiter = match path {
+            Singles::Fast => limiter(5, 10, flaw),
+            Singles::General => limiter_general(5, 10, flaw),
+        };
         let l = Arc::clone(&limiter);
         let singles = thread::spawn(move || (0..2).all(|_| l.check_at(0).is_ok()));
         let l = Arc::clone(&limiter);
@@ -176,21 +217,26 @@ fn peek_vs_singles(flaw: Flaw) {
 
 #[test]
 fn peek_vs_singles_behind_a_lazy_head() {
-    peek_vs_singles(Flaw::None);
+    peek_vs_singles(Singles::General, Flaw::None);
+}
+
+#[test]
+fn peek_vs_singles_on_the_fast_path() {
+    peek_vs_singles(Singles::Fast, Flaw::None);
 }
 
 /// Negative control: the torn view makes the peek deny.
 #[test]
 #[should_panic(expected = "spurious denial by a peek")]
 fn control_torn_peek_is_caught() {
-    peek_vs_singles(Flaw::TornWeighted);
+    peek_vs_singles(Singles::General, Flaw::TornWeighted);
 }
 
 /// Negative control for the triple: the torn view at L = 6 denies it.
 #[test]
 #[should_panic(expected = "no sequential order")]
 fn control_torn_triple_is_caught() {
-    weighted_vs_single(6, &[3], 3, 0, Flaw::TornWeighted);
+    weighted_vs_single(6, &[3], &[3], 0, Singles::General, Flaw::TornWeighted);
 }
 
 /// Negative control for two pairs at L = 4: a pair that read slot c before

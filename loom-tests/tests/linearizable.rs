@@ -81,8 +81,9 @@ fn control_no_clamp_is_caught() {
 /// The expiry hint (issue #15; rings of 8 slots and more keep one): at
 /// L = 8 with six admissions at 0 and one at 8 (W = 10), a peek at 12 sees
 /// the six expired; an admission at 9 racing it must still count them live
-/// (remaining 0). Linearizable with the hint; the control that lets the
-/// peek record its hint is caught.
+/// (remaining 0). Linearizable with the hint, which the count verifies
+/// before trusting; the control that trusts it unverified (and lets the
+/// peek record one from its later time) is caught.
 const HINT_PREFIX: [u64; 7] = [0, 0, 0, 0, 0, 0, 8];
 
 fn hint_race(flaw: Flaw) {
@@ -115,8 +116,8 @@ fn a_peek_never_moves_the_expiry_hint() {
 
 #[test]
 #[should_panic(expected = "no sequential order")]
-fn control_hint_from_peek_is_caught() {
-    hint_race(Flaw::HintFromPeek);
+fn control_unverified_hint_is_caught() {
+    hint_race(Flaw::TrustHint);
 }
 
 /// Two admitters racing on a hinted ring (L = 8): each reads and writes

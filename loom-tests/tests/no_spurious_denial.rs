@@ -13,6 +13,12 @@ use loom::thread;
 use slidelog::loom_hooks::Flaw;
 
 fn race(limit: u32, threads: usize, prefill: bool, flaw: Flaw) {
+    race_with(limit, threads, prefill, flaw, false);
+}
+
+/// `race`, with every other thread calling `admit` (the decision without the
+/// count of `remaining`) instead of `check`.
+fn race_with(limit: u32, threads: usize, prefill: bool, flaw: Flaw, admit: bool) {
     loom::model(move || {
         let window = 10;
         let limiter = limiter(limit, window, flaw);
@@ -26,9 +32,13 @@ fn race(limit: u32, threads: usize, prefill: bool, flaw: Flaw) {
             0
         };
         let handles: Vec<_> = (0..threads)
-            .map(|_| {
+            .map(|i| {
                 let l = Arc::clone(&limiter);
-                thread::spawn(move || l.check_at(now).is_ok())
+                if admit && i % 2 == 0 {
+                    thread::spawn(move || l.admit_at(now).is_ok())
+                } else {
+                    thread::spawn(move || l.check_at(now).is_ok())
+                }
             })
             .collect();
         let admitted = handles
@@ -69,6 +79,18 @@ fn three_slots_three_threads() {
 #[test]
 fn three_slots_three_threads_after_wrap() {
     race(3, 3, true, Flaw::None);
+}
+
+/// `admit` racing `check`: the same exact count (neither over- nor
+/// under-admits), before and after the ring wraps.
+#[test]
+fn admit_and_check_three_slots_three_threads() {
+    race_with(3, 3, false, Flaw::None, true);
+}
+
+#[test]
+fn admit_and_check_two_slots_three_threads_after_wrap() {
+    race_with(2, 3, true, Flaw::None, true);
 }
 
 /// Negative control: without the stamp and helping, a reader that sees a

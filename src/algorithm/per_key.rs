@@ -8,7 +8,7 @@ use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
 use crate::floor::Floor;
 use crate::policy::{Policy, Shape};
-use crate::ring::RingRef;
+use crate::ring::{Outcome, RingRef};
 use crate::sync::atomic::AtomicU64;
 
 /// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key: the exact
@@ -79,6 +79,20 @@ pub(crate) mod sealed {
             now: u64,
             floor: u64,
         ) -> Option<Result<Admitted, Denied>>;
+        /// `check` of one unit without counting `remaining` (for
+        /// [`KeyedLimiter::admit`](crate::KeyedLimiter::admit)); `None` if
+        /// closed.
+        #[inline]
+        fn admit(
+            &self,
+            state: &[AtomicU64],
+            quota: Option<&Shape>,
+            now: u64,
+            floor: u64,
+        ) -> Option<Result<(), Denied>> {
+            self.check(state, quota, 1, now, floor)
+                .map(|decision| decision.map(|_| ()))
+        }
         /// What `check` would answer, recording nothing; `None` if closed.
         fn peek(
             &self,
@@ -209,6 +223,22 @@ impl sealed::Sealed for Log {
     ) -> Option<Result<Admitted, Denied>> {
         let (shape, ring) = self.ring(state, quota);
         shape.decision(shape.check(ring, now.max(floor), n), now)
+    }
+    #[inline]
+    fn admit(
+        &self,
+        state: &[AtomicU64],
+        quota: Option<&Shape>,
+        now: u64,
+        floor: u64,
+    ) -> Option<Result<(), Denied>> {
+        let (shape, ring) = self.ring(state, quota);
+        match shape.check_one::<false>(ring, now.max(floor)) {
+            Outcome::Admitted { .. } => Some(Ok(())),
+            outcome => shape
+                .decision(outcome, now)
+                .map(|decision| decision.map(|_| ())),
+        }
     }
     fn peek(
         &self,

@@ -38,6 +38,23 @@ pub fn limiter(limit: u32, window: u64, flaw: Flaw) -> Arc<Limiter<ManualClock>>
     )
 }
 
+/// A limiter whose singles always take the general path (the lazy-head
+/// scan): the races of a lazy head then arise between two threads (with the
+/// fast path, a single moves head right after its claim, and the same
+/// races need a third thread, beyond what loom can explore in minutes).
+#[allow(dead_code)]
+pub fn limiter_general(limit: u32, window: u64, flaw: Flaw) -> Arc<Limiter<ManualClock>> {
+    Arc::new(
+        Limiter::with_flaw_general(
+            limit,
+            Duration::from_nanos(window),
+            ManualClock::new(),
+            flaw,
+        )
+        .unwrap(),
+    )
+}
+
 /// Runs `f` under loom with at least `min_preemptions` pre-emptions
 /// (`LOOM_MAX_PREEMPTIONS` when larger). The lazy head's races need three:
 /// a thread pre-empted between two slot loads while another completes two
