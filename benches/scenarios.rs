@@ -57,6 +57,20 @@ fn single_key(c: &mut Criterion) {
                     })
                 })
             });
+            g.bench_with_input(
+                BenchmarkId::new("slidelog_admit", threads),
+                &threads,
+                |b, &t| {
+                    b.iter_custom(|iters| {
+                        let l = Arc::clone(&ours);
+                        parallel(t, iters, move |_, n| {
+                            for _ in 0..n {
+                                black_box(l.admit().is_ok());
+                            }
+                        })
+                    })
+                },
+            );
             g.bench_with_input(BenchmarkId::new("governor", threads), &threads, |b, &t| {
                 b.iter_custom(|iters| {
                     let l = Arc::clone(&theirs);
@@ -123,6 +137,20 @@ fn keyed(c: &mut Criterion) {
                     })
                 })
             });
+            g.bench_with_input(
+                BenchmarkId::new("slidelog_admit", threads),
+                &threads,
+                |b, &t| {
+                    b.iter_custom(|iters| {
+                        let l = Arc::clone(&ours);
+                        parallel(t, iters, move |me, n| {
+                            for i in 0..n {
+                                black_box(l.admit(&key(i, me, t, keys)).is_ok());
+                            }
+                        })
+                    })
+                },
+            );
             g.bench_with_input(BenchmarkId::new("governor", threads), &threads, |b, &t| {
                 b.iter_custom(|iters| {
                     let l = Arc::clone(&theirs);

@@ -56,12 +56,12 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     }
     let budget = Duration::from_secs_f64(seconds / 12.0);
     let clock = QuantaClock::new();
-    // 5 single-key cases x 3 limiters, 3 keyed cases x 2, 2 references.
-    let mut progress = Progress::new("bench", Some(23), Unit::Steps);
+    // 6 single-key cases x 3 limiters, 3 keyed cases x 2, 2 references.
+    let mut progress = Progress::new("bench", Some(26), Unit::Steps);
     let mut step = 0u64;
     let mut done = |progress: &mut Progress, what: &str| {
         step += 1;
-        progress.update(step, || format!("{step}/23 {what}"));
+        progress.update(step, || format!("{step}/26 {what}"));
     };
     println!(
         "slidelog bench: ns per call (lower is better) and ratio to the Mutex<VecDeque> log; {threads} threads for the contended rows"
@@ -70,16 +70,43 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
         "{:<24} {:>12} {:>12} {:>12} {:>12} {:>12}",
         "case", "log", "counter", "mutex log", "log/mutex", "counter/mutex"
     );
-    for (case, limit, window, t) in [
-        ("allow, 1 thread", 10u32, Duration::from_nanos(10), 1usize),
-        ("deny, 1 thread", 10, Duration::from_secs(3600), 1),
-        ("allow, contended", 10, Duration::from_nanos(10), threads),
-        ("deny, contended", 10, Duration::from_secs(3600), threads),
+    // `admit`: the decision without the count of `remaining`.
+    for (case, limit, window, t, admit) in [
+        (
+            "allow, 1 thread",
+            10u32,
+            Duration::from_nanos(10),
+            1usize,
+            false,
+        ),
+        (
+            "allow (admit), 1 thread",
+            10,
+            Duration::from_nanos(10),
+            1,
+            true,
+        ),
+        ("deny, 1 thread", 10, Duration::from_secs(3600), 1, false),
+        (
+            "allow, contended",
+            10,
+            Duration::from_nanos(10),
+            threads,
+            false,
+        ),
+        (
+            "deny, contended",
+            10,
+            Duration::from_secs(3600),
+            threads,
+            false,
+        ),
         (
             "overloaded, contended",
             100,
             Duration::from_micros(100),
             threads,
+            false,
         ),
     ] {
         let log = Arc::new(Limiter::new(limit, window).map_err(|e| e.to_string())?);
@@ -93,14 +120,22 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
         let a = measure(t, budget, {
             let l = Arc::clone(&log);
             move || {
-                black_box(l.check().is_ok());
+                black_box(if admit {
+                    l.admit().is_ok()
+                } else {
+                    l.check().is_ok()
+                });
             }
         });
         done(&mut progress, case);
         let b = measure(t, budget, {
             let c = Arc::clone(&counter);
             move || {
-                black_box(RateLimit::check(&*c).is_ok());
+                black_box(if admit {
+                    c.admit().is_ok()
+                } else {
+                    RateLimit::check(&*c).is_ok()
+                });
             }
         });
         done(&mut progress, case);
