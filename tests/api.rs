@@ -106,6 +106,36 @@ fn check_and_peek_everywhere() {
     assert!(keyed.peek_n("a", 2).is_err());
 }
 
+/// `admit` decides exactly as `check` (recording the same admission) on
+/// every limiter, through the trait and directly, keyed too.
+#[test]
+fn admit_everywhere() {
+    let clock = ManualClock::new();
+    let w = Duration::from_secs(1);
+    let log = Limiter::with_clock(2, w, clock.clone()).unwrap();
+    let counter = SlidingCounter::with_clock(2, w, 10, clock.clone()).unwrap();
+    for one in [&log as &dyn RateLimit, &counter] {
+        one.admit().unwrap();
+        assert_eq!(one.peek().unwrap().remaining(), 0, "admit recorded one");
+        one.admit().unwrap();
+        let denied = one.admit().unwrap_err();
+        assert_eq!(denied.retry_after(), one.check().unwrap_err().retry_after());
+    }
+    clock.advance(w);
+    assert!(log.admit().is_ok() && counter.admit().is_ok());
+    assert!(log.admit_at(slidelog::Clock::now(&clock)).is_ok());
+    assert!(log.admit().is_err());
+    let keyed = KeyedLimiter::<String, ManualClock>::with_clock(1, w, clock.clone()).unwrap();
+    keyed.admit("a").unwrap();
+    assert!(
+        keyed.check("a").is_err(),
+        "admit recorded the key's one admission"
+    );
+    assert!(keyed.admit("a").is_err());
+    assert!(keyed.admit("b").is_ok());
+    assert_eq!(keyed.len(), 2);
+}
+
 /// `Denied` prints its wait as a duration; both results read as sentences.
 #[test]
 fn decisions_print_for_people() {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{KeyedModel, KeyedOp, keyed_ops, max_in_window, observed};
+use common::{KeyedModel, KeyedOp, ModelDecision, keyed_ops, max_in_window, observed};
 use proptest::prelude::*;
 use slidelog::{Clock, DenyReason, KeyedLimiter, ManualClock};
 
@@ -41,6 +41,30 @@ proptest! {
                 KeyedOp::Sweep { dt } => {
                     clock.advance(Duration::from_nanos(dt));
                     limiter.retain_recent();
+                }
+                KeyedOp::Check { key, dt, n } if n == 1 && (key ^ dt) & 1 == 1 => {
+                    // Half the single checks go through `admit`: the same
+                    // decision and wait, without the count.
+                    clock.advance(Duration::from_nanos(dt));
+                    let now = clock.now();
+                    let got = limiter.admit(&key);
+                    if let Err(d) = got {
+                        if d.reason() == DenyReason::KeyCapacity {
+                            let busy = last_admit.values().filter(|&&t| t + 2 * window > now).count();
+                            prop_assert!(busy >= max_keys, "refused with only {busy} busy keys");
+                            continue;
+                        }
+                    }
+                    match model.decide(&key, now, 1) {
+                        ModelDecision::Admitted { .. } => {
+                            prop_assert!(got.is_ok(), "admit of key {} at {}: {:?}", key, now, got);
+                            last_admit.insert(key, now);
+                        }
+                        ModelDecision::Denied { retry_after } => prop_assert_eq!(
+                            got.map_err(|d| d.retry_after_nanos()), Err(retry_after), "admit of key {} at {}", key, now
+                        ),
+                        other => prop_assert!(false, "unexpected model answer {:?}", other),
+                    }
                 }
                 KeyedOp::Check { key, dt, n } => {
                     clock.advance(Duration::from_nanos(dt));
