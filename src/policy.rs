@@ -174,7 +174,9 @@ impl Shape {
         self.first.window
     }
 
-    /// Words of a ring: `head` and `L` slots.
+    /// Words of a ring: `head` and `L` slots (keyed states; the keyed map
+    /// is not compiled for the model checker).
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     #[inline]
     pub(crate) fn words(&self) -> usize {
         self.geometry.limit() as usize + 1
