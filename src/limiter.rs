@@ -632,12 +632,9 @@ impl<C: Clock> Limiter<C> {
         clock: C,
         flaw: crate::ring::Flaw,
     ) -> Result<Self, ConfigError> {
-        Ok(Limiter::from_shape(
-            Shape::single(limit, window)?
-                .with_flaw(flaw)
-                .with_general_only(),
-            clock,
-        ))
+        let mut limiter = Limiter::with_flaw(limit, window, clock, flaw)?;
+        limiter.shape = limiter.shape.with_general_only();
+        Ok(limiter)
     }
 
     /// `None` if the ring was closed for eviction. Judged at

@@ -480,29 +480,12 @@ impl<'a> RingRef<'a> {
         {
             return self.check_one_scan::<COUNT>(now);
         }
-        // The clamp: t_eff = max(now, t_eff of the previous admission).
-        let d = if g.flaw() == Flaw::NoClamp {
-            now + g.window
-        } else {
-            (now + g.window).max(slot::deadline(p))
+        let (d, t_eff) = match self.judge_one(now, s, p) {
+            Ok(fits) => fits,
+            Err(denied) => return denied,
         };
-        let t_eff = d - g.window;
-        let oldest = slot::deadline(s);
-        if oldest > t_eff {
-            // The L-th most recent admission is still in the window.
-            return Outcome::Denied {
-                available_at: oldest,
-                policy: 0,
-            };
-        }
         let word = slot::pack(d, g.stamp(c), false);
-        // Before the CAS: the count at the linearization point (see
-        // `remaining_after`). Not counted for a caller that does not ask.
-        let remaining = if COUNT {
-            self.remaining_after(c, 1, p, t_eff)
-        } else {
-            0
-        };
+        let remaining = self.count_one::<COUNT>(c, p, t_eff);
         if g.flaw() == Flaw::LoadThenStore {
             if self.slot(pos).load(Ordering::Acquire) != s {
                 return self.check_one_scan::<COUNT>(now);
@@ -585,31 +568,12 @@ impl<'a> RingRef<'a> {
                 if s == slot::CLOSED {
                     return Outcome::Closed;
                 }
-                // The clamp: t_eff = max(now, t_eff of the previous admission).
-                let d = if g.flaw() == Flaw::NoClamp {
-                    now + g.window
-                } else {
-                    (now + g.window).max(slot::deadline(p))
+                let (d, t_eff) = match self.judge_one(now, s, p) {
+                    Ok(fits) => fits,
+                    Err(denied) => return denied,
                 };
-                let t_eff = d - g.window;
-                let oldest = slot::deadline(s);
-                if oldest > t_eff {
-                    // The L-th most recent admission is still in the window.
-                    return Outcome::Denied {
-                        available_at: oldest,
-                        policy: 0,
-                    };
-                }
                 let word = slot::pack(d, g.stamp(idx), false);
-                // Before the CAS, so that it is the count at the
-                // linearization point: the slots it reads hold admissions
-                // older than `idx`, which only admissions after ours can
-                // overwrite (see `remaining_after`).
-                let remaining = if COUNT {
-                    self.remaining_after(idx, 1, p, t_eff)
-                } else {
-                    0
-                };
+                let remaining = self.count_one::<COUNT>(idx, p, t_eff);
                 if g.flaw() == Flaw::LoadThenStore {
                     if self.slot(pos).load(Ordering::Acquire) != s {
                         continue 'fresh;
@@ -647,6 +611,45 @@ impl<'a> RingRef<'a> {
                     policy: 0,
                 };
             }
+        }
+    }
+
+    /// Judges a single whose slot holds `s` (admission `index - L`'s word)
+    /// and whose previous slot holds `p`, at `now` (clamped): `Ok((d,
+    /// t_eff))` — its deadline and effective time — if it fits, else the
+    /// denial. The clamp: `t_eff = max(now, t_eff of the previous
+    /// admission)`.
+    #[inline(always)]
+    fn judge_one(&self, now: u64, s: u64, p: u64) -> Result<(u64, u64), Outcome> {
+        let g = self.geometry;
+        let d = if g.flaw() == Flaw::NoClamp {
+            now + g.window
+        } else {
+            (now + g.window).max(slot::deadline(p))
+        };
+        let t_eff = d - g.window;
+        let oldest = slot::deadline(s);
+        if oldest > t_eff {
+            // The L-th most recent admission is still in the window.
+            return Err(Outcome::Denied {
+                available_at: oldest,
+                policy: 0,
+            });
+        }
+        Ok((d, t_eff))
+    }
+
+    /// `remaining` for a single at `index` (previous slot `p`), counted
+    /// before its CAS, so that it is the count at the linearization point:
+    /// the slots it reads hold admissions older than `index`, which only
+    /// admissions after it can overwrite (see `remaining_after`). Not
+    /// counted (0) for a caller that does not ask (`admit`).
+    #[inline(always)]
+    fn count_one<const COUNT: bool>(&self, index: u64, p: u64, t_eff: u64) -> u32 {
+        if COUNT {
+            self.remaining_after(index, 1, p, t_eff)
+        } else {
+            0
         }
     }
 
