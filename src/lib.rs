@@ -1,8 +1,8 @@
 //! An exact, lock-free sliding-window-log rate limiter.
 //!
 //! `slidelog` admits at most `limit` requests in **any** window `(t - W, t]`
-//! — exactly, not approximately — with one compare-and-swap per admission and
-//! loads only per denial. Its concurrent protocol is model-checked with
+//! — exactly, not approximately — with one compare-and-swap deciding each
+//! admission and loads only per denial. Its concurrent protocol is model-checked with
 //! [loom](https://docs.rs/loom).
 //!
 //! # Usage
@@ -204,7 +204,8 @@
 //! # Performance
 //!
 //! An admission is one CAS on the slot plus one on `head`; a denial is four
-//! loads. No lock, no allocation and no division on any check (the ring index
+//! loads. `check` also counts `remaining` exactly (a few more loads when the
+//! window holds live admissions); `admit` decides the same without counting. No lock, no allocation and no division on any check (the ring index
 //! is laid out in mixed radix: `lap << bits | position`). See `BENCHMARKS.md`
 //! for measurements against `governor` and a `Mutex<VecDeque>` log.
 //!

@@ -25,9 +25,9 @@ struct Head {
 /// admissions in any window `(t - W, t]` — or, built with
 /// [`Limiter::builder`], several such policies at once, all or nothing.
 ///
-/// Admission is one compare-and-swap on one slot of a fixed ring of `limit`
-/// 8-byte slots (the largest limit, with several policies); a denial only
-/// loads. No lock, no allocation and no division on any check. Share it
+/// Admission is decided by one compare-and-swap on one slot of a fixed ring
+/// of `limit` 8-byte slots (the largest limit, with several policies); a
+/// denial only loads. No lock, no allocation and no division on any check. Share it
 /// between threads with `Arc` (it is `Send + Sync`).
 ///
 /// # Examples
