@@ -60,6 +60,18 @@ pub fn limiter_general(limit: u32, window: u64, flaw: Flaw) -> Arc<Limiter<Manua
 /// a thread pre-empted between two slot loads while another completes two
 /// checks, counted the way loom counts switches (the negative control of the
 /// torn weighted view is caught at three, not at two).
+/// Runs `f` under loom with exactly `preemptions` pre-emptions, whatever
+/// `LOOM_MAX_PREEMPTIONS` says: for three-thread models, which do not finish
+/// in CI's time at three.
+pub fn explore_exactly<F>(preemptions: usize, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(preemptions);
+    builder.check(f);
+}
+
 pub fn explore<F>(min_preemptions: usize, f: F)
 where
     F: Fn() + Sync + Send + 'static,
