@@ -39,6 +39,15 @@ impl MultiModel {
         }
     }
 
+    /// The model after `prefix` (effective times, oldest first) was admitted.
+    pub fn with_prefix(policies: &[(u32, u64)], prefix: &[u64]) -> Self {
+        MultiModel {
+            policies: policies.to_vec(),
+            log: prefix.iter().copied().collect(),
+            newest: prefix.last().copied().unwrap_or(0),
+        }
+    }
+
     /// `n` units at caller time `now` (judged at `max(now, newest)`).
     pub fn decide(&mut self, now: u64, n: u32) -> MultiDecision {
         let min = self.policies.iter().map(|p| p.0).min().unwrap();

@@ -3,8 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -142,52 +140,12 @@ impl Tickets {
     }
 }
 
-/// The classic log (test oracle), with one or more policies `(limit,
-/// window)` over one log of effective times.
-struct Model {
-    policies: Vec<(u32, u64)>,
-    log: VecDeque<u64>,
-}
+/// The classic log with one or more policies (the test oracle): the same
+/// model the property tests use.
+#[path = "../../../tests/common/multi.rs"]
+mod multi;
 
-impl Model {
-    /// `Ok((remaining, policy))` or `Err((retry_after, policy))`: the first
-    /// policy with the fewest left, or the first violated one with the
-    /// longest wait.
-    fn decide(&mut self, t: u64, n: u32) -> Result<(u32, usize), (u64, usize)> {
-        let longest = self.policies.iter().map(|p| p.1).max().unwrap();
-        // `t` is at least the newest admission, so what the longest window
-        // dropped at `t` no later call can see.
-        while let Some(&front) = self.log.front() {
-            if front + longest <= t {
-                self.log.pop_front();
-            } else {
-                break;
-            }
-        }
-        let len = self.log.len();
-        let mut denied: Option<(u64, usize)> = None;
-        let mut left: Option<(u32, usize)> = None;
-        for (i, &(limit, window)) in self.policies.iter().enumerate() {
-            let in_window = self.log.iter().filter(|&&e| e + window > t).count();
-            if in_window + n as usize > limit as usize {
-                let retry = self.log[len + n as usize - limit as usize - 1] + window - t;
-                if denied.is_none_or(|(r, _)| retry > r) {
-                    denied = Some((retry, i));
-                }
-            } else {
-                let rem = limit - in_window as u32 - n;
-                if left.is_none_or(|(r, _)| rem < r) {
-                    left = Some((rem, i));
-                }
-            }
-        }
-        if let Some(denied) = denied {
-            return Err(denied);
-        }
-        self.log.extend(std::iter::repeat_n(t, n as usize));
-        Ok(left.unwrap())
-    }
-}
+use multi::{MultiModel, observed_multi};
 
 /// P1: no window of length `window` holds more than `limit` of the admitted
 /// `at()` times (one per unit).
@@ -229,14 +187,10 @@ pub fn assert_linearizable_policies(
     prefix: &[u64],
 ) {
     let mut cursor = vec![0; threads.len()];
-    let mut model = Model {
-        policies: policies.to_vec(),
-        log: prefix.iter().copied().collect(),
-    };
-    let last = prefix.last().copied().unwrap_or(0);
+    let mut model = MultiModel::with_prefix(policies, prefix);
     let total: usize = threads.iter().map(Vec::len).sum();
     assert!(
-        search(threads, &mut cursor, &mut model, last, total),
+        search(threads, &mut cursor, &mut model, total),
         "no sequential order explains {threads:#?}"
     );
 }
@@ -244,8 +198,7 @@ pub fn assert_linearizable_policies(
 fn search(
     threads: &[Vec<Call>],
     cursor: &mut [usize],
-    model: &mut Model,
-    last_at: u64,
+    model: &mut MultiModel,
     left: usize,
 ) -> bool {
     if left == 0 {
@@ -264,32 +217,18 @@ fn search(
         if overtakes {
             continue;
         }
-        let saved = model.log.clone();
-        let eff = call.now.max(last_at);
-        let fits = match (model.decide(eff, call.n), call.result) {
-            (Ok((remaining, policy)), Ok(a)) => {
-                a.at() == eff && a.remaining() == remaining && a.policy() == policy
-            }
-            (Err((retry, policy)), Err(d)) => {
-                d.is_rate_limited()
-                    && call.now + d.retry_after_nanos() == eff + retry
-                    && d.policy() == policy
-            }
-            _ => false,
-        };
-        if fits {
-            let next_last = if call.result.is_ok() && call.n > 0 {
-                eff
-            } else {
-                last_at
-            };
+        let saved = model.clone();
+        // The model judges the call at its effective time (`now` clamped to
+        // the newest admission) and must give the same decision, `at()`,
+        // `remaining()`, absolute retry time and policy.
+        if model.decide(call.now, call.n) == observed_multi(call.now, call.result) {
             cursor[t] += 1;
-            if search(threads, cursor, model, next_last, left - 1) {
+            if search(threads, cursor, model, left - 1) {
                 return true;
             }
             cursor[t] -= 1;
         }
-        model.log = saved;
+        *model = saved;
     }
     false
 }
