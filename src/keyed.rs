@@ -1565,8 +1565,7 @@ where
                 current,
                 entry.admissions.iter().map(|&u| anchor.to_clock(u)),
                 now,
-                g.window() + g.linger(),
-                g.limit() as usize,
+                &g,
             );
             report.expired += expired;
             if times.is_empty() {

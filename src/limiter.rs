@@ -591,8 +591,7 @@ impl<C: Clock> Limiter<C> {
             existing,
             snapshot.admissions.iter().map(|&u| anchor.to_clock(u)),
             now,
-            g.window() + g.linger(),
-            g.limit() as usize,
+            &g,
         );
         // A fresh ring, then the merged log: `&mut self` means no check
         // runs meanwhile.

@@ -198,16 +198,19 @@ pub(crate) fn check_version(version: u32) -> Result<(), RestoreError> {
     }
 }
 
-/// Merges `restored` clock times into `existing`, keeps the ones that count
-/// at `now` (`t + longest > now`), and at most the newest `limit`, sorted;
-/// returns them and how many were left out.
+/// Merges `restored` clock times into `existing`, keeps the ones some policy
+/// of the ring (`geometry`) still counts at `now` (`t + longest window >
+/// now`), and at most the newest `L`, sorted; returns them and how many
+/// were left out.
 pub(crate) fn live_times(
     mut existing: Vec<u64>,
     restored: impl IntoIterator<Item = u64>,
     now: u64,
-    longest: u64,
-    limit: usize,
+    geometry: &crate::ring::Geometry,
 ) -> (Vec<u64>, usize) {
+    // Whatever no policy counts any more has left the longest window.
+    let longest = geometry.window() + geometry.linger();
+    let limit = geometry.limit() as usize;
     existing.extend(restored);
     let total = existing.len();
     existing.retain(|&t| t.saturating_add(longest) > now);
