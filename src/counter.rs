@@ -10,8 +10,8 @@ use crate::clock::{Clock, QuantaClock};
 use crate::config;
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
+use crate::flaw::Flaw;
 use crate::floor::Floor;
-use crate::ring::Flaw;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest limit of a [`SlidingCounter`]: counts are 24-bit fields.
@@ -1138,8 +1138,8 @@ impl<C: Clock> SlidingCounter<C> {
         Ok(counter)
     }
 
-    /// `None` if the state was closed for eviction. Judged at
-    /// `floor.apply(now)`, as a keyed counter does.
+    /// `None` if the state was closed for eviction. Judged no earlier than
+    /// the floor, as a keyed counter does.
     pub fn try_check_n_at(
         &self,
         n: u32,

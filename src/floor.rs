@@ -46,18 +46,13 @@ impl Floor {
         Floor(AtomicU64::new(0))
     }
 
-    /// The floor's value.
+    /// The floor's value: a request read at `now` is judged at
+    /// `max(now, floor)` (the ring's `Shape::now`, the counter's `check`).
     #[inline]
     pub fn get(&self) -> u64 {
         // Relaxed: see the module docs (happens-before comes from the
         // observation of the closed or removed state).
         self.0.load(Ordering::Relaxed)
-    }
-
-    /// The time a request made at `now` is judged at: `max(now, floor)`.
-    #[inline]
-    pub fn apply(&self, now: u64) -> u64 {
-        now.max(self.get())
     }
 
     /// Raises the floor to `to` (never lowers it).

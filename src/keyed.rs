@@ -18,7 +18,8 @@ use crate::decision::{Admitted, Denied, DenyReason};
 use crate::error::ConfigError;
 use crate::floor::Floor;
 use crate::key_size::KeySize;
-use crate::policy::{Policy, Quota, Shape};
+use crate::policy::{Policy, Quota};
+use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
@@ -809,7 +810,7 @@ where
                 // An absent key is a fresh state: nothing to record (and,
                 // without per-key quotas, no key to copy).
                 None if n == 0 && self.quota.is_none() => {
-                    return Ok(fresh(self.algorithm.fresh(None, 0, self.floor.apply(now))));
+                    return Ok(fresh(self.algorithm.fresh(None, 0, now, self.floor.get())));
                 }
                 None => {
                     let owned = key.to_owned();
@@ -818,8 +819,8 @@ where
                         return Err(denied);
                     }
                     if n == 0 {
-                        let at = self.floor.apply(now);
-                        return Ok(fresh(self.algorithm.fresh(quota.as_deref(), 0, at)));
+                        let floor = self.floor.get();
+                        return Ok(fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor)));
                     }
                     self.insert(owned, quota, now, &guard)?
                 }
@@ -924,7 +925,7 @@ where
         }
         Ok(self
             .algorithm
-            .fresh(quota.as_deref(), n, self.floor.apply(now)))
+            .fresh(quota.as_deref(), n, now, self.floor.get()))
     }
 
     /// Inserts a fresh state for `key`, or returns the state a racing
@@ -975,7 +976,7 @@ where
             }
         }
         let algorithm = &self.algorithm;
-        let created = self.floor.apply(now);
+        let created = now.max(self.floor.get());
         let make = || KeyState {
             words: algorithm.init(quota.as_deref(), created),
             quota,

@@ -230,6 +230,7 @@ mod config;
 mod counter;
 mod decision;
 mod error;
+mod flaw;
 mod floor;
 mod key_size;
 #[cfg(not(slidelog_loom))]
@@ -263,8 +264,8 @@ pub use crate::policy::{MAX_POLICIES, Policy, Quota};
 #[doc(hidden)]
 pub mod loom_hooks {
     //! Only under `--cfg slidelog_loom`: the deliberately broken variants.
+    pub use crate::flaw::Flaw;
     pub use crate::floor::Floor;
-    pub use crate::ring::Flaw;
 }
 
 #[cfg(all(test, not(slidelog_loom)))]

@@ -8,8 +8,8 @@ use crossbeam_utils::CachePadded;
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
-use crate::policy::{Policy, Shape};
-use crate::ring::{Outcome, RingRef};
+use crate::policy::Policy;
+use crate::ring::{Now, RingRef, Shape};
 use crate::sync::atomic::AtomicU64;
 
 /// `head` and the expiry hint, on one padded line: the hint is read only
@@ -270,8 +270,8 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
-        let outcome = self.shape.check_one::<true>(self.ring(), now);
-        self.decide(outcome, now)
+        let now = self.now(now);
+        answered(self.shape.check_at(self.ring(), now, 1))
     }
 
     /// Admits one request now or denies it, like [`check`](Self::check) but
@@ -319,10 +319,8 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn admit_at(&self, now: u64) -> Result<(), Denied> {
-        match self.shape.check_one::<false>(self.ring(), now) {
-            Outcome::Admitted { .. } => Ok(()),
-            outcome => self.decide(outcome, now).map(|_| ()),
-        }
+        let now = self.now(now);
+        answered(self.shape.admit_at(self.ring(), now))
     }
 
     /// Checks a request of `n` units now: all `n` are admitted or none.
@@ -373,8 +371,8 @@ impl<C: Clock> Limiter<C> {
         if let Some(denied) = self.shape.exceeds(n) {
             return Err(denied);
         }
-        let outcome = self.shape.check(self.ring(), now, n);
-        self.decide(outcome, now)
+        let now = self.now(now);
+        answered(self.shape.check_at(self.ring(), now, n))
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording
@@ -432,15 +430,15 @@ impl<C: Clock> Limiter<C> {
         if let Some(denied) = self.shape.exceeds(n) {
             return Err(denied);
         }
-        let outcome = self.shape.peek(self.ring(), now, n);
-        self.decide(outcome, now)
+        let now = self.now(now);
+        answered(self.shape.peek_at(self.ring(), now, n))
     }
 
-    #[inline]
-    fn decide(&self, outcome: Outcome, now: u64) -> Result<Admitted, Denied> {
-        self.shape
-            .decision(outcome, now)
-            .expect("a Limiter's ring is never closed")
+    /// A reading of this limiter's clock as the ring judges it (one key:
+    /// no eviction floor).
+    #[inline(always)]
+    fn now(&self, read: u64) -> Now {
+        self.shape.now(read, 0)
     }
 
     /// The limit: admissions allowed in any window (the first policy's,
@@ -615,7 +613,7 @@ impl<C: Clock> Limiter<C> {
         limit: u32,
         window: Duration,
         clock: C,
-        flaw: crate::ring::Flaw,
+        flaw: crate::flaw::Flaw,
     ) -> Result<Self, ConfigError> {
         Ok(Limiter::from_shape(
             Shape::single(limit, window)?.with_flaw(flaw),
@@ -629,20 +627,18 @@ impl<C: Clock> Limiter<C> {
         limit: u32,
         window: Duration,
         clock: C,
-        flaw: crate::ring::Flaw,
+        flaw: crate::flaw::Flaw,
     ) -> Result<Self, ConfigError> {
         let mut limiter = Limiter::with_flaw(limit, window, clock, flaw)?;
         limiter.shape = limiter.shape.with_general_only();
         Ok(limiter)
     }
 
-    /// `None` if the ring was closed for eviction. Judged at
-    /// `floor.apply(now)`, as a keyed limiter does.
     /// Several policies, `(limit, window in ns)`, with a flaw.
     pub fn with_flaw_policies(
         policies: &[(u32, u64)],
         clock: C,
-        flaw: crate::ring::Flaw,
+        flaw: crate::flaw::Flaw,
     ) -> Result<Self, ConfigError> {
         let policies: Vec<Policy> = policies
             .iter()
@@ -654,20 +650,28 @@ impl<C: Clock> Limiter<C> {
         ))
     }
 
+    /// `None` if the ring was closed for eviction. Judged no earlier than
+    /// the floor, as a keyed limiter does.
     pub fn try_check_n_at(
         &self,
         n: u32,
         now: u64,
         floor: &crate::floor::Floor,
     ) -> Option<Result<Admitted, Denied>> {
-        let ring = self.ring();
-        self.shape
-            .decision(self.shape.check(ring, floor.apply(now), n), now)
+        let now = self.shape.now(now, floor.get());
+        self.shape.check_at(self.ring(), now, n)
     }
 
     pub fn close_if_idle(&self, now: u64, margin: u64, floor: &crate::floor::Floor) -> bool {
         self.ring().close_if_idle(now, margin, floor).is_ok()
     }
+}
+
+/// A `Limiter`'s answer: its ring is never closed (only a keyed limiter's
+/// sweep closes rings).
+#[inline(always)]
+fn answered<T>(answer: Option<Result<T, Denied>>) -> Result<T, Denied> {
+    answer.expect("a Limiter's ring is never closed")
 }
 
 impl<C: Clock + fmt::Debug> fmt::Debug for Limiter<C> {

@@ -53,7 +53,8 @@ use ::redis::{Client, Script, ScriptInvocation};
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
-use crate::policy::{Policy, Shape};
+use crate::policy::Policy;
+use crate::ring::Shape;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// How admissions are stored in Redis.

@@ -7,8 +7,8 @@ use crate::counter::{CounterConfig, CounterMode, CounterRef};
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
 use crate::floor::Floor;
-use crate::policy::{Policy, Shape};
-use crate::ring::{Outcome, RingRef};
+use crate::policy::Policy;
+use crate::ring::{RingRef, Shape};
 use crate::sync::atomic::AtomicU64;
 
 /// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key: the exact
@@ -102,8 +102,9 @@ pub(crate) mod sealed {
             now: u64,
             floor: u64,
         ) -> Option<Result<Admitted, Denied>>;
-        /// What an absent key answers to `n` units that fit.
-        fn fresh(&self, quota: Option<&Shape>, n: u32, now: u64) -> Admitted;
+        /// What an absent key answers to `n` units that fit, at `now`
+        /// judged no earlier than `floor`.
+        fn fresh(&self, quota: Option<&Shape>, n: u32, now: u64, floor: u64) -> Admitted;
         /// Closes the state if it has been idle for `margin`, raising
         /// `floor` first (see the ring's and the counter's `close_if_idle`).
         fn close_if_idle(
@@ -222,7 +223,7 @@ impl sealed::Sealed for Log {
         floor: u64,
     ) -> Option<Result<Admitted, Denied>> {
         let (shape, ring) = self.ring(state, quota);
-        shape.decision(shape.check(ring, now.max(floor), n), now)
+        shape.check_at(ring, shape.now(now, floor), n)
     }
     #[inline]
     fn admit(
@@ -233,12 +234,7 @@ impl sealed::Sealed for Log {
         floor: u64,
     ) -> Option<Result<(), Denied>> {
         let (shape, ring) = self.ring(state, quota);
-        match shape.check_one::<false>(ring, now.max(floor)) {
-            Outcome::Admitted { .. } => Some(Ok(())),
-            outcome => shape
-                .decision(outcome, now)
-                .map(|decision| decision.map(|_| ())),
-        }
+        shape.admit_at(ring, shape.now(now, floor))
     }
     fn peek(
         &self,
@@ -249,10 +245,11 @@ impl sealed::Sealed for Log {
         floor: u64,
     ) -> Option<Result<Admitted, Denied>> {
         let (shape, ring) = self.ring(state, quota);
-        shape.decision(shape.peek(ring, now.max(floor), n), now)
+        shape.peek_at(ring, shape.now(now, floor), n)
     }
-    fn fresh(&self, quota: Option<&Shape>, n: u32, now: u64) -> Admitted {
-        self.shape(quota).fresh(n, now)
+    fn fresh(&self, quota: Option<&Shape>, n: u32, now: u64, floor: u64) -> Admitted {
+        let shape = self.shape(quota);
+        shape.fresh(n, shape.now(now, floor))
     }
     fn close_if_idle(
         &self,
@@ -384,8 +381,8 @@ impl sealed::Sealed for Counter {
     ) -> Option<Result<Admitted, Denied>> {
         self.state(state).peek(n, now, floor)
     }
-    fn fresh(&self, _: Option<&Shape>, n: u32, now: u64) -> Admitted {
-        self.config.fresh(n, now)
+    fn fresh(&self, _: Option<&Shape>, n: u32, now: u64, floor: u64) -> Admitted {
+        self.config.fresh(n, now.max(floor))
     }
     fn close_if_idle(
         &self,

@@ -241,8 +241,8 @@ pub fn admitted_units(calls: &[Call]) -> u32 {
 /// A key's state that the keyed map can evict: the exact ring (through
 /// [`Limiter`]) or the counter (through [`SlidingCounter`]).
 pub trait Evictable: Send + Sync + 'static {
-    /// One unit at `now`, judged at `floor.apply(now)` as a keyed limiter
-    /// does; `None` if the state was closed for eviction.
+    /// One unit at `now`, judged no earlier than the floor as a keyed
+    /// limiter does; `None` if the state was closed for eviction.
     fn try_check_at(&self, now: u64, floor: &Floor) -> Option<Result<Admitted, Denied>>;
     /// Closes the state if idle at `now` with `margin`, raising `floor`.
     fn close_if_idle(&self, now: u64, margin: u64, floor: &Floor) -> bool;

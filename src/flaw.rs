@@ -1,0 +1,78 @@
+//! Deliberately broken variants of the protocols, for the model checker.
+//!
+//! Each variant breaks one step that docs/design.md §4 (the ring) or §8 (the
+//! counter) argues is needed, and each must be caught by a loom model in
+//! `loom-tests/` (a proof that cannot fail proves nothing). Outside
+//! `--cfg slidelog_loom`, [`Flaw::active`] is always [`Flaw::None`], so the
+//! shipped code compiles every broken branch away.
+
+/// A deliberately broken protocol step (model checker only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(not(slidelog_loom), allow(dead_code))]
+#[allow(unreachable_pub)]
+pub enum Flaw {
+    /// The protocol as designed.
+    #[default]
+    None,
+
+    // --- Both the ring and the counter ---
+    /// Commit with a load then a store instead of a CAS (the ring's single
+    /// admission; the counter's head).
+    LoadThenStore,
+    /// (Keyed eviction) Report a state closed for eviction without closing it.
+    FakeClose,
+    /// (Keyed eviction) Close an idle state without raising the eviction
+    /// floor first: a stale reading admits over the evicted history.
+    NoFloor,
+
+    // --- The ring (docs/design.md §4) ---
+    /// Skip the seqlock re-validation of `head`.
+    NoRevalidate,
+    /// Ignore the stamp: judge a claimed slot as if it were the old one
+    /// (no helping).
+    NoHelp,
+    /// Do not clamp `t_eff` to the previous admission.
+    NoClamp,
+    /// Take a weighted request's units one single admission at a time.
+    Piecewise,
+    /// (Weighted requests) Trust a view in which a slot past `head`'s was
+    /// claimed behind a lazy head; with several policies, trust a slot past
+    /// the frontier that a batch's fill already wrote.
+    TornWeighted,
+    /// (Several policies) Judge a request by the ring's own policy (the
+    /// largest limit) only, ignoring the others.
+    OnePolicy,
+    /// (Expiry hint) Ignore the hint: count with the gallop alone (a
+    /// control that the hint changes no count).
+    NoHint,
+    /// (Expiry hint) Trust the hint without verifying it, and let a peek
+    /// record one from its own, possibly later, effective time: the count
+    /// then skips live admissions.
+    TrustHint,
+
+    // --- The counter (docs/design.md §8) ---
+    /// Merge into a cell that already holds a later sub-window.
+    MergeOverLater,
+    /// Move head to the new sub-window before archiving the old one's
+    /// count and writing the new one's summary.
+    ArchiveLate,
+    /// Leave the count of the sub-window head leaves out of the new one's
+    /// summary.
+    SummaryWithoutHead,
+    /// Store the summary instead of keeping the largest: a thread with a
+    /// stale head word overwrites the true one.
+    SummaryStore,
+}
+
+impl Flaw {
+    /// This variant under the model checker; [`Flaw::None`] otherwise, so
+    /// that the shipped code compiles every broken branch away.
+    #[inline]
+    pub(crate) fn active(self) -> Flaw {
+        if cfg!(slidelog_loom) {
+            self
+        } else {
+            Flaw::None
+        }
+    }
+}

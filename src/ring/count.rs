@@ -1,0 +1,187 @@
+//! `remaining`: the count of live admissions behind a new one, and the
+//! verified expiry hint that makes it O(1) loads amortised (docs/design.md
+//! §4).
+
+use super::RingRef;
+use super::word::slot;
+use crate::flaw::Flaw;
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+/// How far the hinted count scans before it gallops instead.
+const HINT_SCAN: u64 = 8;
+
+impl<'a> RingRef<'a> {
+    /// `L` minus the admissions in the window `(t_eff - W, t_eff]` after
+    /// admitting `n` units at index `c`. Loads only, no retry.
+    ///
+    /// Exact at the linearization point when called before the commit CAS
+    /// on slot `c` succeeds: the slots read hold admissions `c + n - L ..
+    /// c - 1`, all committed (their claims happen-before our Acquire load of
+    /// slot `c - 1`), and only admissions `>= c + n` overwrite them, which
+    /// claim in index order after ours. If our CAS fails, the count is
+    /// thrown away with the attempt.
+    ///
+    /// The candidates' deadlines never decrease along the index (the
+    /// clamp), so "alive at `t_eff`" reads false ... false, true ... true,
+    /// and the count is the index of the first alive candidate.
+    ///
+    /// **The expiry hint** (a ring that keeps one: [`crate::Limiter`]'s)
+    /// makes that search O(1) loads amortised whatever the number of live
+    /// admissions: it holds the *position* of the first live admission the
+    /// last committed admission found. Effective times never decrease, so
+    /// it is usually where the next search ends, a load or two later. The
+    /// hint is only a guess: the search **verifies** it, by checking that the
+    /// candidate before it has expired (then, by the order above, so have
+    /// all older ones) and otherwise searching the candidates before it.
+    /// So no value of the hint, however stale, torn between racing
+    /// admitters or from another lap, can change a count; it only costs
+    /// loads. (Loom: `control_unverified_hint_is_caught`.)
+    #[inline(always)]
+    pub(super) fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> u32 {
+        let g = self.geometry;
+        let free = g.len() - n;
+        // Fast path: the previous admission expired, so all older ones did.
+        if free == 0 || slot::deadline(prev) <= t_eff {
+            return free as u32;
+        }
+        // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
+        // first, at positions `base + k`; candidate `free - 1` (the previous
+        // admission) is alive here.
+        let base = g.position(g.advance(c, n));
+        match self.hint.filter(|_| g.hinted()) {
+            Some(hint) => self.remaining_hinted(hint, base, free, t_eff),
+            None => first_alive(free, |k| self.alive(base, k, t_eff)) as u32,
+        }
+    }
+
+    /// Whether candidate `k` (at position `base + k`) is alive at `t_eff`.
+    #[inline(always)]
+    fn alive(&self, base: usize, k: u64, t_eff: u64) -> bool {
+        // Relaxed: an estimate that publishes nothing (the candidates' words
+        // are final for our index: see `remaining_after`).
+        let word = self
+            .slot(self.geometry.position_plus(base, k))
+            .load(Ordering::Relaxed);
+        slot::deadline(word) > t_eff
+    }
+
+    /// The search of [`remaining_after`](Self::remaining_after) from the
+    /// expiry hint: usually the candidate before the hinted one (expired)
+    /// and the next four (the first alive among them), loaded together and
+    /// compared without a branch on each, so the search costs a few loads
+    /// on one or two cache lines and one predictable branch.
+    #[inline(always)]
+    fn remaining_hinted(&self, hint: &AtomicU64, base: usize, free: u64, t_eff: u64) -> u32 {
+        let g = self.geometry;
+        let alive = |k: u64| self.alive(base, k, t_eff);
+        // Relaxed: the hint is a guess, verified below; it orders nothing.
+        let guess = hint.load(Ordering::Relaxed) as usize;
+        // The candidate at the hinted position; one of our own `n` slots
+        // (or garbage) means "all alive" (the window was full).
+        let mut k =
+            g.position_plus(guess.min(g.limit() as usize - 1), g.len() - base as u64) as u64;
+        if k >= free {
+            k = 0;
+        }
+        // Candidate `free - 1` is alive: reading it in place of any later
+        // one keeps the order false ... true.
+        let ahead = g.flaw() != Flaw::TrustHint && k > 0 && alive(k - 1);
+        if !ahead {
+            // Candidate k - 1 expired, so did all older ones: scan forward
+            // (candidate `free - 1` is alive).
+            for _ in 0..4 {
+                if k + 1 >= free || alive(k) {
+                    return k as u32;
+                }
+                k += 1;
+            }
+            k -= 4;
+        }
+        self.remaining_far(base, free, k, ahead, t_eff)
+    }
+
+    /// The hinted search's rare cases: the hint is ahead of the first alive
+    /// candidate (stale from another lap), or far behind it.
+    #[cold]
+    #[inline(never)]
+    fn remaining_far(&self, base: usize, free: u64, k: u64, ahead: bool, t_eff: u64) -> u32 {
+        let alive = |k: u64| self.alive(base, k, t_eff);
+        if ahead {
+            // Search the candidates before the hinted one (k - 1 is alive).
+            return first_alive(k, alive) as u32;
+        }
+        // Candidates k .. k + 3 expired: scan on, then gallop.
+        let mut k = k + 4;
+        for _ in 0..HINT_SCAN {
+            if k + 1 >= free || alive(k) {
+                return k.min(free - 1) as u32;
+            }
+            k += 1;
+        }
+        (k + first_alive(free - k, |j| alive(k + j))) as u32
+    }
+
+    /// After admission `c` of `n` units committed with `remaining` left (and
+    /// some candidate alive): the first live candidate is at position
+    /// `pos(c + n) + remaining`; record it as the expiry hint when the hint
+    /// lags it by two or more (each store writes `head`'s line, which every
+    /// check reads; the search starts up to three candidates behind at no
+    /// extra cost). Only after the commit CAS succeeded: a peek's or a
+    /// failed attempt's effective time may be later than the next
+    /// admission's, so its hint would point past that admission's first
+    /// live candidate (harmless, being verified, but a wasted search).
+    #[inline(always)]
+    pub(super) fn note_expired(&self, c: u64, n: u64, remaining: u32) {
+        let g = self.geometry;
+        if let Some(hint) = self.hint.filter(|_| g.hinted()) {
+            let first_alive = g.position_plus(g.position(g.advance(c, n)), u64::from(remaining));
+            // Relaxed: see `remaining_hinted`; racing admitters may store in
+            // either order, any value is safe.
+            let old = hint.load(Ordering::Relaxed) as usize;
+            let lag = g.position_plus(
+                first_alive,
+                g.len() - old.min(g.limit() as usize - 1) as u64,
+            );
+            if lag >= 2 {
+                hint.store(first_alive as u64, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Among candidates `0..free` whose liveness is false ... false, true ...
+/// true, with candidate `free - 1` alive, the index of the first alive one
+/// (so the number of expired ones). Gallops back from the newest (a sparse
+/// key's live entries are the newest few, next to `head`, on lines already
+/// hot), then bisects.
+#[inline]
+pub(super) fn first_alive(free: u64, alive: impl Fn(u64) -> bool) -> u64 {
+    // A full window: the oldest candidate sits right after the new slot,
+    // usually on the same cache line.
+    if alive(0) {
+        return 0;
+    }
+    let mut hi = free - 1; // alive
+    let mut step = 1;
+    let mut lo = loop {
+        let probe = hi.saturating_sub(step);
+        if probe == 0 {
+            break 0; // known expired
+        }
+        if !alive(probe) {
+            break probe;
+        }
+        hi = probe;
+        step *= 2;
+    };
+    // Candidate `lo` expired, candidate `hi` alive.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if alive(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}

@@ -1,0 +1,223 @@
+//! [`Geometry`]: the immutable shape of a ring — positions, stamps, the
+//! index arithmetic, the clamp — and [`Now`], a request's time.
+
+use super::word::{head, slot};
+use crate::flaw::Flaw;
+
+/// The most a lazy `head` lags the frontier (docs/design.md §4: `B < L`).
+const MAX_LAG: u64 = 4;
+
+/// The smallest ring that keeps an expiry hint: below it the gallop reads
+/// at most three slots anyway, and the hint's extra load and store cost
+/// more than they save.
+const HINT_MIN_LIMIT: u64 = 8;
+
+/// The immutable shape of a ring: limit, window and the index layout.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geometry {
+    /// `L`, the number of slots.
+    limit: u64,
+    /// `W` in nanoseconds.
+    window: u64,
+    /// Width of the position field of an index.
+    bits: u32,
+    /// `2^bits - 1`: the position field of an index.
+    mask: u64,
+    /// `2^bits - L`: added when an index steps past position `L - 1`.
+    gap: u64,
+    /// `B`: how far `head` may lag the frontier (`min(L - 1, MAX_LAG)`).
+    lag: u64,
+    /// Larger timestamps saturate here, so `now + W <= MAX_DEADLINE`.
+    max_now: u64,
+    /// With several policies: how much longer than `W` the longest window
+    /// is (an admission counts until `t + W + linger`). 0 with one policy.
+    linger: u64,
+    flaw: Flaw,
+    /// (Model checker only) Take the general path for every single: its
+    /// lazy-head races then arise with two threads instead of three, where
+    /// loom can afford to look (docs/design.md §5).
+    general_only: bool,
+}
+
+/// The time of one request, read once, floored and clamped once
+/// (docs/design.md §6): the one `now` the ring and the answer use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Now {
+    /// The caller's reading, clamped to the encodable range: a denial's
+    /// wait counts from it.
+    pub(crate) read: u64,
+    /// `max(read, floor)`, clamped: the time the ring judges at (a keyed
+    /// limiter's eviction floor, see [`crate::floor`]; 0 for one key).
+    pub(crate) judged: u64,
+}
+
+impl Geometry {
+    /// Validated by [`crate::config`]: `1 <= limit <= MAX_LIMIT`,
+    /// `1 <= window <= MAX_WINDOW`.
+    pub(crate) fn new(limit: u32, window: u64) -> Self {
+        debug_assert!((1..=super::word::MAX_LIMIT).contains(&limit));
+        // MAX_WINDOW = 2^61 <= MAX_DEADLINE / 2 + 1: `max_now` stays >= 0.
+        debug_assert!((1..=1 << 61).contains(&window));
+        let bits = u32::BITS - (limit - 1).leading_zeros();
+        Geometry {
+            limit: u64::from(limit),
+            window,
+            bits,
+            mask: (1u64 << bits) - 1,
+            gap: (1u64 << bits) - u64::from(limit),
+            lag: u64::from(limit - 1).min(MAX_LAG),
+            max_now: slot::MAX_DEADLINE - window,
+            linger: 0,
+            flaw: Flaw::None,
+            general_only: false,
+        }
+    }
+
+    /// The geometry of a multi-policy ring whose longest window is `linger`
+    /// longer than this one's.
+    pub(crate) fn with_linger(mut self, linger: u64) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    #[cfg_attr(not(slidelog_loom), allow(dead_code))]
+    pub(crate) fn with_flaw(mut self, flaw: Flaw) -> Self {
+        self.flaw = flaw;
+        self
+    }
+
+    #[cfg_attr(not(slidelog_loom), allow(dead_code))]
+    pub(crate) fn with_general_only(mut self) -> Self {
+        self.general_only = true;
+        self
+    }
+
+    /// Whether singles skip the fast path (only ever under the model
+    /// checker).
+    #[inline]
+    pub(super) fn general_only(&self) -> bool {
+        cfg!(slidelog_loom) && self.general_only
+    }
+
+    /// The protocol variant: [`Flaw::None`] outside the model checker.
+    #[inline]
+    pub(super) fn flaw(&self) -> Flaw {
+        self.flaw.active()
+    }
+
+    /// `L`.
+    #[inline]
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit as u32
+    }
+
+    /// `L` as an index distance.
+    #[inline]
+    pub(super) fn len(&self) -> u64 {
+        self.limit
+    }
+
+    /// `W` in nanoseconds.
+    #[inline]
+    pub(crate) fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// How long after its ring deadline (`t + W`) an admission still counts
+    /// for some policy.
+    #[inline]
+    pub(crate) fn linger(&self) -> u64 {
+        self.linger
+    }
+
+    /// `B`, the most a lazy `head` lags the frontier.
+    #[inline]
+    pub(super) fn lag(&self) -> u64 {
+        self.lag
+    }
+
+    /// Whether a ring of this size uses an expiry hint.
+    #[inline]
+    pub(super) fn hinted(&self) -> bool {
+        self.limit >= HINT_MIN_LIMIT && self.flaw() != Flaw::NoHint
+    }
+
+    /// `index mod L`, a mask.
+    #[inline]
+    pub(super) fn position(&self, index: u64) -> usize {
+        (index & self.mask) as usize
+    }
+
+    /// The stamp that admission `index` writes: the inverted parity of its lap.
+    #[inline]
+    pub(super) fn stamp(&self, index: u64) -> u64 {
+        ((index >> self.bits) & 1) ^ slot::STAMP
+    }
+
+    /// Whether `word`, read from the slot of `index`, was written by
+    /// admission `index` itself ([`slot::claimed_by`]).
+    #[inline]
+    pub(super) fn claimed(&self, word: u64, index: u64) -> bool {
+        slot::claimed_by(word, self.stamp(index))
+    }
+
+    /// `index + n` for `n <= L`, in mixed radix: `{ lap: lap + 1, position:
+    /// position + n - L }` when the position passes `L - 1`.
+    #[inline]
+    pub(super) fn advance(&self, index: u64, n: u64) -> u64 {
+        debug_assert!(n <= self.limit);
+        if self.position(index) as u64 + n >= self.limit {
+            (index + n + self.gap) & head::INDEX_MASK
+        } else {
+            index + n
+        }
+    }
+
+    /// The position `k < L` places after `pos`.
+    #[inline]
+    pub(super) fn position_plus(&self, pos: usize, k: u64) -> usize {
+        let p = pos as u64 + k;
+        (if p >= self.limit { p - self.limit } else { p }) as usize
+    }
+
+    /// The position before `pos`.
+    #[inline]
+    pub(super) fn position_before(&self, pos: usize) -> usize {
+        if pos == 0 {
+            self.limit as usize - 1
+        } else {
+            pos - 1
+        }
+    }
+
+    /// **The clamp** (docs/design.md §2): the deadline `t_eff + W` of an
+    /// admission at `now` (judged) whose previous admission wrote `prev`:
+    /// `t_eff = max(now, t_eff of the previous admission)`, so effective
+    /// times never decrease along the log.
+    #[inline(always)]
+    pub(super) fn deadline_for(&self, now: u64, prev: u64) -> u64 {
+        debug_assert!(now <= self.max_now, "`now` is judged (clamped) time");
+        if self.flaw() == Flaw::NoClamp {
+            now + self.window
+        } else {
+            (now + self.window).max(slot::deadline(prev))
+        }
+    }
+
+    /// Timestamps past the encodable range saturate (146 years after the
+    /// clock's origin).
+    #[inline]
+    pub(crate) fn clamp(&self, t: u64) -> u64 {
+        t.min(self.max_now)
+    }
+
+    /// A request read at `read` and judged no earlier than `floor`.
+    #[inline(always)]
+    pub(crate) fn now(&self, read: u64, floor: u64) -> Now {
+        let read = self.clamp(read);
+        Now {
+            read,
+            judged: read.max(self.clamp(floor)),
+        }
+    }
+}

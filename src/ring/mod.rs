@@ -1,0 +1,97 @@
+//! The lock-free ring: the exact sliding-window log of one key.
+//!
+//! A key's log never needs more than its last `L` admissions: a request is
+//! admissible iff the `L`-th most recent admission has expired. So each key
+//! owns `L` slots of 8 bytes plus one `head` word, and the slot that the next
+//! admission overwrites is the oldest one (docs/design.md §2). Admission `c`
+//! is the compare-and-swap of slot `c mod L` from the word admission `c - L`
+//! wrote to its own: that CAS is the linearization point. A denial only
+//! loads.
+//!
+//! # Where each part of docs/design.md §4 lives
+//!
+//! | file | what | invariants named there |
+//! |---|---|---|
+//! | `word.rs` | slot and `head` codecs (§3), `MAX_LIMIT` | `slot::claimed_by` |
+//! | `geometry.rs` | positions, stamps, `advance`, the clamp, [`Now`] | `Geometry::deadline_for` |
+//! | `shape.rs` | validated policies → geometry; the single/multi dispatch; `Outcome` → `Admitted`/`Denied` | `Shape::decide` |
+//! | `view.rs` | the seqlock view at the frontier, helping, moving `head`, a batch's fill, the single commit | `revalidate`, `taken`, `torn_past_frontier`, `claim` |
+//! | `single.rs` | the single-unit fast path, the lazy-head scan | the scan's soundness |
+//! | `batch.rs` | weighted requests (announce, commit, fill), `peek` | |
+//! | `count.rs` | `remaining`, the verified expiry hint | the count at the linearization point |
+//! | `multi.rs` | several policies on one ring | the chain argument per policy |
+//! | `lifecycle.rs` | closing for eviction, admissions for snapshots, a fresh fill | the floor before the close |
+//!
+//! Every method of [`RingRef`] that takes a `now` takes the *judged* time
+//! ([`Now::judged`]: read, floored and clamped once, by [`Shape::now`]).
+
+mod batch;
+mod count;
+mod geometry;
+mod lifecycle;
+mod multi;
+mod shape;
+mod single;
+mod view;
+mod word;
+
+pub(crate) use geometry::{Geometry, Now};
+pub(crate) use shape::{MAX_POLICIES, Shape};
+pub(crate) use word::MAX_LIMIT;
+
+use crate::sync::atomic::AtomicU64;
+
+/// What the ring answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Admitted at effective time `at` with `remaining` units left under
+    /// `policy` (the policy closest to exhaustion; 0 with one policy).
+    Admitted { at: u64, remaining: u32, policy: u8 },
+    /// Denied: the request is admissible from `available_at` (nanoseconds);
+    /// `policy` is the violated policy that waits longest (0 with one).
+    Denied { available_at: u64, policy: u8 },
+    /// The ring was closed for eviction; look the key up again.
+    Closed,
+}
+
+/// A borrowed ring: its `head` word and its `L` slots, wherever they live
+/// (a padded header for [`crate::Limiter`], one inline allocation per key for
+/// [`crate::KeyedLimiter`]).
+#[derive(Clone, Copy)]
+pub(crate) struct RingRef<'a> {
+    pub(crate) geometry: &'a Geometry,
+    pub(crate) head: &'a AtomicU64,
+    pub(crate) slots: &'a [AtomicU64],
+    /// The expiry hint (see `remaining_after`), if the ring keeps one.
+    pub(crate) hint: Option<&'a AtomicU64>,
+}
+
+impl core::fmt::Debug for RingRef<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Ring")
+            .field("limit", &self.geometry.limit())
+            .field("window_nanos", &self.geometry.window())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RingRef<'a> {
+    #[inline(always)]
+    fn slot(&self, pos: usize) -> &'a AtomicU64 {
+        debug_assert!(pos < self.slots.len());
+        &self.slots[pos]
+    }
+
+    /// Checks `n` units at `now` (judged time): admits them all or none.
+    ///
+    /// `n` must be in `0..=L` (the caller handles `n > L`). `n == 0` admits
+    /// and records nothing.
+    #[inline]
+    pub(crate) fn check(&self, now: u64, n: u32) -> Outcome {
+        if n == 1 {
+            self.check_one::<true>(now)
+        } else {
+            self.check_many(now, n)
+        }
+    }
+}

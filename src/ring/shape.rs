@@ -1,0 +1,269 @@
+//! [`Shape`]: a validated set of policies and the ring geometry that serves
+//! them, the single- or multi-policy dispatch, and the one place a ring's
+//! [`Outcome`] becomes the caller's answer.
+
+use std::time::Duration;
+
+use super::geometry::{Geometry, Now};
+use super::{Outcome, RingRef};
+use crate::config;
+use crate::decision::{Admitted, Denied};
+use crate::error::ConfigError;
+use crate::policy::Policy;
+use crate::sync::atomic::AtomicU64;
+
+/// The most policies one ring serves.
+pub(crate) const MAX_POLICIES: usize = 8;
+
+/// One policy of a multi-policy ring, in nanoseconds: at most `limit`
+/// admissions in any window of `window`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Rule {
+    pub(crate) limit: u64,
+    pub(crate) window: u64,
+}
+
+/// A validated set of policies and the ring geometry that serves them.
+#[derive(Clone, Debug)]
+#[allow(unreachable_pub)] // named by the sealed per-key trait; unexported
+pub struct Shape {
+    pub(crate) geometry: Geometry,
+    /// The first policy, inline: a single-policy limiter allocates nothing
+    /// but its slots.
+    first: Policy,
+    /// With more than one policy, all of them in the order given.
+    all: Option<Box<[Policy]>>,
+    /// With more than one policy, the same in nanoseconds (`None`: the
+    /// single-policy fast paths).
+    rules: Option<Box<[Rule]>>,
+    /// The smallest limit and the first policy that has it.
+    min_limit: u32,
+    min_policy: u8,
+}
+
+impl Shape {
+    /// Validates `policies` (at least one) and sizes the ring for them.
+    pub(crate) fn new(policies: &[Policy]) -> Result<Shape, ConfigError> {
+        if policies.len() > MAX_POLICIES {
+            return Err(ConfigError::TooManyPolicies {
+                count: policies.len(),
+                max: MAX_POLICIES,
+            });
+        }
+        let mut rules = Vec::with_capacity(policies.len());
+        for policy in policies {
+            let geometry = config::geometry(policy.limit, policy.window)?;
+            rules.push(Rule {
+                limit: u64::from(geometry.limit()),
+                window: geometry.window(),
+            });
+        }
+        // The ring: the largest limit, with the longest window among the
+        // policies of that limit (slot deadlines are `t + W` for it).
+        let base = *rules
+            .iter()
+            .max_by_key(|r| (r.limit, r.window))
+            .expect("at least one policy");
+        let longest = rules.iter().map(|r| r.window).max().unwrap_or(base.window);
+        let geometry =
+            Geometry::new(base.limit as u32, base.window).with_linger(longest - base.window);
+        let (min_policy, min_limit) = policies
+            .iter()
+            .enumerate()
+            .min_by_key(|&(i, p)| (p.limit, i))
+            .map(|(i, p)| (i as u8, p.limit))
+            .expect("at least one policy");
+        Ok(Shape {
+            geometry,
+            first: policies[0],
+            all: (policies.len() > 1).then(|| policies.into()),
+            rules: (rules.len() > 1).then(|| rules.into_boxed_slice()),
+            min_limit,
+            min_policy,
+        })
+    }
+
+    /// One policy.
+    pub(crate) fn single(limit: u32, window: Duration) -> Result<Shape, ConfigError> {
+        Shape::new(&[Policy::new(limit, window)])
+    }
+
+    #[cfg(slidelog_loom)]
+    pub(crate) fn with_flaw(mut self, flaw: crate::flaw::Flaw) -> Self {
+        self.geometry = self.geometry.with_flaw(flaw);
+        self
+    }
+
+    #[cfg(slidelog_loom)]
+    pub(crate) fn with_general_only(mut self) -> Self {
+        self.geometry = self.geometry.with_general_only();
+        self
+    }
+
+    /// The heap bytes of the description (not the ring).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.all.as_deref().map_or(0, core::mem::size_of_val)
+            + self.rules.as_deref().map_or(0, core::mem::size_of_val)
+    }
+
+    /// The policies as given.
+    #[inline]
+    pub(crate) fn policies(&self) -> &[Policy] {
+        self.all
+            .as_deref()
+            .unwrap_or(core::slice::from_ref(&self.first))
+    }
+
+    /// The first policy's limit (the limiter's `limit()`).
+    #[inline]
+    pub(crate) fn limit(&self) -> u32 {
+        self.first.limit
+    }
+
+    /// The first policy's window.
+    #[inline]
+    pub(crate) fn window(&self) -> Duration {
+        self.first.window
+    }
+
+    /// Words of a ring: `head` and `L` slots (keyed states; the keyed map
+    /// is not compiled for the model checker).
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    #[inline]
+    pub(crate) fn words(&self) -> usize {
+        self.geometry.limit() as usize + 1
+    }
+
+    /// `Some(denial)` if `n` units can never fit (more than the smallest
+    /// limit).
+    #[inline]
+    pub(crate) fn exceeds(&self, n: u32) -> Option<Denied> {
+        (n > self.min_limit)
+            .then(|| Denied::exceeds_limit(n, self.min_limit).with_policy(self.min_policy))
+    }
+
+    /// A view of a ring of this shape.
+    #[inline]
+    pub(crate) fn ring<'a>(&'a self, head: &'a AtomicU64, slots: &'a [AtomicU64]) -> RingRef<'a> {
+        RingRef {
+            geometry: &self.geometry,
+            head,
+            slots,
+            hint: None,
+        }
+    }
+
+    /// A view of a ring of this shape that keeps an expiry hint (see
+    /// `RingRef::remaining_after`).
+    #[inline]
+    pub(crate) fn ring_hinted<'a>(
+        &'a self,
+        head: &'a AtomicU64,
+        hint: &'a AtomicU64,
+        slots: &'a [AtomicU64],
+    ) -> RingRef<'a> {
+        RingRef {
+            hint: Some(hint),
+            ..self.ring(head, slots)
+        }
+    }
+
+    /// A request read at `read` on the limiter's clock and judged no
+    /// earlier than `floor` (a keyed limiter's eviction floor; 0 for one
+    /// key): the one place a `now` is floored and clamped.
+    #[inline(always)]
+    pub(crate) fn now(&self, read: u64, floor: u64) -> Now {
+        self.geometry.now(read, floor)
+    }
+
+    /// `n <= min limit` units at `now`, all or nothing; `None` if the ring
+    /// was closed for eviction.
+    #[inline(always)]
+    pub(crate) fn check_at(
+        &self,
+        ring: RingRef<'_>,
+        now: Now,
+        n: u32,
+    ) -> Option<Result<Admitted, Denied>> {
+        let outcome = match &self.rules {
+            None => ring.check(now.judged, n),
+            Some(rules) => ring.check_multi(now.judged, n, rules),
+        };
+        self.decide(outcome, now)
+    }
+
+    /// One unit at `now`, decided exactly as [`check_at`](Self::check_at)
+    /// but without counting `remaining`.
+    #[inline(always)]
+    pub(crate) fn admit_at(&self, ring: RingRef<'_>, now: Now) -> Option<Result<(), Denied>> {
+        let outcome = match &self.rules {
+            None => ring.check_one::<false>(now.judged),
+            Some(rules) => ring.check_multi(now.judged, 1, rules),
+        };
+        match outcome {
+            Outcome::Admitted { .. } => Some(Ok(())),
+            outcome => self.decide(outcome, now).map(|decision| decision.map(drop)),
+        }
+    }
+
+    /// What [`check_at`](Self::check_at) would answer, recording nothing.
+    pub(crate) fn peek_at(
+        &self,
+        ring: RingRef<'_>,
+        now: Now,
+        n: u32,
+    ) -> Option<Result<Admitted, Denied>> {
+        let outcome = match &self.rules {
+            None => ring.peek(now.judged, n),
+            Some(rules) => ring.peek_multi(now.judged, n, rules),
+        };
+        self.decide(outcome, now)
+    }
+
+    /// **The answer** to a request at `now`: the one place an [`Outcome`]
+    /// becomes [`Admitted`] or [`Denied`]. A denial's wait counts from the
+    /// caller's reading (`now.read`), not from the floored time it was
+    /// judged at. `None` if the ring was closed.
+    #[inline(always)]
+    pub(crate) fn decide(&self, outcome: Outcome, now: Now) -> Option<Result<Admitted, Denied>> {
+        match outcome {
+            Outcome::Admitted {
+                at,
+                remaining,
+                policy,
+            } => Some(Ok(Admitted {
+                at,
+                remaining,
+                policy,
+            })),
+            Outcome::Denied {
+                available_at,
+                policy,
+            } => Some(Err(Denied::rate_limited(
+                available_at.saturating_sub(now.read),
+            )
+            .with_policy(policy))),
+            Outcome::Closed => None,
+        }
+    }
+
+    /// What a fresh ring answers to `n <= min limit` units at `now`.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    pub(crate) fn fresh(&self, n: u32, now: Now) -> Admitted {
+        Admitted {
+            at: now.judged,
+            remaining: self.min_limit - n,
+            policy: self.min_policy,
+        }
+    }
+
+    /// When an admission made at `now` or later stops counting for every
+    /// policy, at the earliest.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    pub(crate) fn earliest_idle(&self, now: u64) -> u64 {
+        self.geometry
+            .clamp(now)
+            .saturating_add(self.geometry.window())
+            .saturating_add(self.geometry.linger())
+    }
+}
