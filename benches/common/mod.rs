@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-#[path = "../../src/cli/mutex_log.rs"]
+#[path = "../../src/bin/slidelog/mutex_log.rs"]
 mod mutex_log;
 
 #[allow(unused_imports)] // the keyed bench has no mutex-log baseline

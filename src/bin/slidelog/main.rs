@@ -14,19 +14,12 @@ use clap::{Args, Parser, Subcommand};
 use slidelog::algorithm::Algorithm;
 use slidelog::{KeyedLimiter, Limiter, RateLimit, SlidingCounter};
 
-#[path = "cli/bench.rs"]
 mod bench;
-#[path = "cli/input.rs"]
 mod input;
-#[path = "cli/mutex_log.rs"]
 mod mutex_log;
-#[path = "cli/parse.rs"]
 mod parse;
-#[path = "cli/plot.rs"]
 mod plot;
-#[path = "cli/progress.rs"]
 mod progress;
-#[path = "cli/replay.rs"]
 mod replay;
 
 use parse::duration as parse_duration;

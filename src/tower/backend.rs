@@ -1,0 +1,226 @@
+//! [`Backend`]: what the layer asks — an in-process limiter of this crate,
+//! or the Redis limiter — and the [`Verdict`] it answers.
+
+use core::future::Future;
+use core::hash::{BuildHasher, Hash};
+use std::time::Duration;
+
+use crate::algorithm::{Algorithm, RateLimit as SingleKey};
+use crate::clock::Clock;
+use crate::counter::SlidingCounter;
+use crate::decision::{Admitted, Denied};
+use crate::keyed::KeyedLimiter;
+use crate::limiter::Limiter;
+use crate::policy::Policy;
+
+/// What a backend answers for one request.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::Backend;
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = KeyedLimiter::<u64>::new(2, Duration::from_secs(60))?;
+/// let verdict = Backend::check(&limiter, 7).await;
+/// assert_eq!(verdict.decision.unwrap().remaining(), 1);
+/// // The admission just made is the oldest in the window: the quota grows
+/// // back when it leaves, 60 s from now.
+/// assert_eq!(verdict.wait, Duration::from_secs(60));
+/// # Ok::<(), slidelog::ConfigError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The decision.
+    pub decision: Result<Admitted, Denied>,
+    /// For an admission: how long until `remaining` next grows, i.e. until
+    /// the oldest admission still in the window leaves it (the IETF `t`);
+    /// zero only for an empty window. (While `remaining > 0` a request fits
+    /// now; at `remaining == 0` this is also the wait for the next one.)
+    pub wait: Duration,
+}
+
+/// A limiter the layer can ask: the in-process [`KeyedLimiter`] (exact log
+/// or counter per key), a single-key [`Limiter`] or [`SlidingCounter`] (one
+/// limit for all keys), any `dyn` [`RateLimit`](crate::RateLimit), or
+/// (feature `redis`) the
+/// Redis limiter.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::Backend;
+/// let limiter = KeyedLimiter::<String>::new(5, Duration::from_secs(10))?;
+/// assert_eq!(Backend::<String>::policy(&limiter), (5, Duration::from_secs(10)));
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub trait Backend<K>: Send + Sync + 'static {
+    /// The future of one check.
+    type Future: Future<Output = Verdict> + Send + 'static;
+    /// Checks one request for `key`.
+    fn check(&self, key: K) -> Self::Future;
+    /// `(quota, window)` of the first policy.
+    fn policy(&self) -> (u32, Duration);
+    /// Every policy, for the `RateLimit-Policy` header (by default the one
+    /// of [`policy`](Self::policy)).
+    fn policies(&self) -> Vec<Policy> {
+        let (limit, window) = self.policy();
+        vec![Policy::new(limit, window)]
+    }
+    /// The policies of `key` when they differ from
+    /// [`policies`](Self::policies) (a per-key quota), for its headers;
+    /// `None` (the default) when every key has the backend's policies.
+    fn key_policies(&self, key: &K) -> Option<Vec<Policy>> {
+        let _ = key;
+        None
+    }
+}
+
+impl<K, C, S, A> Backend<K> for KeyedLimiter<K, C, S, A>
+where
+    K: Hash + Eq + crate::KeySize + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+    A: Algorithm,
+{
+    type Future = core::future::Ready<Verdict>;
+
+    fn check(&self, key: K) -> Self::Future {
+        let now = self.clock().now();
+        let decision = self.check_n_at(&key, 1, now);
+        core::future::ready(verdict(decision, |n| self.peek_n_at(&key, n, now)))
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+
+    fn policies(&self) -> Vec<Policy> {
+        KeyedLimiter::policies(self).to_vec()
+    }
+
+    fn key_policies(&self, key: &K) -> Option<Vec<Policy>> {
+        self.has_quotas()
+            .then(|| self.policies_for(key).to_vec())
+            .filter(|p| p.as_slice() != KeyedLimiter::policies(self))
+    }
+}
+
+/// A verdict from a decision; `peek(n)` answers a dry run of `n` units: with
+/// `remaining + 1` units it is denied exactly until the oldest admission in
+/// the window leaves it, when `remaining` grows (with several policies:
+/// until the smallest remaining grows). A window with room for that many
+/// more (`remaining` is the smallest limit) answers `ExceedsLimit`, not a
+/// wait: 0.
+pub(super) fn verdict(
+    decision: Result<Admitted, Denied>,
+    peek: impl FnOnce(u32) -> Result<Admitted, Denied>,
+) -> Verdict {
+    let wait = match decision {
+        Ok(a) if a.remaining() < u32::MAX => peek(a.remaining() + 1)
+            .err()
+            .filter(Denied::is_rate_limited)
+            .map_or(Duration::ZERO, |d| d.retry_after()),
+        _ => Duration::ZERO,
+    };
+    Verdict { decision, wait }
+}
+
+/// A single-key limiter as a backend: one limit shared by every key (use it
+/// with [`GlobalKey`], or to cap a whole service whatever the extractor).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::SlidingCounter;
+/// use slidelog::tower::{Backend, GlobalKey, RateLimitLayer};
+///
+/// let counter = Arc::new(SlidingCounter::new(10_000, Duration::from_secs(1), 10)?);
+/// assert_eq!(Backend::<()>::policy(&*counter), (10_000, Duration::from_secs(1)));
+/// let layer: RateLimitLayer<_, _, ()> = RateLimitLayer::new(counter, GlobalKey);
+/// # let _ = layer;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+impl<K, C: Clock + 'static> Backend<K> for SlidingCounter<C> {
+    type Future = core::future::Ready<Verdict>;
+
+    fn check(&self, _: K) -> Self::Future {
+        single_key_check(self)
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+}
+
+/// A single-key exact log as a backend: one limit shared by every key.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::Limiter;
+/// use slidelog::tower::{Backend, GlobalKey, RateLimitLayer};
+///
+/// let limiter = Arc::new(Limiter::new(100, Duration::from_secs(1))?);
+/// assert_eq!(Backend::<()>::policy(&*limiter), (100, Duration::from_secs(1)));
+/// let layer: RateLimitLayer<_, _, ()> = RateLimitLayer::new(limiter, GlobalKey);
+/// # let _ = layer;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
+    type Future = core::future::Ready<Verdict>;
+
+    fn check(&self, _: K) -> Self::Future {
+        single_key_check(self)
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+
+    fn policies(&self) -> Vec<Policy> {
+        Limiter::policies(self).to_vec()
+    }
+}
+
+/// Any [`RateLimit`](crate::RateLimit) behind a trait object, e.g. an algorithm chosen at
+/// run time.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::{Limiter, RateLimit, SlidingCounter};
+/// use slidelog::tower::{GlobalKey, RateLimitLayer};
+///
+/// let exact = true;
+/// let limiter: Arc<dyn RateLimit> = if exact {
+///     Arc::new(Limiter::new(100, Duration::from_secs(1))?)
+/// } else {
+///     Arc::new(SlidingCounter::new(100, Duration::from_secs(1), 10)?)
+/// };
+/// let layer: RateLimitLayer<_, _, ()> = RateLimitLayer::new(limiter, GlobalKey);
+/// # let _ = layer;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+impl<K> Backend<K> for dyn SingleKey {
+    type Future = core::future::Ready<Verdict>;
+
+    fn check(&self, _: K) -> Self::Future {
+        single_key_check(self)
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+
+    fn policies(&self) -> Vec<Policy> {
+        SingleKey::policies(self)
+    }
+}
+
+pub(super) fn single_key_check<R: SingleKey + ?Sized>(limiter: &R) -> core::future::Ready<Verdict> {
+    let now = limiter.now();
+    let decision = limiter.check_n_at(1, now);
+    core::future::ready(verdict(decision, |n| limiter.peek_n_at(n, now)))
+}

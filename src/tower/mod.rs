@@ -1,0 +1,149 @@
+//! A [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html) that rate-limits HTTP (and gRPC) requests per key and
+//! answers `429 Too Many Requests` with exact `Retry-After` and IETF
+//! `RateLimit` headers. Feature `tower`.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use slidelog::KeyedLimiter;
+//! use slidelog::tower::{HeaderKey, RateLimitLayer};
+//!
+//! // 5 requests per 10 seconds per API key (requests without one share a key).
+//! let limiter = Arc::new(KeyedLimiter::<String>::new(5, Duration::from_secs(10))?);
+//! let layer = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"));
+//! // axum: Router::new().route("/", get(handler)).layer(layer)
+//! # let _ = layer;
+//! # Ok::<(), slidelog::ConfigError>(())
+//! ```
+
+mod backend;
+mod body;
+mod deny;
+mod extract;
+mod headers;
+mod service;
+
+pub use backend::{Backend, Verdict};
+pub use body::RateLimitBody;
+pub use deny::{Denial, DenyStyle};
+pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn, PeerIp};
+pub use headers::{HeaderStyle, ceil_seconds, policy_name};
+pub use service::{RateLimitLayer, RateLimitService, ResponseFuture};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+    use extract::forwarded_ip;
+    use headers::rate_limit_headers;
+    use http::{HeaderMap, HeaderValue};
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    #[test]
+    fn ietf_headers() {
+        let h = rate_limit_headers(
+            HeaderStyle::Ietf,
+            &[Policy::new(5, Duration::from_secs(10))],
+            0,
+            4,
+            Duration::from_millis(9_500),
+        );
+        assert_eq!(h.0[0].1, "\"default\";q=5;w=10");
+        assert_eq!(h.0[1].1, "\"default\";r=4;t=10");
+        let legacy = rate_limit_headers(
+            HeaderStyle::Legacy,
+            &[Policy::new(5, Duration::from_secs(10))],
+            0,
+            4,
+            Duration::from_millis(9_500),
+        );
+        assert_eq!(legacy.0[2].1, "0", "a request fits now");
+        let h = rate_limit_headers(
+            HeaderStyle::Legacy,
+            &[Policy::new(5, Duration::from_millis(1500))],
+            0,
+            0,
+            Duration::from_millis(300),
+        );
+        assert_eq!(h.0[2].1, "1");
+        assert!(
+            rate_limit_headers(
+                HeaderStyle::None,
+                &[Policy::new(5, Duration::from_secs(1))],
+                0,
+                0,
+                Duration::ZERO
+            )
+            .0
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn one_header_item_per_policy() {
+        let policies = [
+            Policy::new(10, Duration::from_secs(1)),
+            Policy::new(100, Duration::from_secs(60)),
+        ];
+        let h = rate_limit_headers(
+            HeaderStyle::Ietf,
+            &policies,
+            1,
+            7,
+            Duration::from_millis(1500),
+        );
+        assert_eq!(h.0[0].1, "\"1s\";q=10;w=1, \"1m\";q=100;w=60");
+        assert_eq!(h.0[1].1, "\"1m\";r=7;t=2");
+        let legacy = rate_limit_headers(HeaderStyle::Legacy, &policies, 1, 7, Duration::ZERO);
+        assert_eq!(legacy.0[0].1, "100");
+    }
+
+    #[test]
+    fn forwarded_parsing() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "forwarded",
+            "for=\"[2001:db8::1]:4711\";proto=https".parse().unwrap(),
+        );
+        assert_eq!(forwarded_ip(&h), Some("2001:db8::1".parse().unwrap()));
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "203.0.113.7, 10.0.0.1".parse().unwrap());
+        assert_eq!(forwarded_ip(&h), Some("203.0.113.7".parse().unwrap()));
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "garbage".parse().unwrap());
+        h.insert("forwarded", "for=unknown".parse().unwrap());
+        assert_eq!(forwarded_ip(&h), None);
+    }
+
+    proptest! {
+        /// Malformed, huge or non-UTF-8 headers: a key or the fallback,
+        /// never a panic.
+        #[test]
+        fn extractors_never_panic(
+            xff in prop::collection::vec(any::<u8>(), 0..300),
+            fwd in "\\PC{0,200}",
+            api in prop::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut builder = http::Request::builder();
+            if let Ok(v) = HeaderValue::from_bytes(&xff) { builder = builder.header("x-forwarded-for", v); }
+            if let Ok(v) = HeaderValue::from_str(&fwd) { builder = builder.header("forwarded", v); }
+            if let Ok(v) = HeaderValue::from_bytes(&api) { builder = builder.header("x-api-key", v); }
+            let request = builder.body(()).unwrap();
+            let _ = PeerIp::new().trust_forwarded().extract(&request);
+            let _ = HeaderKey::new("x-api-key").extract(&request);
+        }
+
+        /// Header formatting always yields valid header values.
+        #[test]
+        fn headers_always_valid(q in any::<u32>(), r in any::<u32>(), w in any::<u64>(), t in any::<u64>()) {
+            for style in [HeaderStyle::Ietf, HeaderStyle::Legacy] {
+                let h = rate_limit_headers(style, &[Policy::new(q, Duration::from_nanos(w))], 0, r, Duration::from_nanos(t));
+                prop_assert!(!h.0.is_empty());
+            }
+            prop_assert!(ceil_seconds(Duration::from_nanos(t)) * 1_000_000_000 >= t);
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The layer and the service: check the backend, then call the inner
+//! service with the rate-limit headers added, or answer the denial.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+
+use super::backend::{Backend, Verdict};
+use super::body::RateLimitBody;
+use super::deny::{Denial, DenyHook, DenyStyle, MISSING_KEY_HELP, denial, missing_key};
+use super::extract::KeyExtractor;
+use super::headers::{HeaderStyle, Headers, PolicyList, rate_limit_headers};
+use crate::sync::atomic::{AtomicBool, Ordering};
+
+/// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first
+/// checked against a keyed limiter.
+///
+/// Denied requests never reach the inner service; admitted requests pass
+/// untouched (body, errors), with rate-limit headers added to the response.
+/// Cloning the layer or the service shares the same limiter.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::{DenyStyle, HeaderStyle, PeerIp, RateLimitLayer};
+///
+/// let limiter = Arc::new(KeyedLimiter::<std::net::IpAddr>::new(100, Duration::from_secs(60))?);
+/// let layer = RateLimitLayer::new(limiter, PeerIp::new())
+///     .header_style(HeaderStyle::Legacy)
+///     .deny_style(DenyStyle::Http);
+/// # let _ = layer;
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub struct RateLimitLayer<L: ?Sized, X, K> {
+    backend: Arc<L>,
+    extractor: X,
+    fallback: Option<K>,
+    headers: HeaderStyle,
+    deny: DenyStyle,
+    /// The backend's policies, for the headers (asked once).
+    policies: PolicyList,
+    /// Builds the denial response instead of the default body.
+    on_deny: Option<DenyHook>,
+    /// Whether a request without a key was logged yet (once per layer and
+    /// its clones).
+    missing_logged: Arc<AtomicBool>,
+}
+
+impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            backend: Arc::clone(&self.backend),
+            extractor: self.extractor.clone(),
+            fallback: self.fallback.clone(),
+            headers: self.headers,
+            deny: self.deny,
+            policies: self.policies,
+            on_deny: self.on_deny.clone(),
+            missing_logged: Arc::clone(&self.missing_logged),
+        }
+    }
+}
+
+impl<L: ?Sized, X, K> fmt::Debug for RateLimitLayer<L, X, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("headers", &self.headers)
+            .field("deny", &self.deny)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: ?Sized, X, K> RateLimitLayer<L, X, K>
+where
+    L: Backend<K>,
+{
+    /// Limits requests by the key `extractor` finds, against `backend`.
+    /// A request for which no key is found is never let through unlimited:
+    /// unless a shared fallback key is set with
+    /// [`fallback_key`](Self::fallback_key), it is answered **500 Internal
+    /// Server Error** (gRPC: `INTERNAL`) with the reason in the body, and
+    /// the first one is logged (a `tracing` error): a missing key is a
+    /// server misconfiguration (e.g. `PeerIp` on a server that does not
+    /// record peer addresses), not the client's fault, so it is not a 429
+    /// with a made-up `Retry-After`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{GlobalKey, RateLimitLayer};
+    /// let limiter = Arc::new(KeyedLimiter::<()>::new(1000, Duration::from_secs(1))?);
+    /// let _global = RateLimitLayer::new(limiter, GlobalKey);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn new(backend: Arc<L>, extractor: X) -> Self {
+        RateLimitLayer {
+            policies: PolicyList::new(&backend.policies()),
+            backend,
+            extractor,
+            fallback: None,
+            headers: HeaderStyle::default(),
+            deny: DenyStyle::default(),
+            on_deny: None,
+            missing_logged: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
+    /// The key shared by requests without one. By default there is none,
+    /// and such requests are denied with 429.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{HeaderKey, RateLimitLayer};
+    /// let limiter = Arc::new(KeyedLimiter::<String>::new(10, Duration::from_secs(1))?);
+    /// let _shared = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"))
+    ///     .fallback_key("anonymous".to_string());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn fallback_key(mut self, key: K) -> Self {
+        self.fallback = Some(key);
+        self
+    }
+
+    /// Removes the fallback key set by [`fallback_key`](Self::fallback_key):
+    /// requests without a key are denied again.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{HeaderKey, RateLimitLayer};
+    /// let limiter = Arc::new(KeyedLimiter::<String>::new(10, Duration::from_secs(1))?);
+    /// let _strict = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"))
+    ///     .fallback_key("anonymous".to_string())
+    ///     .no_fallback_key();
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn no_fallback_key(mut self) -> Self {
+        self.fallback = None;
+        self
+    }
+
+    /// Which rate-limit headers to send (default: IETF).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use std::time::Duration;
+    /// # use slidelog::{KeyedLimiter, tower::{GlobalKey, HeaderStyle, RateLimitLayer}};
+    /// # let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+    /// let _ = RateLimitLayer::new(limiter, GlobalKey).header_style(HeaderStyle::None);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn header_style(mut self, style: HeaderStyle) -> Self {
+        self.headers = style;
+        self
+    }
+
+    /// How denials are answered (default: HTTP 429).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use std::time::Duration;
+    /// # use slidelog::{KeyedLimiter, tower::{DenyStyle, GlobalKey, RateLimitLayer}};
+    /// # let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+    /// let _grpc = RateLimitLayer::new(limiter, GlobalKey).deny_style(DenyStyle::Grpc);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn deny_style(mut self, style: DenyStyle) -> Self {
+        self.deny = style;
+        self
+    }
+
+    /// Builds every denial's response with `hook` instead of the
+    /// [`DenyStyle`]'s body (a JSON error of your API's shape, say). The
+    /// layer then adds `Retry-After` and the rate-limit headers unless the
+    /// hook set them. Requests without a key are still answered by the
+    /// layer (a 500 that explains the misconfiguration).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bytes::Bytes;
+    /// use http::{Response, StatusCode};
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{Denial, GlobalKey, RateLimitLayer};
+    ///
+    /// let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+    /// let _layer = RateLimitLayer::new(limiter, GlobalKey).deny_with(|denial: &Denial<'_>| {
+    ///     let body = format!(
+    ///         r#"{{"error":"slow down","retry_after_ms":{}}}"#,
+    ///         denial.denied.retry_after().as_millis()
+    ///     );
+    ///     Response::builder()
+    ///         .status(StatusCode::TOO_MANY_REQUESTS)
+    ///         .header("content-type", "application/json")
+    ///         .body(Bytes::from(body))
+    ///         .unwrap()
+    /// });
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn deny_with<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Denial<'_>) -> Response<Bytes> + Send + Sync + 'static,
+    {
+        self.on_deny = Some(Arc::new(hook));
+        self
+    }
+}
+
+impl<S, L: ?Sized, X: Clone, K: Clone> tower::Layer<S> for RateLimitLayer<L, X, K> {
+    type Service = RateLimitService<S, L, X, K>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimitService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service built by [`RateLimitLayer`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::{GlobalKey, RateLimitLayer};
+/// use tower::Layer;
+/// let limiter = Arc::new(KeyedLimiter::<()>::new(1, Duration::from_secs(1))?);
+/// let inner = tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+/// });
+/// let _service = RateLimitLayer::new(limiter, GlobalKey).layer(inner);
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub struct RateLimitService<S, L: ?Sized, X, K> {
+    inner: S,
+    layer: RateLimitLayer<L, X, K>,
+}
+
+impl<S: Clone, L: ?Sized, X: Clone, K: Clone> Clone for RateLimitService<S, L, X, K> {
+    fn clone(&self) -> Self {
+        RateLimitService {
+            inner: self.inner.clone(),
+            layer: self.layer.clone(),
+        }
+    }
+}
+
+impl<S, L: ?Sized, X, K> fmt::Debug for RateLimitService<S, L, X, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitService")
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, L: ?Sized, X, K, ReqBody, ResBody> tower::Service<Request<ReqBody>>
+    for RateLimitService<S, L, X, K>
+where
+    S: tower::Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    L: Backend<K>,
+    X: KeyExtractor<ReqBody, Key = K>,
+    K: Clone,
+{
+    type Response = Response<RateLimitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<L::Future, S, ReqBody, ResBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let key = self
+            .layer
+            .extractor
+            .extract(&request)
+            .or_else(|| self.layer.fallback.clone());
+        // Hand the ready service to the future, keep a fresh clone here
+        // (tower's readiness contract).
+        let ready = self.inner.clone();
+        let inner = core::mem::replace(&mut self.inner, ready);
+        // A key with its own quota is described by its own policies.
+        let policies = match key
+            .as_ref()
+            .and_then(|k| self.layer.backend.key_policies(k))
+        {
+            Some(own) => PolicyList::new(&own),
+            None => self.layer.policies,
+        };
+        let style = (
+            self.layer.headers,
+            self.layer.deny,
+            policies,
+            self.layer.on_deny.clone(),
+        );
+        match key {
+            Some(key) => ResponseFuture {
+                state: State::Checking {
+                    check: self.layer.backend.check(key),
+                    request: Some((request, inner)),
+                },
+                style,
+            },
+            None => {
+                // Relaxed: only decides whether to log; no data depends on it.
+                if !self.layer.missing_logged.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        "slidelog: a request had no rate-limit key and no fallback key is set; \
+                         answering 500. {MISSING_KEY_HELP}"
+                    );
+                }
+                ResponseFuture {
+                    state: State::Done {
+                        response: Some(missing_key(style.1)),
+                    },
+                    style,
+                }
+            }
+        }
+    }
+}
+
+/// The header style, the denial style, the policies and the denial hook,
+/// for one response.
+pub(super) type Style = (HeaderStyle, DenyStyle, PolicyList, Option<DenyHook>);
+
+pin_project! {
+    /// The future of [`RateLimitService`]: checks the limiter, then calls the
+    /// inner service or answers the denial. Returned by
+    /// `RateLimitService::call`; see [`RateLimitService`] for an example.
+    pub struct ResponseFuture<F, S, ReqBody, ResBody>
+    where
+        S: tower::Service<Request<ReqBody>>,
+    {
+        #[pin]
+        state: State<F, S, ReqBody, ResBody>,
+        style: Style,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, S, ReqBody, ResBody>
+    where
+        S: tower::Service<Request<ReqBody>>,
+    {
+        Checking { #[pin] check: F, request: Option<(Request<ReqBody>, S)> },
+        Calling { #[pin] call: S::Future, headers: Headers },
+        Done { response: Option<Response<RateLimitBody<ResBody>>> },
+    }
+}
+
+impl<F, S, ReqBody, ResBody> fmt::Debug for ResponseFuture<F, S, ReqBody, ResBody>
+where
+    S: tower::Service<Request<ReqBody>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<F, S, ReqBody, ResBody> Future for ResponseFuture<F, S, ReqBody, ResBody>
+where
+    F: Future<Output = Verdict>,
+    S: tower::Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Output = Result<Response<RateLimitBody<ResBody>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Checking { check, request } => {
+                    let verdict = core::task::ready!(check.poll(cx));
+                    let Some((request, mut inner)) = request.take() else {
+                        unreachable!("polled after completion")
+                    };
+                    let (style, _, policies, _) = &*this.style;
+                    match verdict.decision {
+                        Ok(admitted) => {
+                            #[cfg(feature = "metrics")]
+                            metrics::counter!("slidelog_requests_total", "decision" => "admitted")
+                                .increment(1);
+                            let headers = rate_limit_headers(
+                                *style,
+                                policies,
+                                admitted.policy(),
+                                admitted.remaining(),
+                                verdict.wait,
+                            );
+                            let call = inner.call(request);
+                            this.state.set(State::Calling { call, headers });
+                        }
+                        Err(denied) => {
+                            let response = denial(this.style, denied);
+                            this.state.set(State::Done {
+                                response: Some(response),
+                            });
+                        }
+                    }
+                }
+                StateProj::Calling { call, headers } => {
+                    let response = core::task::ready!(call.poll(cx))?;
+                    let (mut parts, body) = response.into_parts();
+                    for (name, value) in core::mem::take(&mut headers.0) {
+                        parts.headers.insert(name, value);
+                    }
+                    return Poll::Ready(Ok(Response::from_parts(
+                        parts,
+                        RateLimitBody::inner(body),
+                    )));
+                }
+                StateProj::Done { response } => {
+                    let Some(response) = response.take() else {
+                        unreachable!("polled after completion")
+                    };
+                    return Poll::Ready(Ok(response));
+                }
+            }
+        }
+    }
+}
