@@ -26,10 +26,8 @@ impl<'a> RingRef<'a> {
             return self.check_one_scan::<COUNT>(now);
         }
         let hw = self.load_head();
-        let Some((v, ())) = self.view(hw, |_| Some(())) else {
-            return self.check_one_scan::<COUNT>(now);
-        };
-        if v.s == slot::CLOSED || self.taken(v.s, v.c) {
+        let v = self.read_view(hw);
+        if v.s == slot::CLOSED || self.taken(v.s, v.c) || !self.revalidate(hw) {
             return self.check_one_scan::<COUNT>(now);
         }
         let (d, t_eff) = match self.judge_one(now, v.s, v.p) {
@@ -74,9 +72,7 @@ impl<'a> RingRef<'a> {
         let g = self.geometry;
         'fresh: loop {
             let hw = self.load_head();
-            let Some((v, ())) = self.view(hw, |_| Some(())) else {
-                continue 'fresh;
-            };
+            let v = self.read_view(hw);
             let (c, mut idx, mut pos, mut s, mut p) = (v.c, v.c, v.pos, v.s, v.p);
             let mut k = 0u64;
             loop {

@@ -77,6 +77,26 @@ impl<'a> RingRef<'a> {
         }
     }
 
+    /// Reads slot `c` of head word `hw` and slot `c - 1`: a view not yet
+    /// re-validated (the caller calls [`revalidate`](Self::revalidate)
+    /// after whatever else it reads).
+    #[inline(always)]
+    pub(super) fn read_view(&self, hw: u64) -> View {
+        let g = self.geometry;
+        let c = head::index(hw);
+        let pos = g.position(c);
+        let s = self.load_slot(pos);
+        let p = self.load_previous(pos, s);
+        View {
+            hw,
+            c,
+            pos,
+            stamp: g.stamp(c),
+            s,
+            p,
+        }
+    }
+
     /// Reads a view under head word `hw`: slot `c`, slot `c - 1`, then
     /// whatever `more` reads (the slots a weighted request or a policy
     /// needs; `None` for a torn view), then re-validates `head`. `None`: the
@@ -87,19 +107,7 @@ impl<'a> RingRef<'a> {
         hw: u64,
         more: impl FnOnce(&View) -> Option<T>,
     ) -> Option<(View, T)> {
-        let g = self.geometry;
-        let c = head::index(hw);
-        let pos = g.position(c);
-        let s = self.load_slot(pos);
-        let p = self.load_previous(pos, s);
-        let view = View {
-            hw,
-            c,
-            pos,
-            stamp: g.stamp(c),
-            s,
-            p,
-        };
+        let view = self.read_view(hw);
         let extra = more(&view)?;
         self.revalidate(hw).then_some((view, extra))
     }
