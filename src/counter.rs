@@ -1272,8 +1272,8 @@ mod tests {
     }
 
     /// A counter created long after the clock's origin starts in the current
-    /// sub-window (it used to start at epoch 0, which a wrapped comparison
-    /// could take for the future).
+    /// sub-window (not at epoch 0, which a wrapped comparison could take for
+    /// the future).
     #[test]
     fn a_counter_starts_in_its_current_sub_window() {
         let start = (1u64 << 62) + 12_345;

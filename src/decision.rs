@@ -68,7 +68,7 @@ impl Admitted {
     ///
     /// It is the caller's `now`, unless another thread recorded a later
     /// admission before this one committed: then it is that later time (the
-    /// clamp of DESIGN §3), so recorded times never go backwards along the log.
+    /// clamp of docs/design.md §2), so recorded times never go backwards along the log.
     /// The guarantee — no window of length `W` holds more than `limit`
     /// admissions — holds over these times.
     ///

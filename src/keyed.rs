@@ -25,7 +25,7 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
 /// 256 MiB of rings and map entries, at most 1,048,576 (and at least one).
 /// No floor overrides the budget: at L = 2^20 (8 MiB per ring) that is 31
-/// keys, not the 8 GiB a 1,024-key floor used to allow.
+/// keys (a floor of 1,024 keys would allow 8 GiB).
 const DEFAULT_BUDGET_BYTES: usize = 256 << 20;
 const DEFAULT_MAX_KEYS_CAP: usize = 1 << 20;
 
@@ -603,8 +603,9 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         let map = HashMap::builder()
             .hasher(self.hasher)
             .capacity(self.capacity.min(max_keys))
-            // An unfinished incremental resize made every later lookup ~10x
-            // slower in the feasibility study (docs/design.md §7).
+            // Blocking resizes: with an unfinished incremental resize every
+            // later lookup pays for the table's migration (measured ~10x
+            // slower lookups in a feasibility study).
             .resize_mode(ResizeMode::Blocking)
             .build();
         Ok(KeyedLimiter {
@@ -1005,7 +1006,7 @@ where
     /// come back after more than the window plus the idle margin is not
     /// evicted and re-created over and over (each re-creation counted as a
     /// new key that paid for the next sweep); a flood of new keys reaches
-    /// half the cap and is swept from there on exactly as before.
+    /// half the cap and is swept from there on.
     #[inline]
     fn under_pressure(&self, live: usize) -> bool {
         // Relaxed: a heuristic.

@@ -43,23 +43,26 @@
 //!
 //! # Guarantees
 //!
-//! * **Exact.** Called sequentially with non-decreasing time, every decision,
+//! This is where the guarantees are stated; docs/design.md §5 says how each
+//! is proven (by its label), and the README links here.
+//!
+//! * **P2, exact.** Called sequentially with non-decreasing time, every decision,
 //!   every [`Admitted::remaining`] and every [`Denied::retry_after`] equals
 //!   the classic sliding-window log (a deque of admitted timestamps, purged
 //!   of entries at or before `t - W`). `retry_after` is exact: at
 //!   `now + retry_after` the same request is admitted if nothing else is.
-//! * **Never over-admits**, under any interleaving of threads and any
+//! * **P1, never over-admits**, under any interleaving of threads and any
 //!   timestamps, including clocks that go backwards: every admission is
 //!   recorded at an effective time ([`Admitted::at`]) and no window of length
 //!   `W` holds more than `limit` of them. Admission `k` claims slot `k mod L`
 //!   of a ring only if admission `k - L` in that slot is at least `W` older —
 //!   with one CAS, the linearization point.
-//! * **Never spuriously denies**: threads racing at one instant on `L` free
+//! * **P3, never spuriously denies**: threads racing at one instant on `L` free
 //!   slots admit exactly `L`.
-//! * **Linearizable**: every concurrent history equals some sequential order
+//! * **P6, linearizable**: every concurrent history equals some sequential order
 //!   of the same calls fed to the reference model at their effective times.
-//! * **All or nothing**: [`Limiter::check_n`] takes `n` slots or none.
-//! * **Several policies, exactly.** A limiter built with
+//! * **P4, all or nothing**: [`Limiter::check_n`] takes `n` slots or none.
+//! * **P7, several policies, exactly.** A limiter built with
 //!   [`Limiter::builder`]`(..).and(..)` (or [`KeyedBuilder::and`], or a
 //!   per-key [`Quota`]) admits a request iff *every* policy `(L_i, W_i)`
 //!   has room, against one log of effective times: the reference is the
@@ -69,7 +72,7 @@
 //!   [`Denied::policy`] names that policy and [`Admitted::remaining`] is the
 //!   least room over all of them. Everything above holds unchanged (the
 //!   same loom models, with two policies and negative controls).
-//! * **Keyed limiters, eviction included.** The same holds per key of a
+//! * **P5, keyed limiters, eviction included.** The same holds per key of a
 //!   [`KeyedLimiter`] with no assumption on the callers' clock readings:
 //!   evicting an idle key forgets its ring, so every keyed check is judged
 //!   at `max(now, floor)`, where the *eviction floor* is raised by each sweep
@@ -83,7 +86,7 @@
 //!   limiter's own [`Clock`], never by the reading of the call that
 //!   triggered them: a reading from the future evicts nothing that is live
 //!   at the present.
-//! * **Progress.** A single-unit check ([`Limiter::check`]) and every
+//! * **P8, progress.** A single-unit check ([`Limiter::check`]) and every
 //!   denial are lock-free: a thread that finds another's admission half
 //!   done (slot claimed, `head` not moved) finishes it instead of waiting.
 //!   A weighted check (`n >= 2`) is lock-free against singles but waits for
@@ -98,8 +101,9 @@
 //! These are checked by loom models of the shipped ring code (with negative
 //! controls: deliberately broken variants that the same models catch), by
 //! property tests against the reference model, and by real-thread stress
-//! tests. Loom does not cover `papaya` (real-thread stress tests do) nor real
-//! clocks (the ring never reads one).
+//! tests: docs/design.md §5 maps each label to its checks. Loom does not
+//! cover `papaya` (real-thread stress tests do) nor real clocks (the ring
+//! never reads one).
 //!
 //! # Clocks
 //!

@@ -1,4 +1,4 @@
-//! Issue #20: the public API's common traits, checked at compile time, and
+//! The public API's common traits, checked at compile time, and
 //! the uniform check / peek / until_ready family.
 
 use std::fmt::{Debug, Display};

@@ -314,7 +314,7 @@ fn replay_json(path: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Issue #18: epoch milliseconds are read as milliseconds (detected by
+/// Epoch milliseconds are read as milliseconds (detected by
 /// magnitude, or forced with --time-unit), not as seconds: three rows
 /// 100 ms apart under 1/1s admit one.
 #[test]
@@ -375,7 +375,7 @@ fn replay_reads_epoch_milliseconds() {
     assert_eq!(json_number(&json, "denied"), denied, "{json}");
 }
 
-/// Issue #18: an nginx/Apache combined log, generated from the same traffic,
+/// An nginx/Apache combined log, generated from the same traffic,
 /// replays to the model's numbers, keyed by the client address (or by
 /// another field with --key-column).
 #[test]
@@ -423,7 +423,7 @@ fn replay_reads_the_combined_log_format() {
     assert_eq!(json_number(&json, "keys"), 1, "{json}");
 }
 
-/// Issue #18: no header (columns by number), a UTF-8 BOM, date-times without
+/// No header (columns by number), a UTF-8 BOM, date-times without
 /// a zone taken in --tz, and short error messages for huge bad fields.
 #[test]
 fn replay_no_header_bom_zones_and_short_errors() {

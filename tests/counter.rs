@@ -228,9 +228,9 @@ fn config_errors() {
     ));
 }
 
-/// Issue #14: with N not dividing W, the slot width used to be rounded up,
-/// so N slots spanned more than W and the counter denied at W what the
-/// exact log admits.
+/// With N not dividing W, N consecutive slots still span exactly W: slots
+/// rounded up to a common width would span more than W, and the counter
+/// would deny at W what the exact log admits.
 #[test]
 fn uneven_slots_admit_when_the_log_does() {
     let c = SlidingCounter::with_clock(1, Duration::from_secs(1), 7, ManualClock::new()).unwrap();

@@ -1,4 +1,4 @@
-//! Issue #13: a caller holding an old clock reading never over-admits, also
+//! P1 and P5 with stale readings: a caller holding an old clock reading never over-admits, also
 //! across eviction (the eviction floor), and sweeps are judged by the
 //! limiter's own clock, never by one caller's outlying reading.
 

@@ -1,5 +1,5 @@
 //! The tower layer in front of a real tonic server over HTTP/2 on loopback
-//! (issue #18, point 6): calls within the limit pass, the next one is
+//! (`DenyStyle::Grpc`): calls within the limit pass, the next one is
 //! `RESOURCE_EXHAUSTED` with `retry-after` and the `ratelimit` fields as
 //! metadata, keys are counted apart, and the handler never runs for a
 //! denial.

@@ -8,9 +8,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::{KeyedModel, KeyedOp, ModelDecision, keyed_ops, max_in_window, observed};
+use common::{KeyedDriver, KeyedModel, ModelDecision, Step, keyed_ops, max_in_window, observed};
 use proptest::prelude::*;
-use slidelog::{Clock, DenyReason, KeyedLimiter, ManualClock};
+use slidelog::{DenyReason, KeyedLimiter, ManualClock};
 
 fn keyed(limit: u32, window: u64, clock: &ManualClock) -> KeyedLimiter<u64, ManualClock> {
     KeyedLimiter::<u64, ManualClock>::with_clock(limit, Duration::from_nanos(window), clock.clone())
@@ -35,55 +35,38 @@ proptest! {
             .build()
             .unwrap();
         let mut model = KeyedModel::new(limit, window);
-        let mut last_admit: HashMap<u64, u64> = HashMap::new();
+        let mut driver = KeyedDriver::new(&clock, max_keys, 2 * window);
         for op in ops {
-            match op {
-                KeyedOp::Sweep { dt } => {
-                    clock.advance(Duration::from_nanos(dt));
-                    limiter.retain_recent();
+            let Step::Check { key, now, n } = driver.step(&op, || {
+                limiter.retain_recent();
+            }) else {
+                continue;
+            };
+            if n == 1 && (key ^ now) & 1 == 1 {
+                // Half the single checks go through `admit`: the same
+                // decision and wait, without the count.
+                let got = limiter.admit(&key);
+                if driver.refused(&got, now)? {
+                    continue;
                 }
-                KeyedOp::Check { key, dt, n } if n == 1 && (key ^ dt) & 1 == 1 => {
-                    // Half the single checks go through `admit`: the same
-                    // decision and wait, without the count.
-                    clock.advance(Duration::from_nanos(dt));
-                    let now = clock.now();
-                    let got = limiter.admit(&key);
-                    if let Err(d) = got {
-                        if d.reason() == DenyReason::KeyCapacity {
-                            let busy = last_admit.values().filter(|&&t| t + 2 * window > now).count();
-                            prop_assert!(busy >= max_keys, "refused with only {busy} busy keys");
-                            continue;
-                        }
+                match model.decide(&key, now, 1) {
+                    ModelDecision::Admitted { .. } => {
+                        prop_assert!(got.is_ok(), "admit of key {} at {}: {:?}", key, now, got);
+                        driver.admitted(key, now);
                     }
-                    match model.decide(&key, now, 1) {
-                        ModelDecision::Admitted { .. } => {
-                            prop_assert!(got.is_ok(), "admit of key {} at {}: {:?}", key, now, got);
-                            last_admit.insert(key, now);
-                        }
-                        ModelDecision::Denied { retry_after } => prop_assert_eq!(
-                            got.map_err(|d| d.retry_after_nanos()), Err(retry_after), "admit of key {} at {}", key, now
-                        ),
-                        other => prop_assert!(false, "unexpected model answer {:?}", other),
-                    }
+                    ModelDecision::Denied { retry_after } => prop_assert_eq!(
+                        got.map_err(|d| d.retry_after_nanos()), Err(retry_after), "admit of key {} at {}", key, now
+                    ),
+                    other => prop_assert!(false, "unexpected model answer {:?}", other),
                 }
-                KeyedOp::Check { key, dt, n } => {
-                    clock.advance(Duration::from_nanos(dt));
-                    let now = clock.now();
-                    let got = limiter.check_n(&key, n);
-                    if let Err(d) = got {
-                        if d.reason() == DenyReason::KeyCapacity {
-                            // Refused only when every live key is busy:
-                            // the cap counts keys that still hold admissions.
-                            let busy = last_admit.values().filter(|&&t| t + 2 * window > now).count();
-                            prop_assert!(busy >= max_keys, "refused with only {busy} busy keys");
-                            continue;
-                        }
-                    }
-                    let expect = model.decide(&key, now, n);
-                    prop_assert_eq!(observed(got), expect, "key {} at {}", key, now);
-                    if got.is_ok() && n > 0 {
-                        last_admit.insert(key, now);
-                    }
+            } else {
+                let got = limiter.check_n(&key, n);
+                if driver.refused(&got, now)? {
+                    continue;
+                }
+                prop_assert_eq!(observed(got), model.decide(&key, now, n), "key {} at {}", key, now);
+                if got.is_ok() && n > 0 {
+                    driver.admitted(key, now);
                 }
             }
             prop_assert!(limiter.len() <= max_keys);
@@ -243,8 +226,8 @@ fn stress_first_touch_shares_one_ring() {
     assert_eq!(limiter.len(), keys as usize);
 }
 
-/// Issue #14: the default `max_keys` stays within the 256 MiB budget at
-/// every limit (a 1,024-key floor used to allow 8 GiB at L = 2^20).
+/// Bounded memory: the default `max_keys` stays within the 256 MiB budget
+/// at every limit (a floor of 1,024 keys would allow 8 GiB at L = 2^20).
 #[test]
 fn default_key_cap_is_bounded_by_memory_at_any_limit() {
     for limit in [1, 10, 1_000, 32_768, 100_000, slidelog::MAX_LIMIT] {
@@ -260,7 +243,7 @@ fn default_key_cap_is_bounded_by_memory_at_any_limit() {
     }
 }
 
-/// Issue #14: valid extremes never panic (debug builds check overflow): the
+/// Valid extremes never panic (debug builds check overflow): the
 /// longest window, readings at `u64::MAX` that run automatic sweeps, and a
 /// clock advanced by `Duration::MAX` before an explicit sweep.
 #[test]
@@ -299,7 +282,7 @@ fn extreme_windows_and_times_never_panic() {
     }
 }
 
-/// Issue #15: a steady population of keys that each come back after more
+/// A steady population of keys that each come back after more
 /// than the window plus the idle margin is not evicted and re-created over
 /// and over (automatic sweeps run only under memory pressure), while a
 /// small cap still evicts idle keys to make room.

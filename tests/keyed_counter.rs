@@ -9,11 +9,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use common::{CounterModel, KeyedOp, keyed_ops};
+use common::{CounterModel, KeyedDriver, Step, keyed_ops};
 use proptest::prelude::*;
-use slidelog::{
-    Clock, CounterMode, DenyReason, KeyedCounter, KeyedLimiter, ManualClock, SlidingCounter,
-};
+use slidelog::{CounterMode, DenyReason, KeyedCounter, KeyedLimiter, ManualClock, SlidingCounter};
 
 fn mode() -> impl Strategy<Value = CounterMode> {
     prop_oneof![
@@ -57,45 +55,36 @@ proptest! {
             .unwrap();
         let mut references: HashMap<u64, SlidingCounter<ManualClock>> = HashMap::new();
         let mut models: HashMap<u64, CounterModel> = HashMap::new();
-        let mut last_admit: HashMap<u64, u64> = HashMap::new();
+        // A key may count admissions for its span plus the margin: at most
+        // four windows.
+        let mut driver = KeyedDriver::new(&clock, max_keys, 4 * window);
         for op in ops {
-            match op {
-                KeyedOp::Sweep { dt } => {
-                    clock.advance(Duration::from_nanos(dt));
-                    limiter.retain_recent();
-                }
-                KeyedOp::Check { key, dt, n } => {
-                    clock.advance(Duration::from_nanos(dt));
-                    let now = clock.now();
-                    let peeked = limiter.peek_n_at(&key, n, now);
-                    let got = limiter.check_n(&key, n);
-                    if let Err(d) = got {
-                        if d.reason() == DenyReason::KeyCapacity {
-                            // Refused only when every live key may still
-                            // count admissions (span + margin <= 4 windows).
-                            let busy = last_admit.values().filter(|&&t| t + 4 * window > now).count();
-                            prop_assert!(busy >= max_keys, "refused with only {busy} busy keys");
-                            continue;
-                        }
-                    }
-                    let reference = references
-                        .entry(key)
-                        .or_insert_with(|| reference(limit, window, mode, &clock));
-                    let expect = reference.check_n_at(n, now);
-                    prop_assert_eq!(got, expect, "key {} at {}", key, now);
-                    if n <= limit {
-                        let model = models
-                            .entry(key)
-                            .or_insert_with(|| CounterModel::new(limit, window, mode))
-                            .decide(now, n);
-                        let got = got.map(|a| (a.at(), a.remaining())).map_err(|d| d.retry_after_nanos());
-                        prop_assert_eq!(got, model, "model, key {} at {}", key, now);
-                    }
-                    prop_assert_eq!(peeked, expect, "peek, key {} at {}", key, now);
-                    if got.is_ok() && n > 0 {
-                        last_admit.insert(key, now);
-                    }
-                }
+            let Step::Check { key, now, n } = driver.step(&op, || {
+                limiter.retain_recent();
+            }) else {
+                continue;
+            };
+            let peeked = limiter.peek_n_at(&key, n, now);
+            let got = limiter.check_n(&key, n);
+            if driver.refused(&got, now)? {
+                continue;
+            }
+            let reference = references
+                .entry(key)
+                .or_insert_with(|| reference(limit, window, mode, &clock));
+            let expect = reference.check_n_at(n, now);
+            prop_assert_eq!(got, expect, "key {} at {}", key, now);
+            if n <= limit {
+                let model = models
+                    .entry(key)
+                    .or_insert_with(|| CounterModel::new(limit, window, mode))
+                    .decide(now, n);
+                let got = got.map(|a| (a.at(), a.remaining())).map_err(|d| d.retry_after_nanos());
+                prop_assert_eq!(got, model, "model, key {} at {}", key, now);
+            }
+            prop_assert_eq!(peeked, expect, "peek, key {} at {}", key, now);
+            if got.is_ok() && n > 0 {
+                driver.admitted(key, now);
             }
             prop_assert!(limiter.len() <= max_keys);
         }

@@ -158,7 +158,7 @@ fn flood_of_new_keys_stays_bounded() {
     assert!(peak <= bound, "heap grew to {peak} bytes, bound {bound}");
 }
 
-/// Issue #19: the default configuration's budget counts the keys' own heap
+/// The default configuration's budget counts the keys' own heap
 /// bytes. 8,000 new keys of 64 KiB each (512 MiB offered; all admitted and
 /// stored whole before, RSS growing by 64 KiB a key) against
 /// `KeyedLimiter::<String>::new(100, 60 s)`: the live heap stays within the

@@ -1,4 +1,5 @@
-//! P2, sequential exactness: the lock-free ring equals the reference model.
+//! P2, sequential exactness (the crate guide's "Guarantees"): the lock-free
+//! ring equals the reference model.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Observability (issue #18, point 5): `metrics` counters and gauges, read
+//! Observability: `metrics` counters and gauges, read
 //! back through a real Prometheus recorder, and `tracing` events, captured
 //! by a subscriber, for denials, sweeps and refusals; the RFC 9457 problem
 //! body and the denial hook over the tower layer.

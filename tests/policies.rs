@@ -1,4 +1,4 @@
-//! Several policies on one ring (issue #16) against the multi-policy deque
+//! P7 and P2 for several policies on one ring, against the multi-policy deque
 //! model: every decision, effective time, remaining count, retry time and
 //! deciding policy, for policies in any order, weighted requests and clocks
 //! that go backwards.

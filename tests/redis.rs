@@ -109,7 +109,7 @@ fn both_layouts_equal_the_model() {
 }
 
 /// Several policies per key (`.and`), both layouts, against the
-/// multi-policy model (issue #16).
+/// multi-policy model (P7 on Redis).
 #[test]
 fn several_policies_equal_the_model() {
     let Some(server) = server() else { return };
@@ -458,7 +458,7 @@ fn concurrent_processes_never_over_admit() {
 
 /// Behind the tower layer, a Redis admission reports the IETF `t`: the
 /// time until the oldest admission in the reported policy's window leaves
-/// it (issue #18), not 0 while `r > 0`; both layouts, two policies.
+/// it, not 0 while `r > 0`; both layouts, two policies.
 #[cfg(feature = "tower")]
 #[test]
 fn the_layer_gets_the_time_until_the_quota_grows() {

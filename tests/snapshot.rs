@@ -1,4 +1,4 @@
-//! Snapshot and restore (issue #16, feature `serde`): a limiter restored in
+//! Snapshot and restore (feature `serde`) keep P2: a limiter restored in
 //! a "new process" — a clock with another origin, after a gap, through
 //! JSON — decides exactly as the multi-policy model that never stopped.
 

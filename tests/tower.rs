@@ -130,7 +130,7 @@ async fn exact_counts_headers_and_429() {
         assert_eq!(r.body, "hello", "the inner body passes untouched");
         assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=5;w=10"));
         // `t`: until the oldest admission in the window (all at 0) leaves it
-        // and the quota grows again; not 0 while `r > 0` (issue #18).
+        // and the quota grows again; not 0 while `r > 0`.
         let t = 10;
         assert_eq!(
             r.header("ratelimit"),
@@ -229,7 +229,7 @@ async fn spoofed_forwarding_headers_are_ignored_by_default() {
     assert_eq!(get_path(addr, "/", &[]).await.status, 200);
 }
 
-/// Issue #18: a server that records no peer address gives `PeerIp` no key.
+/// A server that records no peer address gives `PeerIp` no key.
 /// That is a misconfiguration, answered 500 with the reason (gRPC:
 /// INTERNAL), never a 429 with a made-up Retry-After, and never let
 /// through; with a fallback key the requests share one limit.
@@ -400,7 +400,7 @@ async fn single_key_backends_limit_globally() {
     }
 }
 
-/// Issue #19: a flood of long `x-api-key` values through the layer never
+/// A flood of long `x-api-key` values through the layer never
 /// stores a value whole: `HeaderKey` keys values longer than its maximum by
 /// a 33-byte digest, so 1,000 clients with 64 KiB keys cost what 1,000
 /// short keys cost; distinct long values stay distinct keys, and one long
@@ -460,7 +460,7 @@ async fn long_header_keys_are_never_stored_whole() {
     );
 }
 
-/// Issue #20: over a real IPv6 socket on [::1], `PeerIp::new().ipv6_prefix(64)`
+/// Over a real IPv6 socket on [::1], `PeerIp::new().ipv6_prefix(64)`
 /// keys the client by its /64 (here `::`), so a client rotating addresses
 /// inside its network shares one limit; the default keys the full address.
 #[tokio::test]
@@ -501,7 +501,7 @@ async fn peer_ip_keys_ipv6_clients_by_prefix_over_a_real_socket() {
     assert!(limiter.peek(&network).is_ok());
 }
 
-/// Issue #18: the IETF `t` is the time until the oldest admission still in
+/// The IETF `t` is the time until the oldest admission still in
 /// the window leaves it (when `r` next grows), not the time until one more
 /// request fits (which is 0 whenever `r > 0`).
 #[tokio::test]
@@ -532,7 +532,7 @@ async fn ietf_t_counts_down_to_the_oldest_admission() {
     );
 }
 
-/// Several policies (issue #16): one `RateLimit-Policy` item per policy, and
+/// Several policies: one `RateLimit-Policy` item per policy, and
 /// the `RateLimit` item of the policy closest to exhaustion (or the one that
 /// denied, whose wait is the `Retry-After`).
 #[tokio::test]
@@ -574,7 +574,7 @@ async fn one_policy_item_per_policy_and_the_closest_to_exhaustion() {
     assert_eq!(r.header("ratelimit"), Some("\"1m\";r=0;t=58"));
 }
 
-/// A key with its own quota (issue #16) is described by its own policies
+/// A key with its own quota is described by its own policies
 /// in the headers; other keys by the default ones.
 #[tokio::test]
 async fn quota_keys_get_their_own_policy_headers() {

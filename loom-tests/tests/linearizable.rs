@@ -78,7 +78,7 @@ fn control_no_clamp_is_caught() {
     run(2, 10, &[&[20], &[5], &[14]], Flaw::NoClamp);
 }
 
-/// The expiry hint (issue #15; rings of 8 slots and more keep one): at
+/// The expiry hint (rings of 8 slots and more keep one): at
 /// L = 8 with six admissions at 0 and one at 8 (W = 10), a peek at 12 sees
 /// the six expired; an admission at 9 racing it must still count them live
 /// (remaining 0). Linearizable with the hint, which the count verifies

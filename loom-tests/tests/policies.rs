@@ -1,4 +1,4 @@
-//! Several policies on one ring (issue #16): a short and a long window
+//! P7 and P6: several policies on one ring, a short and a long window
 //! racing admissions. Every interleaving is linearizable against the
 //! multi-policy log (decisions, times, remaining counts, retry times and the
 //! policy reported), and no window of any policy over-admits. The negative

@@ -12,8 +12,9 @@ use http::{HeaderMap, Request};
 /// Picks the key a request is limited by.
 ///
 /// `None` means "no key could be found": the request is then limited under
-/// the layer's fallback key (see [`RateLimitLayer::fallback_key`]), never
-/// let through unlimited.
+/// the layer's fallback key (see [`RateLimitLayer::fallback_key`]), or
+/// without one refused as [`RateLimitLayer::new`] says; never let through
+/// unlimited.
 pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
     /// The key type.
     type Key: Hash + Eq + Clone + Send + Sync + 'static;
@@ -69,7 +70,7 @@ impl<B> KeyExtractor<B> for GlobalKey {
 /// recommended setting is [`ipv6_prefix(64)`](Self::ipv6_prefix) (what a
 /// residential or cloud customer is assigned); IPv4 addresses (and
 /// IPv4-mapped IPv6 ones) are always keyed whole. The default keeps the full
-/// address (128), as before this option existed.
+/// address (128).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PeerIp {
     trust_forwarded: bool,

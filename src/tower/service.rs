@@ -116,7 +116,8 @@ where
 
 impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// The key shared by requests without one. By default there is none,
-    /// and such requests are denied with 429.
+    /// and such requests are answered as [`new`](RateLimitLayer::new) says
+    /// (a 500: a missing key is the server's misconfiguration).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -134,7 +135,8 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     }
 
     /// Removes the fallback key set by [`fallback_key`](Self::fallback_key):
-    /// requests without a key are denied again.
+    /// requests without a key are refused again (see
+    /// [`new`](RateLimitLayer::new)).
     ///
     /// ```
     /// use std::sync::Arc;

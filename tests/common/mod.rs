@@ -4,10 +4,12 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::Hash;
 
 pub mod multi;
+
+use multi::{MultiDecision, MultiModel};
 #[cfg(feature = "redis")]
 pub mod redis_model;
 #[cfg(feature = "redis")]
@@ -24,60 +26,29 @@ pub enum ModelDecision {
     ExceedsLimit,
 }
 
-/// The classic sliding-window log.
+/// The classic sliding-window log of one policy: [`MultiModel`] with one
+/// policy, answered in the single-policy terms of [`ModelDecision`]. (One
+/// model for the whole spec: the property tests, the loom linearizability
+/// search and this adapter all decide through `MultiModel::decide`.)
 #[derive(Clone, Debug)]
-pub struct Model {
-    limit: u32,
-    window: u64,
-    log: VecDeque<u64>,
-}
+pub struct Model(MultiModel);
 
 impl Model {
     pub fn new(limit: u32, window: u64) -> Self {
-        Model {
-            limit,
-            window,
-            log: VecDeque::new(),
-        }
+        Model(MultiModel::new(&[(limit, window)]))
     }
 
-    /// `decide(t, n)` exactly as docs/design.md §1 states it.
+    /// `decide(t, n)` exactly as docs/design.md §1 states it (for
+    /// non-decreasing `t`; an older `t` is judged at the newest admission's
+    /// time, the clamp of §2).
     pub fn decide(&mut self, t: u64, n: u32) -> ModelDecision {
-        if n > self.limit {
-            return ModelDecision::ExceedsLimit;
+        match self.0.decide(t, n) {
+            MultiDecision::Admitted { remaining, .. } => ModelDecision::Admitted { remaining },
+            MultiDecision::Denied { until, .. } => ModelDecision::Denied {
+                retry_after: until - t,
+            },
+            MultiDecision::ExceedsLimit => ModelDecision::ExceedsLimit,
         }
-        // `front <= t - W`, written without underflow.
-        while let Some(&front) = self.log.front() {
-            if front + self.window <= t {
-                self.log.pop_front();
-            } else {
-                break;
-            }
-        }
-        let len = self.log.len() as u32;
-        if len + n <= self.limit {
-            for _ in 0..n {
-                self.log.push_back(t);
-            }
-            ModelDecision::Admitted {
-                remaining: self.limit - self.log.len() as u32,
-            }
-        } else {
-            let idx = (len + n - self.limit - 1) as usize;
-            ModelDecision::Denied {
-                retry_after: self.log[idx] + self.window - t,
-            }
-        }
-    }
-
-    /// Admissions currently in the log (after the last purge).
-    pub fn len(&self) -> usize {
-        self.log.len()
-    }
-
-    /// Newest admission time, if any.
-    pub fn newest(&self) -> Option<u64> {
-        self.log.back().copied()
     }
 }
 
@@ -167,6 +138,83 @@ pub fn keyed_ops(
         1 => dt.prop_map(|dt| KeyedOp::Sweep { dt }),
     ];
     prop::collection::vec(op, 1..250)
+}
+
+/// The driver the keyed property tests share: it applies each [`KeyedOp`]
+/// to a keyed limiter on `clock`, and tells a legitimate refusal at the key
+/// cap (every live key still busy) from a wrong one.
+pub struct KeyedDriver {
+    clock: slidelog::ManualClock,
+    max_keys: usize,
+    /// How long after its last admission a key may still hold state that
+    /// counts (and so be refused eviction).
+    busy_for: u64,
+    last_admit: HashMap<u64, u64>,
+}
+
+/// What one [`KeyedOp`] asks of the limiter under test.
+pub enum Step {
+    /// A sweep ran (`retain_recent`); nothing to compare.
+    Swept,
+    /// Check `n` units of `key` at `now` (the clock already moved).
+    Check { key: u64, now: u64, n: u32 },
+}
+
+impl KeyedDriver {
+    pub fn new(clock: &slidelog::ManualClock, max_keys: usize, busy_for: u64) -> Self {
+        KeyedDriver {
+            clock: clock.clone(),
+            max_keys,
+            busy_for,
+            last_admit: HashMap::new(),
+        }
+    }
+
+    /// Moves the clock for `op`, runs `sweep` for a sweep, and says what to
+    /// check.
+    pub fn step(&mut self, op: &KeyedOp, sweep: impl FnOnce()) -> Step {
+        use slidelog::Clock;
+        let (KeyedOp::Sweep { dt } | KeyedOp::Check { dt, .. }) = *op;
+        self.clock.advance(std::time::Duration::from_nanos(dt));
+        match *op {
+            KeyedOp::Sweep { .. } => {
+                sweep();
+                Step::Swept
+            }
+            KeyedOp::Check { key, n, .. } => Step::Check {
+                key,
+                now: self.clock.now(),
+                n,
+            },
+        }
+    }
+
+    /// Whether `got` was refused at the key cap, which is right only when
+    /// every live key may still count admissions (the cap never evicts a
+    /// busy key): an `Err` of the property test otherwise.
+    pub fn refused<T>(
+        &self,
+        got: &Result<T, slidelog::Denied>,
+        now: u64,
+    ) -> Result<bool, proptest::test_runner::TestCaseError> {
+        match got {
+            Err(d) if d.reason() == slidelog::DenyReason::KeyCapacity => {
+                let busy = self
+                    .last_admit
+                    .values()
+                    .filter(|&&t| t + self.busy_for > now)
+                    .count();
+                proptest::prop_assert!(busy >= self.max_keys, "refused with only {busy} busy keys");
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Records an admission of `key` at `now`.
+    pub fn admitted(&mut self, key: u64, now: u64) {
+        self.last_admit.insert(key, now);
+    }
 }
 
 /// The sliding-window counter as documented, written plainly (a map of

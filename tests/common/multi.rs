@@ -1,6 +1,6 @@
-//! The multi-policy reference model (issue #16): one deque of effective
-//! times, checked against every policy with the classic log's rule, all or
-//! nothing.
+//! The reference model of docs/design.md §1 for one or several policies:
+//! one deque of effective times, checked against every policy with the
+//! classic log's rule, all or nothing.
 
 use std::collections::VecDeque;
 

@@ -53,11 +53,6 @@ pub fn limiter_general(limit: u32, window: u64, flaw: Flaw) -> Arc<Limiter<Manua
     )
 }
 
-/// Runs `f` under loom with at least `min_preemptions` pre-emptions
-/// (`LOOM_MAX_PREEMPTIONS` when larger). The lazy head's races need three:
-/// a thread pre-empted between two slot loads while another completes two
-/// checks, counted the way loom counts switches (the negative control of the
-/// torn weighted view is caught at three, not at two).
 /// Runs `f` under loom with exactly `preemptions` pre-emptions, whatever
 /// `LOOM_MAX_PREEMPTIONS` says: for three-thread models, which do not finish
 /// in CI's time at three.
@@ -70,6 +65,11 @@ where
     builder.check(f);
 }
 
+/// Runs `f` under loom with at least `min_preemptions` pre-emptions
+/// (`LOOM_MAX_PREEMPTIONS` when larger). The lazy head's races need three:
+/// a thread pre-empted between two slot loads while another completes two
+/// checks, counted the way loom counts switches (the negative control of the
+/// torn weighted view is caught at three, not at two).
 pub fn explore<F>(min_preemptions: usize, f: F)
 where
     F: Fn() + Sync + Send + 'static,
@@ -360,7 +360,7 @@ pub fn evict_while_admitting<T: Evictable>(make: impl Fn() -> [T; 2] + Send + Sy
     });
 }
 
-/// The eviction floor (issue #13): a caller whose clock reading (`stale`)
+/// The eviction floor (P5): a caller whose clock reading (`stale`)
 /// predates an eviction reaches the key only after the evictor closed the
 /// old state (at 25, margin 10) and a fresh one replaced it. The old state
 /// (limit 1) holds one admission at 0. Whatever the interleaving, the
