@@ -1,11 +1,15 @@
-//! Issue #15's scenarios, slidelog against governor with the same quotas,
+//! The hot-path scenarios, slidelog against governor with the same quotas,
 //! measured in **alternating rounds in one process** (slidelog, governor,
 //! slidelog, ...) and reported as medians and their ratio. On these VMs a
 //! cache-line ping-pong costs 57 ns in one hour and 395 ns in the next, so
 //! only ratios from interleaved rounds compare; criterion's groups run one
 //! contender after the other.
 //!
-//! `cargo bench --bench side_by_side` (add `-- quick` for fewer rounds).
+//! `cargo bench --bench side_by_side` (add `-- quick` for fewer rounds;
+//! `SIDE_BY_SIDE_ONLY=deny` runs the scenarios whose name contains `deny`).
+//! The CPU model is printed first: on one host the work after the clock read
+//! hides behind it, on another it does not, so a ratio means little without
+//! the host it was measured on.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -37,6 +41,19 @@ type Scenario = (&'static str, Box<dyn Fn() -> Contenders>, u64);
 
 fn time(threads: usize, calls: u64, work: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
     parallel(threads, calls, work).as_nanos() as f64 / calls as f64
+}
+
+/// The CPU model, as `/proc/cpuinfo` names it (`unknown` elsewhere).
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, model)| model.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -114,24 +131,57 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> Contender
     }
 }
 
-/// `own_keys`: each thread's keys are created together (as when every
-/// thread creates the keys it sees), instead of in one interleaved pass:
-/// per-key rings are separate allocations (88 bytes at L = 10), so rings
-/// created one after the other share cache lines, and two threads on
+/// How a keyed scenario sets its keys up.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// Created in one interleaved pass, default idle margin.
+    Interleaved,
+    /// Each thread's keys created together (see `keyed`).
+    PerThread,
+    /// A one-hour idle margin (keys never swept during the run).
+    LongMargin,
+    /// Every key full (10 per hour) before the run: every check denies.
+    Full,
+}
+
+/// `Keys::PerThread`: each thread's keys are created together (as when
+/// every thread creates the keys it sees), instead of in one interleaved
+/// pass: per-key rings are separate allocations (88 bytes at L = 10), so
+/// rings created one after the other share cache lines, and two threads on
 /// disjoint keys created interleaved write to shared lines.
-fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, own_keys: bool) -> Contenders {
+fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, setup: Keys) -> Contenders {
+    let deny = matches!(setup, Keys::Full);
+    let window = if deny {
+        Duration::from_secs(3600)
+    } else {
+        window
+    };
     // As a new user writes it: default idle margin, default max_keys.
-    let ours = Arc::new(KeyedLimiter::<u64>::new(limit, window).unwrap());
-    let theirs = Arc::new(RateLimiter::keyed(
+    let mut builder = KeyedLimiter::<u64>::builder(limit, window);
+    if matches!(setup, Keys::LongMargin) {
+        builder = builder.idle_margin(Duration::from_secs(3600));
+    }
+    let ours = Arc::new(builder.build().unwrap());
+    let quota = if deny {
+        Quota::per_hour(NonZeroU32::new(limit).unwrap())
+    } else {
         Quota::with_period(window / limit)
             .unwrap_or_else(|| Quota::with_period(Duration::from_nanos(1)).unwrap())
-            .allow_burst(NonZeroU32::new(limit).unwrap()),
-    ));
-    let step = if own_keys { threads } else { 1 };
+            .allow_burst(NonZeroU32::new(limit).unwrap())
+    };
+    let theirs = Arc::new(RateLimiter::keyed(quota));
+    let step = if matches!(setup, Keys::PerThread) {
+        threads
+    } else {
+        1
+    };
+    let fill = if deny { limit } else { 1 };
     for first in 0..step as u64 {
         for k in (first..keys).step_by(step) {
-            let _ = ours.check(&k);
-            let _ = theirs.check_key(&k);
+            for _ in 0..fill {
+                let _ = ours.check(&k);
+                let _ = theirs.check_key(&k);
+            }
         }
     }
     let ours2 = Arc::clone(&ours);
@@ -169,6 +219,8 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, own_keys: bool
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
+    let only = std::env::var("SIDE_BY_SIDE_ONLY").unwrap_or_default();
+    println!("CPU: {}\n", cpu_model());
     // `cargo bench` passes `--bench`; `cargo test --benches` does not run us.
     let rounds = if quick { 3 } else { 7 };
     let big = 1 << 20;
@@ -206,17 +258,27 @@ fn main() {
         ),
         (
             "keyed allow 1 thread, 10k keys, L = 10, W = 1 us",
-            Box::new(move || keyed(10, us, 10_000, 1, false)),
+            Box::new(move || keyed(10, us, 10_000, 1, Keys::Interleaved)),
+            2_000_000,
+        ),
+        (
+            "keyed allow 1 thread, 10k keys, L = 10, W = 1 us, one-hour idle margin",
+            Box::new(move || keyed(10, us, 10_000, 1, Keys::LongMargin)),
+            2_000_000,
+        ),
+        (
+            "keyed deny 1 thread, 10k keys, 10 per hour, full",
+            Box::new(move || keyed(10, us, 10_000, 1, Keys::Full)),
             2_000_000,
         ),
         (
             "keyed allow 2 threads disjoint, 10k keys, L = 10, W = 1 us (keys created interleaved)",
-            Box::new(move || keyed(10, us, 10_000, 2, false)),
+            Box::new(move || keyed(10, us, 10_000, 2, Keys::Interleaved)),
             2_000_000,
         ),
         (
             "keyed allow 2 threads disjoint, 10k keys, L = 10, W = 1 us (each thread's keys together)",
-            Box::new(move || keyed(10, us, 10_000, 2, true)),
+            Box::new(move || keyed(10, us, 10_000, 2, Keys::PerThread)),
             2_000_000,
         ),
     ];
@@ -240,6 +302,9 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|");
     for (name, make, calls) in scenarios {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
         let c = make();
         // Warm up every contender, then alternate.
         (c.check)(calls / 10);
