@@ -176,7 +176,7 @@
 //! | `until_ready().await`, `until_key_ready(&k).await`, `until_n_ready(n)` | `until_ready().await`, `until_ready(&k).await` (a `Result`: a new key can be refused at the key cap), `until_n_ready(n)`, `until_n_ready_with_jitter(n, max)` |
 //! | `retain_recent()`, `len()` | the same names; idle keys are also evicted automatically under memory pressure |
 //! | `GovernorLayer` with `GovernorConfigBuilder::default().per_second(s).burst_size(b)` | [`tower::RateLimitLayer::new`](crate::tower)`(Arc::new(KeyedLimiter::<IpAddr>::new(b, ..)?), PeerIp::new())` |
-//! | `PeerIpKeyExtractor` / `SmartIpKeyExtractor` | `PeerIp::new()` / `PeerIp::new().trust_forwarded()` (and `.ipv6_prefix(64)` for IPv6 clients) |
+//! | `PeerIpKeyExtractor` / `SmartIpKeyExtractor` | `PeerIp::new()` / `PeerIp::new().trust_forwarded()` (the rightmost untrusted address, not the leftmost: see "Behind proxies"; and `.ipv6_prefix(64)` for IPv6 clients) |
 //!
 //! The semantics differ in one way to know: governor's GCRA with
 //! `Quota::per_second(10)` allows a burst of 10 and then one request every
@@ -204,6 +204,32 @@
 //! assert_eq!(per_user.peek(&"alice").unwrap().remaining(), 8); // a dry run
 //! # Ok::<(), slidelog::ConfigError>(())
 //! ```
+//!
+//! # Behind proxies: which address is the client's
+//!
+//! A limiter keyed by client address is only as good as the address. The
+//! connection's peer cannot be forged, but behind a reverse proxy it is
+//! the proxy. Forwarding headers carry the client's address, and anyone
+//! can write them: proxies **append** to `X-Forwarded-For` (nginx
+//! `$proxy_add_x_forwarded_for`, cloud load balancers) and pass a
+//! client-sent `Forwarded` through untouched, so a limiter that keys by the
+//! leftmost entry, or reads `Forwarded` first, lets a client send
+//! `X-Forwarded-For: <random>` and get a fresh key — and a fresh limit — on
+//! every request. `tower::PeerIp` therefore ignores forwarding headers
+//! unless told which proxies to trust, and then keys by the **rightmost
+//! address no trusted proxy added** (nginx's `real_ip_recursive` rule):
+//!
+//! * nginx in front, appending `X-Forwarded-For`:
+//!   `PeerIp::new().trust_forwarded()` (one trusted hop: the peer).
+//! * A cloud load balancer, then nginx: `.trusted_hops(2)`; or, sturdier
+//!   when some requests skip a proxy, the proxies' networks:
+//!   `.trusted_network("10.0.0.0/8".parse()?)` for each.
+//! * A proxy that sets `X-Real-IP` or RFC 7239 `Forwarded`:
+//!   `.forwarded_by(ForwardedHeader::XRealIp)` (or `Forwarded`) with the
+//!   same trust.
+//!
+//! Only the named header is read; a malformed chain keys by the peer. See
+//! `tower::PeerIp` for the exact rule and examples (feature `tower`).
 //!
 //! # Performance
 //!

@@ -603,3 +603,84 @@ async fn quota_keys_get_their_own_policy_headers() {
     );
     assert_eq!(paid.header("ratelimit"), Some("\"1s\";r=3;t=1"));
 }
+
+/// Behind trusted proxies over a real socket: the key is the rightmost
+/// address no trusted proxy added. A spoofed leftmost `X-Forwarded-For`
+/// entry or a client-sent `Forwarded` never changes it; with two trusted
+/// hops (the peer and one more) it is the third address from the right of
+/// the chain (`X-Forwarded-For`, then the peer); malformed chains key by
+/// the peer, and nothing panics.
+#[tokio::test]
+async fn forwarded_chains_key_by_the_rightmost_untrusted_address() {
+    let limiter = manual::<IpAddr>(1, 60);
+    let peer_ip = PeerIp::new().trusted_hops(2);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(Arc::clone(&limiter), peer_ip));
+    let addr = serve(app).await;
+    let key = |s: &str| s.parse::<IpAddr>().unwrap();
+    // The client 1.1.1.1, as the load balancer (10.0.0.1) appended it.
+    let chain = "1.1.1.1, 10.0.0.1";
+    assert_eq!(
+        get_path(addr, "/", &[("x-forwarded-for", chain)])
+            .await
+            .status,
+        200
+    );
+    assert!(limiter.peek(&key("1.1.1.1")).is_err(), "keyed by 1.1.1.1");
+    // Spoofed entries on the left, a client-sent `Forwarded`: the same key.
+    for spoof in [
+        &[("x-forwarded-for", "6.6.6.6, 1.1.1.1, 10.0.0.1")][..],
+        &[("x-forwarded-for", "7.7.7.7,8.8.8.8, 1.1.1.1, 10.0.0.1")][..],
+        &[("forwarded", "for=9.9.9.9"), ("x-forwarded-for", chain)][..],
+    ] {
+        assert_eq!(get_path(addr, "/", spoof).await.status, 429, "{spoof:?}");
+    }
+    assert_eq!(limiter.len(), 1);
+
+    // Malformed chains fall back to the peer (127.0.0.1), never panic.
+    let many = vec!["10.9.9.9"; 10_000].join(",");
+    let peer = key("127.0.0.1");
+    for (i, bad) in [
+        "garbage, 10.0.0.1",
+        "[::1]x, 10.0.0.1",
+        "1.1.1.1:99999, 10.0.0.1",
+        "\"[2001:db8::1]\", 10.0.0.1",
+        many.as_str(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let reply = get_path(addr, "/", &[("x-forwarded-for", bad)]).await;
+        if i == 4 {
+            // Every address trusted by count would need 10,001 hops: the
+            // third from the right is a 10.9.9.9 entry.
+            assert_eq!(reply.status, 200);
+            assert!(limiter.peek(&key("10.9.9.9")).is_err());
+        } else if i == 0 {
+            assert_eq!(reply.status, 200, "{bad}: keyed by the peer");
+            assert!(limiter.peek(&peer).is_err());
+        } else {
+            assert_eq!(reply.status, 429, "{bad}: the peer again");
+        }
+    }
+
+    // Trusting the proxies' network instead of a count, with the peer in it.
+    let limiter = manual::<IpAddr>(1, 60);
+    let peer_ip = PeerIp::new()
+        .trusted_network("127.0.0.0/8".parse().unwrap())
+        .trusted_network("10.0.0.0/8".parse().unwrap());
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(Arc::clone(&limiter), peer_ip));
+    let addr = serve(app).await;
+    let chain = "6.6.6.6, 2.2.2.2, 10.1.1.1, 10.2.2.2";
+    assert_eq!(
+        get_path(addr, "/", &[("x-forwarded-for", chain)])
+            .await
+            .status,
+        200
+    );
+    assert!(limiter.peek(&key("2.2.2.2")).is_err(), "keyed by 2.2.2.2");
+    assert_eq!(limiter.len(), 1);
+}

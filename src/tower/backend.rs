@@ -128,7 +128,7 @@ pub(super) fn verdict(
 }
 
 /// A single-key limiter as a backend: one limit shared by every key (use it
-/// with [`GlobalKey`], or to cap a whole service whatever the extractor).
+/// with [`GlobalKey`](super::GlobalKey), or to cap a whole service whatever the extractor).
 ///
 /// ```
 /// use std::sync::Arc;

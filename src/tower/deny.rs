@@ -35,7 +35,7 @@ pub enum DenyStyle {
     ProblemJson,
 }
 
-/// What a [`deny_with`](RateLimitLayer::deny_with) hook is told.
+/// What a [`deny_with`](super::RateLimitLayer::deny_with) hook is told.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Denial<'a> {

@@ -5,6 +5,9 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use std::collections::hash_map::RandomState;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use ipnet::IpNet;
 
 use http::header::HeaderName;
 use http::{HeaderMap, Request};
@@ -12,8 +15,8 @@ use http::{HeaderMap, Request};
 /// Picks the key a request is limited by.
 ///
 /// `None` means "no key could be found": the request is then limited under
-/// the layer's fallback key (see [`RateLimitLayer::fallback_key`]), or
-/// without one refused as [`RateLimitLayer::new`] says; never let through
+/// the layer's fallback key (see [`RateLimitLayer::fallback_key`](super::RateLimitLayer::fallback_key)), or
+/// without one refused as [`RateLimitLayer::new`](super::RateLimitLayer::new) says; never let through
 /// unlimited.
 pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
     /// The key type.
@@ -40,16 +43,71 @@ impl<B> KeyExtractor<B> for GlobalKey {
     }
 }
 
-/// The peer's IP address, from a [`SocketAddr`] or [`IpAddr`] request
+/// The header trusted proxies write the client address into (see
+/// [`PeerIp::forwarded_by`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2`: each proxy appends the
+    /// address it received the request from (nginx
+    /// `$proxy_add_x_forwarded_for`, cloud load balancers).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239): each proxy appends an
+    /// element; its `for=` parameter is read (quoted, bracketed IPv6 and
+    /// ports allowed; obfuscated identifiers such as `_hidden` or `unknown`
+    /// are malformed).
+    Forwarded,
+    /// `X-Real-IP: client`: one address, set (not appended) by the proxy.
+    XRealIp,
+}
+
+impl ForwardedHeader {
+    fn name(self) -> &'static str {
+        match self {
+            ForwardedHeader::XForwardedFor => "x-forwarded-for",
+            ForwardedHeader::Forwarded => "forwarded",
+            ForwardedHeader::XRealIp => "x-real-ip",
+        }
+    }
+}
+
+/// The client's IP address: the connection's peer, or — behind proxies you
+/// name — the **rightmost address no trusted proxy added** to one forwarding
+/// header. The peer comes from a [`SocketAddr`] or [`IpAddr`] request
 /// extension, or axum's [`ConnectInfo`] (serve with
 /// `into_make_service_with_connect_info::<SocketAddr>()`); with hyper or
 /// tonic, insert the accepted connection's address yourself. A request
-/// with no address has no key: see [`RateLimitLayer::new`].
+/// with no peer address has no key: see [`RateLimitLayer::new`](super::RateLimitLayer::new).
 ///
-/// Forwarding headers are **ignored** unless you opt in with
-/// [`trust_forwarded`](Self::trust_forwarded): anyone can send
-/// `X-Forwarded-For: 1.2.3.4`, so trusting it without a proxy that
-/// overwrites it lets a client pick its own key.
+/// # Forwarding headers, and why the rightmost address
+///
+/// Forwarding headers are **ignored** by default. Anyone can send
+/// `X-Forwarded-For: 1.2.3.4` or `Forwarded: for=5.6.7.8`; proxies *append*
+/// to what they receive, so only the entries on the right, added by your
+/// own proxies, can be trusted — a limiter keyed by the leftmost entry lets
+/// every client pick a fresh key per request and is never limited. Name
+/// your proxies instead, and the key is found as nginx's
+/// `real_ip_recursive` finds it: walk the chain *header entries, then the
+/// peer* from the right, skip every address a trusted proxy added, and key
+/// by the first one left. A proxy is trusted if it is one of the nearest
+/// [`trusted_hops`](Self::trusted_hops) (the peer is the nearest) or its
+/// address is in a [`trusted_network`](Self::trusted_network). If every
+/// address is trusted the leftmost is the key; a malformed entry reached on
+/// the walk (garbage, an obfuscated `Forwarded` identifier) makes the key
+/// the peer address, never a client-chosen entry. Only the one header named
+/// by [`forwarded_by`](Self::forwarded_by) is read; a client-sent
+/// `Forwarded` is ignored behind an `X-Forwarded-For` proxy.
+///
+/// * **nginx** in front (`proxy_set_header X-Forwarded-For
+///   $proxy_add_x_forwarded_for;`): `PeerIp::new().trust_forwarded()` (one
+///   trusted hop, `X-Forwarded-For`), or, if the server is also reachable
+///   directly, `.trusted_network("10.0.0.0/8".parse()?)` with the proxy's
+///   network instead of a hop count.
+/// * **A cloud load balancer, then nginx**: two proxies append, so
+///   `.trusted_hops(2)`, or the networks of both.
+/// * **A proxy that sets `X-Real-IP`**:
+///   `.forwarded_by(ForwardedHeader::XRealIp).trusted_hops(1)`.
 ///
 /// [`ConnectInfo`]: https://docs.rs/axum/latest/axum/extract/struct.ConnectInfo.html
 ///
@@ -57,11 +115,16 @@ impl<B> KeyExtractor<B> for GlobalKey {
 /// use std::net::{IpAddr, SocketAddr};
 /// use slidelog::tower::{KeyExtractor, PeerIp};
 ///
+/// // A client behind one proxy (10.0.0.1) spoofs an entry; the proxy
+/// // appended the address it saw, 203.0.113.9.
 /// let mut request = http::Request::new(());
 /// request.extensions_mut().insert(SocketAddr::from(([10, 0, 0, 1], 4242)));
-/// request.headers_mut().insert("x-forwarded-for", "1.2.3.4".parse().unwrap());
+/// request.headers_mut().insert("x-forwarded-for", "1.2.3.4, 203.0.113.9".parse().unwrap());
 /// assert_eq!(PeerIp::new().extract(&request), Some(IpAddr::from([10, 0, 0, 1])));
-/// assert_eq!(PeerIp::new().trust_forwarded().extract(&request), Some(IpAddr::from([1, 2, 3, 4])));
+/// let client = Some(IpAddr::from([203, 0, 113, 9]));
+/// assert_eq!(PeerIp::new().trust_forwarded().extract(&request), client);
+/// let by_network = PeerIp::new().trusted_network("10.0.0.0/8".parse().unwrap());
+/// assert_eq!(by_network.extract(&request), client);
 /// ```
 ///
 /// **IPv6.** One client usually holds a whole /64 (and often more) and can
@@ -71,16 +134,20 @@ impl<B> KeyExtractor<B> for GlobalKey {
 /// residential or cloud customer is assigned); IPv4 addresses (and
 /// IPv4-mapped IPv6 ones) are always keyed whole. The default keeps the full
 /// address (128).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PeerIp {
-    trust_forwarded: bool,
+    header: ForwardedHeader,
+    hops: u8,
+    networks: Arc<[IpNet]>,
     ipv6_prefix: u8,
 }
 
 impl Default for PeerIp {
     fn default() -> Self {
         PeerIp {
-            trust_forwarded: false,
+            header: ForwardedHeader::XForwardedFor,
+            hops: 0,
+            networks: Arc::new([]),
             ipv6_prefix: 128,
         }
     }
@@ -96,15 +163,80 @@ impl PeerIp {
         PeerIp::default()
     }
 
-    /// Also trust `X-Forwarded-For` (its first address) and `Forwarded`
-    /// (`for=`), before the peer address. Only behind a proxy that sets
-    /// them; otherwise clients choose their own key.
+    /// Behind one reverse proxy that appends to `X-Forwarded-For`: the same
+    /// as `.forwarded_by(ForwardedHeader::XForwardedFor).trusted_hops(1)`.
+    /// The key is the rightmost entry of `X-Forwarded-For` (the address
+    /// the proxy received the request from), never one the client wrote.
     ///
     /// ```
-    /// let _ = slidelog::tower::PeerIp::new().trust_forwarded();
+    /// use std::net::{IpAddr, SocketAddr};
+    /// use slidelog::tower::{KeyExtractor, PeerIp};
+    /// let mut request = http::Request::new(());
+    /// request.extensions_mut().insert(SocketAddr::from(([10, 0, 0, 1], 4242)));
+    /// request.headers_mut().insert("x-forwarded-for", "6.6.6.6, 1.2.3.4".parse().unwrap());
+    /// let key = PeerIp::new().trust_forwarded().extract(&request);
+    /// assert_eq!(key, Some(IpAddr::from([1, 2, 3, 4])));
     /// ```
-    pub fn trust_forwarded(mut self) -> Self {
-        self.trust_forwarded = true;
+    pub fn trust_forwarded(self) -> Self {
+        self.forwarded_by(ForwardedHeader::XForwardedFor)
+            .trusted_hops(1)
+    }
+
+    /// The one header your trusted proxies write (default
+    /// `X-Forwarded-For`); the others are never read.
+    ///
+    /// ```
+    /// use slidelog::tower::{ForwardedHeader, PeerIp};
+    /// let _ = PeerIp::new().forwarded_by(ForwardedHeader::Forwarded).trusted_hops(1);
+    /// ```
+    pub fn forwarded_by(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// How many proxies in front of the server are trusted, counting the
+    /// connection's peer as the nearest: `hops` addresses from the right of
+    /// the chain (header entries, then the peer) are skipped. 0 (the
+    /// default, with no trusted network) ignores forwarding headers.
+    ///
+    /// ```
+    /// use std::net::{IpAddr, SocketAddr};
+    /// use slidelog::tower::{KeyExtractor, PeerIp};
+    /// let mut request = http::Request::new(());
+    /// request.extensions_mut().insert(SocketAddr::from(([10, 0, 0, 2], 4242)));
+    /// // spoofed, client (added by the load balancer), load balancer (added by nginx)
+    /// request.headers_mut().insert("x-forwarded-for", "9.9.9.9, 1.2.3.4, 10.0.0.1".parse().unwrap());
+    /// let key = PeerIp::new().trusted_hops(2).extract(&request);
+    /// assert_eq!(key, Some(IpAddr::from([1, 2, 3, 4])));
+    /// ```
+    pub fn trusted_hops(mut self, hops: u8) -> Self {
+        self.hops = hops;
+        self
+    }
+
+    /// Trusts every proxy whose address lies in `network` (for example
+    /// `"10.0.0.0/8".parse()?`), wherever it stands in the chain. Unlike a
+    /// hop count, this stays right when a request reaches the server
+    /// without passing every proxy.
+    ///
+    /// ```
+    /// use std::net::{IpAddr, SocketAddr};
+    /// use slidelog::tower::{KeyExtractor, PeerIp};
+    /// let peer_ip = PeerIp::new()
+    ///     .trusted_network("10.0.0.0/8".parse().unwrap())
+    ///     .trusted_network("fd00::/8".parse().unwrap());
+    /// let mut request = http::Request::new(());
+    /// request.extensions_mut().insert(SocketAddr::from(([10, 1, 2, 3], 4242)));
+    /// request.headers_mut().insert("x-forwarded-for", "1.2.3.4, 10.9.9.9".parse().unwrap());
+    /// assert_eq!(peer_ip.extract(&request), Some(IpAddr::from([1, 2, 3, 4])));
+    /// // A client that connects directly is keyed by its own address.
+    /// request.extensions_mut().insert(SocketAddr::from(([5, 5, 5, 5], 4242)));
+    /// assert_eq!(peer_ip.extract(&request), Some(IpAddr::from([5, 5, 5, 5])));
+    /// ```
+    pub fn trusted_network(mut self, network: IpNet) -> Self {
+        let mut networks = self.networks.to_vec();
+        networks.push(network);
+        self.networks = networks.into();
         self
     }
 
@@ -140,61 +272,87 @@ impl PeerIp {
             other => other,
         }
     }
-}
 
-impl PeerIp {
-    /// The client's address, before masking.
-    fn peer<B>(&self, request: &Request<B>) -> Option<IpAddr> {
-        if self.trust_forwarded {
-            if let Some(ip) = forwarded_ip(request.headers()) {
-                return Some(ip);
+    /// Whether the address `from_right` places from the right of the chain
+    /// (0: the peer) was added by a trusted proxy.
+    fn trusted(&self, from_right: usize, ip: IpAddr) -> bool {
+        from_right < usize::from(self.hops)
+            || self
+                .networks
+                .iter()
+                .any(|network| network.contains(&ip.to_canonical()))
+    }
+
+    /// The client's address, before masking: the rightmost untrusted
+    /// address of the chain.
+    fn client(&self, headers: &HeaderMap, peer: IpAddr) -> IpAddr {
+        if !self.trusted(0, peer) {
+            return peer;
+        }
+        let mut leftmost = peer;
+        // The header's lines from the last, each one's entries from the right.
+        let mut from_right = 1;
+        for line in headers.get_all(self.header.name()).iter().rev() {
+            let Ok(text) = line.to_str() else {
+                return peer;
+            };
+            for entry in forwarded_entries(self.header, text) {
+                let Some(ip) = entry else {
+                    return peer;
+                };
+                if !self.trusted(from_right, ip) {
+                    return ip;
+                }
+                leftmost = ip;
+                from_right += 1;
             }
         }
-        let ext = request.extensions();
-        if let Some(addr) = ext.get::<SocketAddr>() {
-            return Some(addr.ip());
-        }
-        if let Some(ip) = ext.get::<IpAddr>() {
-            return Some(*ip);
-        }
-        if let Some(info) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {
-            return Some(info.0.ip());
-        }
-        None
+        leftmost
     }
+}
+
+/// The addresses of one header line, from the right (`None`: malformed).
+fn forwarded_entries(
+    header: ForwardedHeader,
+    text: &str,
+) -> impl Iterator<Item = Option<IpAddr>> + '_ {
+    // `X-Real-IP` holds one address: the whole line is one entry.
+    let most = if header == ForwardedHeader::XRealIp {
+        1
+    } else {
+        usize::MAX
+    };
+    text.rsplitn(most, ',').map(move |entry| match header {
+        ForwardedHeader::Forwarded => forwarded_for(entry),
+        _ => parse_node(entry.trim()),
+    })
+}
+
+/// The `for=` node of one `Forwarded` element (`for=1.2.3.4;proto=https`).
+fn forwarded_for(element: &str) -> Option<IpAddr> {
+    element.split(';').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("for")
+            .then(|| parse_node(value.trim().trim_matches('"')))?
+    })
 }
 
 impl<B> KeyExtractor<B> for PeerIp {
     type Key = IpAddr;
 
     fn extract(&self, request: &Request<B>) -> Option<IpAddr> {
-        self.peer(request).map(|ip| self.key(ip))
+        let ext = request.extensions();
+        let peer = ext
+            .get::<SocketAddr>()
+            .map(SocketAddr::ip)
+            .or_else(|| ext.get::<IpAddr>().copied())
+            .or_else(|| {
+                ext.get::<axum::extract::ConnectInfo<SocketAddr>>()
+                    .map(|info| info.0.ip())
+            })?;
+        Some(self.key(self.client(request.headers(), peer)))
     }
-}
-
-/// The client address from `Forwarded: for=...` or `X-Forwarded-For`, if one
-/// parses. Malformed values are ignored, never an error.
-pub(crate) fn forwarded_ip(headers: &HeaderMap) -> Option<IpAddr> {
-    for value in headers.get_all("forwarded") {
-        let Ok(text) = value.to_str() else { continue };
-        for part in text.split([';', ',']) {
-            let Some((name, v)) = part.split_once('=') else {
-                continue;
-            };
-            if name.trim().eq_ignore_ascii_case("for") {
-                if let Some(ip) = parse_node(v.trim().trim_matches('"')) {
-                    return Some(ip);
-                }
-            }
-        }
-    }
-    let first = headers
-        .get("x-forwarded-for")?
-        .to_str()
-        .ok()?
-        .split(',')
-        .next()?;
-    parse_node(first.trim())
 }
 
 /// `1.2.3.4`, `1.2.3.4:80`, `[::1]`, `[::1]:80` or `::1`.
@@ -205,7 +363,16 @@ pub(super) fn parse_node(text: &str) -> Option<IpAddr> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Some(addr.ip());
     }
-    text.strip_prefix('[')?.split(']').next()?.parse().ok()
+    let (inside, rest) = text.strip_prefix('[')?.split_once(']')?;
+    // Nothing but a port may follow the brackets.
+    if !(rest.is_empty()
+        || rest
+            .strip_prefix(':')
+            .is_some_and(|p| p.parse::<u16>().is_ok()))
+    {
+        return None;
+    }
+    inside.parse().ok()
 }
 
 /// The value of a request header, e.g. an API key.
@@ -345,5 +512,146 @@ where
     type Key = K;
     fn extract(&self, request: &Request<B>) -> Option<K> {
         (self.0)(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(peer: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut request = Request::new(());
+        request
+            .extensions_mut()
+            .insert(SocketAddr::new(peer.parse().unwrap(), 4242));
+        for &(name, value) in headers {
+            request.headers_mut().append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        request
+    }
+
+    fn key(peer_ip: &PeerIp, peer: &str, headers: &[(&str, &str)]) -> String {
+        peer_ip
+            .extract(&request(peer, headers))
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn the_rightmost_untrusted_address_is_the_key() {
+        let xff = [("x-forwarded-for", "9.9.9.9, 1.1.1.1, 10.0.0.1")];
+        let peer = "10.0.0.2";
+        assert_eq!(key(&PeerIp::new(), peer, &xff), "10.0.0.2");
+        assert_eq!(
+            key(&PeerIp::new().trust_forwarded(), peer, &xff),
+            "10.0.0.1"
+        );
+        assert_eq!(key(&PeerIp::new().trusted_hops(2), peer, &xff), "1.1.1.1");
+        assert_eq!(key(&PeerIp::new().trusted_hops(3), peer, &xff), "9.9.9.9");
+        // Every address trusted: the leftmost.
+        assert_eq!(key(&PeerIp::new().trusted_hops(9), peer, &xff), "9.9.9.9");
+        let private = PeerIp::new().trusted_network("10.0.0.0/8".parse().unwrap());
+        assert_eq!(key(&private, peer, &xff), "1.1.1.1");
+        // An untrusted peer: the header is never read.
+        assert_eq!(key(&private, "8.8.8.8", &xff), "8.8.8.8");
+        // Several lines are one list, in order.
+        let lines = [
+            ("x-forwarded-for", "9.9.9.9"),
+            ("x-forwarded-for", "1.1.1.1, 10.0.0.1"),
+        ];
+        assert_eq!(key(&private, peer, &lines), "1.1.1.1");
+    }
+
+    #[test]
+    fn only_the_named_header_is_read() {
+        let both = [("forwarded", "for=6.6.6.6"), ("x-forwarded-for", "1.1.1.1")];
+        assert_eq!(
+            key(&PeerIp::new().trust_forwarded(), "10.0.0.1", &both),
+            "1.1.1.1"
+        );
+        let forwarded = PeerIp::new()
+            .forwarded_by(ForwardedHeader::Forwarded)
+            .trusted_hops(1);
+        assert_eq!(key(&forwarded, "10.0.0.1", &both), "6.6.6.6");
+        let real = PeerIp::new()
+            .forwarded_by(ForwardedHeader::XRealIp)
+            .trusted_hops(1);
+        assert_eq!(key(&real, "10.0.0.1", &both), "10.0.0.1"); // no X-Real-IP: all trusted
+        assert_eq!(
+            key(&real, "10.0.0.1", &[("x-real-ip", "7.7.7.7")]),
+            "7.7.7.7"
+        );
+        // X-Real-IP is one address: a list in it is malformed.
+        assert_eq!(
+            key(&real, "10.0.0.1", &[("x-real-ip", "7.7.7.7, 8.8.8.8")]),
+            "10.0.0.1"
+        );
+    }
+
+    #[test]
+    fn forwarded_elements_and_malformed_entries() {
+        let forwarded = PeerIp::new()
+            .forwarded_by(ForwardedHeader::Forwarded)
+            .trusted_hops(2);
+        let h = [(
+            "forwarded",
+            r#"for=6.6.6.6, for="[2001:db8::1]:4711";proto=https, for=10.0.0.1"#,
+        )];
+        assert_eq!(key(&forwarded, "10.0.0.2", &h), "2001:db8::1");
+        // Obfuscated identifiers and garbage are malformed: the peer.
+        for bad in [
+            "for=_hidden, for=10.0.0.1",
+            "for=unknown, for=10.0.0.1",
+            "garbage, for=10.0.0.1",
+        ] {
+            assert_eq!(
+                key(&forwarded, "10.0.0.2", &[("forwarded", bad)]),
+                "10.0.0.2",
+                "{bad}"
+            );
+        }
+        let xff = PeerIp::new().trusted_hops(2);
+        for (value, want) in [
+            ("[2001:db8::7]:443, 10.0.0.1", "2001:db8::7"),
+            ("[2001:db8::7], 10.0.0.1", "2001:db8::7"),
+            ("1.2.3.4:80, 10.0.0.1", "1.2.3.4"),
+            ("2001:db8::7, 10.0.0.1", "2001:db8::7"),
+            ("[2001:db8::7]junk, 10.0.0.1", "10.0.0.2"),
+            ("not-an-ip, 10.0.0.1", "10.0.0.2"),
+            (", 10.0.0.1", "10.0.0.2"),
+        ] {
+            assert_eq!(
+                key(&xff, "10.0.0.2", &[("x-forwarded-for", value)]),
+                want,
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn ten_thousand_entries() {
+        let mut value = vec!["10.1.2.3"; 10_000].join(", ");
+        let private = PeerIp::new().trusted_network("10.0.0.0/8".parse().unwrap());
+        // All trusted: the leftmost, after walking every entry.
+        assert_eq!(
+            key(&private, "10.0.0.1", &[("x-forwarded-for", &value)]),
+            "10.1.2.3"
+        );
+        value.insert_str(0, "5.5.5.5, ");
+        assert_eq!(
+            key(&private, "10.0.0.1", &[("x-forwarded-for", &value)]),
+            "5.5.5.5"
+        );
+        assert_eq!(
+            key(
+                &PeerIp::new().trusted_hops(2),
+                "10.0.0.1",
+                &[("x-forwarded-for", &value)]
+            ),
+            "10.1.2.3"
+        );
     }
 }

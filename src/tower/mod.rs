@@ -28,17 +28,21 @@ mod service;
 pub use backend::{Backend, Verdict};
 pub use body::RateLimitBody;
 pub use deny::{Denial, DenyStyle};
-pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn, PeerIp};
+pub use extract::{
+    DEFAULT_MAX_KEY_LEN, ForwardedHeader, GlobalKey, HeaderKey, KeyExtractor, KeyFn, PeerIp,
+};
 pub use headers::{HeaderStyle, ceil_seconds, policy_name};
+/// A network of trusted proxies for [`PeerIp::trusted_network`] (the
+/// `ipnet` crate's type): `"10.0.0.0/8".parse()`.
+pub use ipnet::IpNet;
 pub use service::{RateLimitLayer, RateLimitService, ResponseFuture};
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::Policy;
-    use extract::forwarded_ip;
     use headers::rate_limit_headers;
-    use http::{HeaderMap, HeaderValue};
+    use http::HeaderValue;
     use proptest::prelude::*;
     use std::time::Duration;
 
@@ -101,23 +105,6 @@ mod tests {
         assert_eq!(legacy.0[0].1, "100");
     }
 
-    #[test]
-    fn forwarded_parsing() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            "forwarded",
-            "for=\"[2001:db8::1]:4711\";proto=https".parse().unwrap(),
-        );
-        assert_eq!(forwarded_ip(&h), Some("2001:db8::1".parse().unwrap()));
-        let mut h = HeaderMap::new();
-        h.insert("x-forwarded-for", "203.0.113.7, 10.0.0.1".parse().unwrap());
-        assert_eq!(forwarded_ip(&h), Some("203.0.113.7".parse().unwrap()));
-        let mut h = HeaderMap::new();
-        h.insert("x-forwarded-for", "garbage".parse().unwrap());
-        h.insert("forwarded", "for=unknown".parse().unwrap());
-        assert_eq!(forwarded_ip(&h), None);
-    }
-
     proptest! {
         /// Malformed, huge or non-UTF-8 headers: a key or the fallback,
         /// never a panic.
@@ -131,8 +118,16 @@ mod tests {
             if let Ok(v) = HeaderValue::from_bytes(&xff) { builder = builder.header("x-forwarded-for", v); }
             if let Ok(v) = HeaderValue::from_str(&fwd) { builder = builder.header("forwarded", v); }
             if let Ok(v) = HeaderValue::from_bytes(&api) { builder = builder.header("x-api-key", v); }
-            let request = builder.body(()).unwrap();
-            let _ = PeerIp::new().trust_forwarded().extract(&request);
+            let mut request = builder.body(()).unwrap();
+            request.extensions_mut().insert(std::net::SocketAddr::from(([10, 0, 0, 1], 80)));
+            for header in [ForwardedHeader::XForwardedFor, ForwardedHeader::Forwarded, ForwardedHeader::XRealIp] {
+                for hops in [0, 1, 2, 255] {
+                    let peer_ip = PeerIp::new().forwarded_by(header).trusted_hops(hops);
+                    prop_assert!(peer_ip.extract(&request).is_some());
+                    let peer_ip = peer_ip.trusted_network("0.0.0.0/0".parse().unwrap());
+                    prop_assert!(peer_ip.extract(&request).is_some());
+                }
+            }
             let _ = HeaderKey::new("x-api-key").extract(&request);
         }
 
