@@ -5,7 +5,6 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use std::collections::hash_map::RandomState;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -134,20 +133,27 @@ impl ForwardedHeader {
 /// residential or cloud customer is assigned); IPv4 addresses (and
 /// IPv4-mapped IPv6 ones) are always keyed whole. The default keeps the full
 /// address (128).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PeerIp {
     header: ForwardedHeader,
     hops: u8,
-    networks: Arc<[IpNet]>,
+    /// The trusted networks: the first `len` (inline, so `PeerIp` stays
+    /// `Copy` and a check allocates nothing).
+    networks: [IpNet; MAX_TRUSTED_NETWORKS],
+    len: u8,
     ipv6_prefix: u8,
 }
+
+/// The most trusted networks one [`PeerIp`] holds.
+pub const MAX_TRUSTED_NETWORKS: usize = 16;
 
 impl Default for PeerIp {
     fn default() -> Self {
         PeerIp {
             header: ForwardedHeader::XForwardedFor,
             hops: 0,
-            networks: Arc::new([]),
+            networks: [IpNet::default(); MAX_TRUSTED_NETWORKS],
+            len: 0,
             ipv6_prefix: 128,
         }
     }
@@ -219,6 +225,11 @@ impl PeerIp {
     /// hop count, this stays right when a request reaches the server
     /// without passing every proxy.
     ///
+    /// # Panics
+    ///
+    /// With more than [`MAX_TRUSTED_NETWORKS`] networks (merge adjacent
+    /// ones, e.g. with `ipnet::IpNet::aggregate`).
+    ///
     /// ```
     /// use std::net::{IpAddr, SocketAddr};
     /// use slidelog::tower::{KeyExtractor, PeerIp};
@@ -234,9 +245,13 @@ impl PeerIp {
     /// assert_eq!(peer_ip.extract(&request), Some(IpAddr::from([5, 5, 5, 5])));
     /// ```
     pub fn trusted_network(mut self, network: IpNet) -> Self {
-        let mut networks = self.networks.to_vec();
-        networks.push(network);
-        self.networks = networks.into();
+        let len = usize::from(self.len);
+        assert!(
+            len < MAX_TRUSTED_NETWORKS,
+            "PeerIp trusts at most {MAX_TRUSTED_NETWORKS} networks: aggregate them"
+        );
+        self.networks[len] = network;
+        self.len += 1;
         self
     }
 
@@ -277,8 +292,7 @@ impl PeerIp {
     /// (0: the peer) was added by a trusted proxy.
     fn trusted(&self, from_right: usize, ip: IpAddr) -> bool {
         from_right < usize::from(self.hops)
-            || self
-                .networks
+            || self.networks[..usize::from(self.len)]
                 .iter()
                 .any(|network| network.contains(&ip.to_canonical()))
     }
@@ -653,5 +667,14 @@ mod tests {
             ),
             "10.1.2.3"
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "at most 16 networks")]
+    fn too_many_networks_is_a_clear_panic() {
+        let mut peer_ip = PeerIp::new();
+        for i in 0..=MAX_TRUSTED_NETWORKS as u8 {
+            peer_ip = peer_ip.trusted_network(format!("10.{i}.0.0/16").parse().unwrap());
+        }
     }
 }

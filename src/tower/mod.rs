@@ -29,7 +29,8 @@ pub use backend::{Backend, Verdict};
 pub use body::RateLimitBody;
 pub use deny::{Denial, DenyStyle};
 pub use extract::{
-    DEFAULT_MAX_KEY_LEN, ForwardedHeader, GlobalKey, HeaderKey, KeyExtractor, KeyFn, PeerIp,
+    DEFAULT_MAX_KEY_LEN, ForwardedHeader, GlobalKey, HeaderKey, KeyExtractor, KeyFn,
+    MAX_TRUSTED_NETWORKS, PeerIp,
 };
 pub use headers::{HeaderStyle, ceil_seconds, policy_name};
 /// A network of trusted proxies for [`PeerIp::trusted_network`] (the
