@@ -391,10 +391,14 @@ pub(super) fn parse_node(text: &str) -> Option<IpAddr> {
 
 /// The value of a request header, e.g. an API key.
 ///
-/// The value is chosen by the client, and servers accept header blocks of
-/// hundreds of KiB: a value longer than [`max_len`](Self::max_len) bytes
-/// (default [`DEFAULT_MAX_KEY_LEN`]) is never stored whole. It is keyed by a
-/// 128-bit digest instead (two independently, randomly keyed SipHash-1-3
+/// The key is the value itself when it is UTF-8 and at most
+/// [`max_len`](Self::max_len) bytes (default [`DEFAULT_MAX_KEY_LEN`]): distinct
+/// values are distinct keys. The value is chosen by the client, and servers
+/// accept header blocks of hundreds of KiB, so a longer value is never
+/// stored whole, and a value that is not UTF-8 (header values may hold any
+/// byte from 0x80 up) is not converted lossily, which would give `[0xFF]`,
+/// `[0xFE]` and `"\u{FFFD}"` one key. Both are keyed by a 128-bit digest of
+/// the raw bytes instead (two independently, randomly keyed SipHash-1-3
 /// hashes, so clients cannot aim collisions), written as a NUL byte and 32
 /// hex digits: no header value can equal it, since header values cannot
 /// contain NUL. Digests are per `HeaderKey` (and its clones), so for limits
@@ -475,18 +479,21 @@ impl<B> KeyExtractor<B> for HeaderKey {
     type Key = String;
 
     fn extract(&self, request: &Request<B>) -> Option<String> {
-        // Non-UTF-8 values are keyed by their bytes, lossily: still distinct
-        // from every valid value that differs.
         let value = request.headers().get(&self.name)?.as_bytes();
-        if value.len() > self.max_len {
-            let (a, b) = &self.digest;
-            return Some(format!(
-                "\0{:016x}{:016x}",
-                a.hash_one(value),
-                b.hash_one(value)
-            ));
+        match core::str::from_utf8(value) {
+            Ok(text) if value.len() <= self.max_len => Some(text.to_owned()),
+            // Too long, or not UTF-8 (a lossy conversion would merge every
+            // invalid byte into U+FFFD): keyed by the digest of the raw
+            // bytes, which no header value can equal (it starts with NUL).
+            _ => {
+                let (a, b) = &self.digest;
+                Some(format!(
+                    "\0{:016x}{:016x}",
+                    a.hash_one(value),
+                    b.hash_one(value)
+                ))
+            }
         }
-        Some(String::from_utf8_lossy(value).into_owned())
     }
 }
 
@@ -676,5 +683,34 @@ mod tests {
         for i in 0..=MAX_TRUSTED_NETWORKS as u8 {
             peer_ip = peer_ip.trusted_network(format!("10.{i}.0.0/16").parse().unwrap());
         }
+    }
+
+    #[test]
+    fn distinct_header_values_are_distinct_keys() {
+        let key = HeaderKey::new("x-api-key");
+        let extract = |bytes: &[u8]| {
+            let mut request = Request::new(());
+            request
+                .headers_mut()
+                .insert("x-api-key", http::HeaderValue::from_bytes(bytes).unwrap());
+            key.extract(&request).unwrap()
+        };
+        let keys = [
+            extract(&[0xFF]),
+            extract(&[0xFE]),
+            extract("\u{FFFD}".as_bytes()),
+            extract(&[0xEF, 0xBF]),
+            extract(b"a"),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(keys[2], "\u{FFFD}");
+        assert_eq!(extract(&[0xFF]), keys[0], "the same bytes, the same key");
+        // No value grows into a longer key than the digest or itself.
+        let invalid = [0xFFu8; 256];
+        assert_eq!(extract(&invalid).len(), 33);
     }
 }
