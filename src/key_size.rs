@@ -34,10 +34,26 @@ use std::sync::Arc;
 /// assert_eq!(limiter.memory_bytes(), limiter.bytes_per_key() + "eu-west".len());
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
-pub trait KeySize {
-    /// Bytes this key owns on the heap (not counting `size_of::<Self>()`).
+pub trait KeySize: Sized {
+    /// Bytes this key keeps alive on the heap (not counting
+    /// `size_of::<Self>()`): everything it owns, and every shared buffer it
+    /// pins, unless [`compact`](Self::compact) copies it out first.
     fn heap_bytes(&self) -> usize {
         0
+    }
+
+    /// The key as the map stores it, called once when a key is inserted:
+    /// a key that pins more memory than [`heap_bytes`](Self::heap_bytes)
+    /// counts (a `bytes::Bytes` sliced from a large request buffer) returns
+    /// a compact copy, so the budget counts what is really kept. The
+    /// default returns the key unchanged.
+    ///
+    /// ```
+    /// use slidelog::KeySize;
+    /// assert_eq!(String::from("k").compact(), "k");
+    /// ```
+    fn compact(self) -> Self {
+        self
     }
 }
 
@@ -72,6 +88,11 @@ impl KeySize for String {
     fn heap_bytes(&self) -> usize {
         self.capacity()
     }
+
+    fn compact(mut self) -> Self {
+        self.shrink_to_fit();
+        self
+    }
 }
 
 impl KeySize for Box<str> {
@@ -83,6 +104,12 @@ impl KeySize for Box<str> {
 impl<T: KeySize> KeySize for Vec<T> {
     fn heap_bytes(&self) -> usize {
         self.capacity() * core::mem::size_of::<T>() + self.iter().map(T::heap_bytes).sum::<usize>()
+    }
+
+    fn compact(self) -> Self {
+        let mut compact: Vec<T> = self.into_iter().map(T::compact).collect();
+        compact.shrink_to_fit();
+        compact
     }
 }
 
@@ -120,12 +147,18 @@ impl KeySize for std::borrow::Cow<'static, str> {
     }
 }
 
+/// Stored as an exact-size copy ([`compact`](KeySize::compact)): a `Bytes`
+/// sliced from a request's buffer would otherwise keep the whole buffer
+/// alive while the budget counted only the slice.
 #[cfg(feature = "tower")]
 impl KeySize for bytes::Bytes {
-    /// The bytes viewed (a shared buffer may hold more, counted once by
-    /// whoever owns it).
+    /// The bytes viewed: exactly what the stored (compacted) copy holds.
     fn heap_bytes(&self) -> usize {
         self.len()
+    }
+
+    fn compact(self) -> Self {
+        bytes::Bytes::copy_from_slice(&self)
     }
 }
 

@@ -814,7 +814,7 @@ where
                     return Ok(fresh(self.algorithm.fresh(None, 0, now, self.floor.get())));
                 }
                 None => {
-                    let owned = key.to_owned();
+                    let owned = key.to_owned().compact();
                     let quota = self.quota_for(&owned);
                     if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
                         return Err(denied);
@@ -1588,8 +1588,11 @@ where
             report.keys += 1;
             // `&mut self`: no check runs meanwhile, so replacing the state
             // loses nothing.
-            self.map
-                .insert(entry.key.clone(), KeyState { words, quota }, &guard);
+            self.map.insert(
+                entry.key.clone().compact(),
+                KeyState { words, quota },
+                &guard,
+            );
         }
         Ok(report)
     }

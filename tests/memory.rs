@@ -32,6 +32,39 @@ fn memory() {
     flood_of_long_keys_stays_within_the_budget();
     bytes_per_key();
     counter_bytes_per_key();
+    #[cfg(feature = "tower")]
+    sliced_bytes_keys_are_charged_what_they_keep();
+}
+
+/// A `bytes::Bytes` key sliced from a large buffer keeps nothing but its
+/// own bytes once the buffer's owner is gone: the map stores a compact
+/// copy, so the byte budget counts what is really kept.
+#[cfg(feature = "tower")]
+fn sliced_bytes_keys_are_charged_what_they_keep() {
+    let limiter = KeyedLimiter::<bytes::Bytes>::builder(1, Duration::from_secs(60))
+        .clock(ManualClock::new())
+        .max_bytes(4 << 20)
+        .build()
+        .unwrap();
+    let before = live();
+    for i in 0..64u8 {
+        // A 1 MiB request body; the key is 16 bytes of it.
+        let buffer = bytes::Bytes::from(vec![i; 1 << 20]);
+        let key = buffer.slice(1000..1016);
+        drop(buffer);
+        assert!(limiter.check(&key).is_ok());
+    }
+    let grew = live() - before;
+    assert_eq!(limiter.len(), 64);
+    assert!(
+        grew < (1 << 20),
+        "64 keys of 16 bytes kept {grew} bytes alive (the buffers they were sliced from)"
+    );
+    assert!(
+        limiter.memory_bytes() as isize >= grew / 2,
+        "{} vs {grew}",
+        limiter.memory_bytes()
+    );
 }
 
 /// The keyed counter: `8 (N + 2)` bytes of state per key whatever the
