@@ -98,7 +98,7 @@ pub enum CounterMode {
 /// [`Limiter`](crate::Limiter).
 ///
 /// A log costs 8 bytes per admission in the window; at a million requests
-/// per window that is 8 MB per key. The counter costs `8 (N + 2)` bytes
+/// per window that is 8 MB per key. The counter costs `8 (N + 3)` bytes
 /// whatever the limit (up to [`MAX_COUNTER_LIMIT`]), in exchange for
 /// accuracy:
 ///
@@ -156,9 +156,10 @@ pub enum CounterMode {
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
 pub struct SlidingCounter<C: Clock = QuantaClock> {
-    /// `epoch << count_bits | count` of the current slot: every admission
-    /// CASes it.
-    head: CachePadded<AtomicU64>,
+    /// `epoch << count_bits | count` of the current slot (every admission
+    /// CASes it) and its absolute sub-window (see `CounterRef::absolute`),
+    /// on one padded line.
+    head: CachePadded<[AtomicU64; 2]>,
     /// The slots mode's summary (see `CounterRef::summary`).
     summary: AtomicU64,
     /// Past slots, `epoch << count_bits | count`, at `epoch mod N`.
@@ -264,10 +265,11 @@ impl CounterConfig {
         self.mode
     }
 
-    /// Words of state: head, the summary (slots mode), the archive.
+    /// Words of state: head, head's absolute sub-window, the summary
+    /// (slots mode), the archive.
     #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn words(&self) -> usize {
-        self.cells + 1 + usize::from(self.summarised())
+        self.cells + 2 + usize::from(self.summarised())
     }
 
     /// Whether the state keeps a summary word: the slots mode, whose
@@ -353,34 +355,30 @@ impl CounterConfig {
         self.pack(self.absolute(now).wrapping_sub(self.per_window), 0)
     }
 
-    /// The absolute sub-window of head word `hw`, read at `now` (head may be
-    /// ahead of a stale `now`).
-    fn head_absolute(&self, hw: u64, now: u64) -> u64 {
-        let current = self.absolute(now);
-        let (h, e) = (self.epoch_of(hw), current & self.epoch_mask);
-        if self.later(h, e) {
-            current.saturating_add(h.wrapping_sub(e) & self.epoch_mask)
-        } else {
-            current.saturating_sub(e.wrapping_sub(h) & self.epoch_mask)
-        }
+    /// The absolute sub-window whose epoch field is `epoch`: the latest one
+    /// at or before `bound`, an absolute number at or after it (see
+    /// `CounterRef::absolute`).
+    #[inline]
+    fn unwrap_epoch(&self, epoch: u64, bound: u64) -> u64 {
+        let back = bound.wrapping_sub(epoch) & self.epoch_mask;
+        bound
+            .checked_sub(back)
+            .unwrap_or_else(|| bound + (epoch.wrapping_sub(bound) & self.epoch_mask))
     }
 
-    /// The sub-window a request at `now` counts in, given head word `hw`:
-    /// `(epoch field, absolute number, effective time)`. A stale timestamp
-    /// (before head's sub-window) counts in head's sub-window, at its start
-    /// (the clamp of docs/design.md §2).
+    /// The sub-window a request at `now` counts in, given head word `hw`
+    /// whose absolute sub-window is `head`: `(epoch field, absolute number,
+    /// effective time)`. A stale timestamp (before head's sub-window) counts
+    /// in head's sub-window, at its start (the clamp of docs/design.md §2).
+    /// Absolute numbers, never wrapped epochs, decide which is later: a
+    /// counter idle for any time reads as idle.
     #[inline]
-    fn locate(&self, hw: u64, now: u64) -> (u64, u64, u64) {
+    fn locate(&self, hw: u64, head: u64, now: u64) -> (u64, u64, u64) {
         let absolute = self.absolute(now);
-        let epoch = absolute & self.epoch_mask;
-        let head_epoch = self.epoch_of(hw);
-        if epoch == head_epoch || self.later(epoch, head_epoch) {
-            (epoch, absolute, now)
+        if absolute >= head {
+            (absolute & self.epoch_mask, absolute, now)
         } else {
-            let absolute =
-                absolute.saturating_add(head_epoch.wrapping_sub(epoch) & self.epoch_mask);
-            let at = now.max(self.start(absolute));
-            (head_epoch, absolute, at)
+            (self.epoch_of(hw), head, now.max(self.start(head)))
         }
     }
 
@@ -409,6 +407,18 @@ impl CounterConfig {
 pub(crate) struct CounterRef<'a> {
     pub(crate) config: &'a CounterConfig,
     pub(crate) head: &'a AtomicU64,
+    /// The absolute sub-window of the newest head word, or of a move to it
+    /// under way: raised (`fetch_max`) **before** every head CAS that moves
+    /// head to a new sub-window. So a reader that loads head and then this
+    /// word sees a value at or after head's absolute sub-window (the raise
+    /// happens-before the head CAS it acquired), normally equal to it, and
+    /// unwraps head's epoch field to the latest absolute number at or before
+    /// it. The epoch field alone wraps (2^39 sub-windows at the largest
+    /// limit: 9 minutes of 1 ns slots), so an idle counter would otherwise
+    /// read as one from the future. (While a move across more than the epoch
+    /// range is under way, a reader may place head too late: it then counts
+    /// head's old admissions as recent, a conservative answer.)
+    pub(crate) absolute: &'a AtomicU64,
     /// Slots mode: `epoch << count_bits | sum`, the sum of the archived
     /// counts that are still in the window while head is in sub-window
     /// `epoch` (the N - 1 before it). Written, largest sum kept, before head
@@ -419,6 +429,15 @@ pub(crate) struct CounterRef<'a> {
 }
 
 impl CounterRef<'_> {
+    /// The absolute sub-window of head word `hw`, loaded just before.
+    #[inline]
+    fn head_absolute(&self, hw: u64) -> u64 {
+        // Acquire: pairs with the Release raise (see `absolute`), though
+        // the head load's Acquire already orders the raise before us.
+        let bound = self.absolute.load(Ordering::Acquire);
+        self.config.unwrap_epoch(self.config.epoch_of(hw), bound)
+    }
+
     /// Checks `n <= limit` units asked for at `asked`, judged at
     /// `max(asked, floor)` (a keyed counter's eviction floor; 0 otherwise);
     /// `None` if the state was closed for eviction. `retry_after` counts
@@ -435,12 +454,13 @@ impl CounterRef<'_> {
             if hw == CLOSED {
                 return None;
             }
-            let (epoch, absolute, at) = cfg.locate(hw, now);
+            let head = self.head_absolute(hw);
+            let (epoch, absolute, at) = cfg.locate(hw, head, now);
             // The estimate reads head's sub-window as one of the past ones
             // when `now` is in a later one, so a denial (or `n == 0`) never
             // writes: head stays at the newest admission's sub-window, which
             // is also what eviction judges idleness by.
-            let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
+            let (used, retry_at) = self.estimate(hw, head, epoch, absolute, at);
             if n == 0 {
                 // Defined as for the log: admitted, records nothing. (The
                 // two-window estimate can exceed the limit, e.g. for a stale
@@ -461,13 +481,18 @@ impl CounterRef<'_> {
             // then sees head in the new one sees the old count too), and the
             // same CAS below moves head and admits: the estimate above read
             // head's count as a past slot, exactly what the archive now holds.
-            let new_slot = epoch != cfg.epoch_of(hw);
+            let new_slot = absolute != head;
             let late = cfg.flaw() == Flaw::ArchiveLate;
             if new_slot && !late {
                 // `used` counted exactly the N - 1 slots before `epoch`
                 // (head's among them): the summary for `epoch`.
                 self.summarise(epoch, used, hw);
-                self.archive(hw, epoch, absolute);
+                self.archive(hw, head);
+            }
+            if new_slot {
+                // Before the head CAS (see `absolute`). Release: with the
+                // head CAS's Release, whoever acquires the new head sees it.
+                self.absolute.fetch_max(absolute, Ordering::Release);
             }
             let current = if new_slot { 0 } else { cfg.count_of(hw) };
             let word = cfg.pack(epoch, current + n64);
@@ -494,7 +519,7 @@ impl CounterRef<'_> {
                     // Broken on purpose (loom's negative control): between
                     // the CAS and this, readers miss the old count.
                     self.summarise(epoch, used, hw);
-                    self.archive(hw, epoch, absolute);
+                    self.archive(hw, head);
                 }
                 return Some(Ok(admitted));
             }
@@ -510,8 +535,9 @@ impl CounterRef<'_> {
         if hw == CLOSED {
             return None;
         }
-        let (epoch, absolute, at) = cfg.locate(hw, now);
-        let (used, retry_at) = self.estimate(hw, epoch, absolute, at);
+        let head = self.head_absolute(hw);
+        let (epoch, absolute, at) = cfg.locate(hw, head, now);
+        let (used, retry_at) = self.estimate(hw, head, epoch, absolute, at);
         let (limit, n) = (u64::from(cfg.limit), u64::from(n));
         Some(if n > 0 && used + n > limit {
             let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
@@ -525,13 +551,12 @@ impl CounterRef<'_> {
         })
     }
 
-    /// Archives the count of head word `hw`'s sub-window, before head moves
-    /// to `epoch` (a later one, whose absolute number is `absolute`).
+    /// Archives the count of head word `hw`'s sub-window (absolute number
+    /// `old_absolute`), before head moves to a later one.
     #[cold]
-    fn archive(&self, hw: u64, epoch: u64, absolute: u64) {
+    fn archive(&self, hw: u64, old_absolute: u64) {
         let cfg = self.config;
         let (old_epoch, count) = (cfg.epoch_of(hw), cfg.count_of(hw));
-        let old_absolute = absolute.saturating_sub(epoch.wrapping_sub(old_epoch) & cfg.epoch_mask);
         // Cells are indexed by the absolute number, so that consecutive
         // sub-windows use consecutive cells even where the epoch field wraps.
         let cell = &self.archive[cfg.by_slots.rem(old_absolute) as usize];
@@ -622,8 +647,14 @@ impl CounterRef<'_> {
     /// `retry_at` is then `None` if slots behind head's hold admissions (see
     /// [`oldest_leaves`](Self::oldest_leaves)).
     #[inline]
-    fn estimate(&self, hw: u64, epoch: u64, base: u64, at: u64) -> (u64, Option<u64>) {
+    fn estimate(&self, hw: u64, head: u64, epoch: u64, base: u64, at: u64) -> (u64, Option<u64>) {
         let cfg = self.config;
+        if base >= head.saturating_add(cfg.span()) {
+            // Head's sub-window, the newest with admissions, has left the
+            // window of `base` (by absolute numbers: however long the
+            // counter was idle), and every archived one with it.
+            return (0, Some(cfg.start(base.saturating_add(cfg.span()))));
+        }
         let (head_epoch, head_count) = (cfg.epoch_of(hw), cfg.count_of(hw));
         if let Some(summary) = self.summary {
             if epoch == head_epoch {
@@ -722,7 +753,7 @@ impl CounterRef<'_> {
             }
             // Archived sub-windows are older than head's: all of them have
             // left once head's has.
-            let counted_until = cfg.start(cfg.head_absolute(hw, now).saturating_add(cfg.span()));
+            let counted_until = cfg.start(self.head_absolute(hw).saturating_add(cfg.span()));
             let idle_at = counted_until.saturating_add(margin);
             if idle_at > now {
                 return Err(idle_at);
@@ -869,7 +900,7 @@ impl<C: Clock> SlidingCounter<C> {
         let now = clock.now();
         let head = config.initial_head(now);
         Ok(SlidingCounter {
-            head: CachePadded::new(AtomicU64::new(head)),
+            head: CachePadded::new([AtomicU64::new(head), AtomicU64::new(config.absolute(now))]),
             // Nothing archived yet: the summary of head's sub-window is 0.
             summary: AtomicU64::new(head),
             archive: (0..config.cells)
@@ -884,7 +915,8 @@ impl<C: Clock> SlidingCounter<C> {
     fn state(&self) -> CounterRef<'_> {
         CounterRef {
             config: &self.config,
-            head: &self.head,
+            head: &self.head[0],
+            absolute: &self.head[1],
             summary: self.config.summarised().then_some(&self.summary),
             archive: &self.archive,
         }
@@ -1169,23 +1201,25 @@ mod tests {
         .unwrap();
         let words = (0..cfg.words())
             .map(|i| {
-                AtomicU64::new(if i < 2 {
-                    cfg.initial_head(0)
-                } else {
-                    cfg.initial_cell(0)
+                AtomicU64::new(match i {
+                    0 | 2 => cfg.initial_head(0),
+                    1 => cfg.absolute(0),
+                    _ => cfg.initial_cell(0),
                 })
             })
             .collect();
         (cfg, words)
     }
 
-    /// `[head, summary, archive...]`, as a keyed counter lays them out.
+    /// `[head, absolute, summary, archive...]`, as a keyed counter lays
+    /// them out.
     fn view<'a>(cfg: &'a CounterConfig, words: &'a [AtomicU64]) -> CounterRef<'a> {
         CounterRef {
             config: cfg,
             head: &words[0],
-            summary: Some(&words[1]),
-            archive: &words[2..],
+            absolute: &words[1],
+            summary: Some(&words[2]),
+            archive: &words[3..],
         }
     }
 
@@ -1319,8 +1353,8 @@ mod tests {
         assert_eq!(snapshot(&words), before, "n = 0 writes nothing either");
         assert!(state.check(1, 100, 0).unwrap().is_ok());
         assert_ne!(words[0].load(Ordering::Relaxed), before[0]);
-        assert_eq!(words[2].load(Ordering::Relaxed), before[0]);
-        assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(10, 0));
+        assert_eq!(words[3].load(Ordering::Relaxed), before[0]);
+        assert_eq!(words[2].load(Ordering::Relaxed), cfg.pack(10, 0));
     }
 
     /// The summary holds the archived counts in head's window, so checks in
@@ -1333,18 +1367,18 @@ mod tests {
             assert!(state.check(1, t, 0).unwrap().is_ok());
         }
         // Head in slot 2 with 1; slots 0 and 1 summarised.
-        assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(2, 2));
+        assert_eq!(words[2].load(Ordering::Relaxed), cfg.pack(2, 2));
         let denied = state.check(1, 26, 0).unwrap().unwrap_err();
         assert_eq!(denied.retry_after_nanos(), 74, "slot [0, 10) leaves at 100");
         assert_eq!(state.check(0, 29, 0).unwrap().unwrap().remaining(), 0);
         // A stale summary (another sub-window's) is ignored: same answers.
-        words[1].store(cfg.pack(7, 0), Ordering::Relaxed);
+        words[2].store(cfg.pack(7, 0), Ordering::Relaxed);
         assert_eq!(state.check(1, 26, 0).unwrap().unwrap_err(), denied);
         assert_eq!(state.check(0, 29, 0).unwrap().unwrap().remaining(), 0);
         // At 100 slot 0 has left: admitted into slot 10, whose window holds
         // slots 1 and 2.
         assert_eq!(state.check(1, 100, 0).unwrap().unwrap().remaining(), 0);
-        assert_eq!(words[1].load(Ordering::Relaxed), cfg.pack(10, 2));
+        assert_eq!(words[2].load(Ordering::Relaxed), cfg.pack(10, 2));
     }
 
     #[test]

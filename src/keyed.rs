@@ -140,7 +140,7 @@ struct Housekeeping {
 ///
 /// **Algorithm.** The fourth type parameter says what each key keeps: the
 /// exact log ([`Log`], the default) or the approximate sliding-window
-/// counter ([`Counter`]: `8 (N + 2)` bytes per key whatever the limit; see
+/// counter ([`Counter`]: `8 (N + 3)` bytes per key whatever the limit; see
 /// [`KeyedCounter`] and the builder's
 /// [`sliding_counter`](KeyedBuilder::sliding_counter)). Eviction, the key
 /// cap and every method work the same for both.
@@ -452,7 +452,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         self.counter_mode(CounterMode::Slots(slots))
     }
 
-    /// Keeps the two-window (weighted) counter per key: 16 bytes per key.
+    /// Keeps the two-window (weighted) counter per key: 24 bytes per key.
     ///
     /// ```
     /// use std::time::Duration;
@@ -1599,7 +1599,7 @@ where
 }
 
 /// A [`KeyedLimiter`] that keeps the approximate sliding-window
-/// [`Counter`] per key: `8 (N + 2)` bytes per key whatever the limit.
+/// [`Counter`] per key: `8 (N + 3)` bytes per key whatever the limit.
 ///
 /// Build one with [`KeyedCounter::counter`], [`KeyedCounter::counter_with_clock`]
 /// or the builder's [`sliding_counter`](KeyedBuilder::sliding_counter) /

@@ -137,7 +137,7 @@
 //!
 //! For limits in the millions per window, where 8 bytes per admission is too
 //! much, use the approximate [`SlidingCounter`] instead, or per key a
-//! [`KeyedCounter`] (`8 (N + 2)` bytes of state per key whatever the limit,
+//! [`KeyedCounter`] (`8 (N + 3)` bytes of state per key whatever the limit,
 //! with the same eviction and `max_keys` cap).
 //!
 //! # Which algorithm when
@@ -147,7 +147,7 @@
 //! | per key | [`KeyedLimiter<K>`](KeyedLimiter) | [`KeyedCounter<K>`](KeyedCounter): builder `.sliding_counter(N)` | builder `.two_window()` |
 //! | accuracy | exact | never denies what the log admits; over by at most one slot's count | ±, assumes even spread |
 //! | fullest window at 1.5x load, L = 100 | 100 | 112 (N = 10), 105 (N = 60) | 109 |
-//! | memory per key (state + ~48 B map entry) | `8 (L + 1)` bytes | `8 (N + 2)` bytes | 16 bytes |
+//! | memory per key (state + ~48 B map entry) | `8 (L + 1)` bytes | `8 (N + 3)` bytes | 24 bytes |
 //! | `retry_after` | exact | when the oldest slot leaves | when the estimate drops |
 //! | allow, 1 thread, time passed in (with `QuantaClock`) | 21 ns (28) | 44 ns (79): N = 10, a new slot every call | not measured |
 //! | deny, 1 thread, time passed in (with `QuantaClock`) | 11 ns (16) | 19 ns (33): N = 10, head + summary | not measured |

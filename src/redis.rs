@@ -13,7 +13,11 @@
 //!   8 bytes per slot plus an 8-byte head, `O(1)` per admission (`O(log L)`
 //!   to count `remaining`).
 //!
-//! Keys are `prefix + key`. Each check touches one Redis key, so every
+//! Keys are `prefix + key` in the sorted-set layout and `prefix + "ring:" +
+//! key` in the ring layout: the two layouts store different Redis types, so
+//! a deployment that switches layouts (same prefix) starts each key afresh
+//! in its own name instead of failing with `WRONGTYPE` until the old keys
+//! expire (the old keys expire on their own). Each check touches one Redis key, so every
 //! script runs in one cluster slot; to keep several keys in one slot, put a
 //! hash tag in them: `rl:{user42}:search`, `rl:{user42}:upload`. On Redis
 //! Cluster, connect with [`RedisLimiter::cluster_builder`]: checks are
@@ -494,7 +498,10 @@ impl RedisBuilder {
                 min_limit,
                 min_policy: min_policy as u8,
                 layout: self.layout,
-                prefix: self.prefix,
+                prefix: match self.layout {
+                    Layout::SortedSet => self.prefix,
+                    Layout::Ring => self.prefix + "ring:",
+                },
                 policy: self.policy,
                 timeout: self.timeout,
                 max_key_len: self.max_key_len,
@@ -571,8 +578,9 @@ struct Shared {
     policy: FailurePolicy,
     timeout: Duration,
     max_key_len: usize,
-    /// Per key: (local time before which it is certainly denied, units).
-    precheck: Option<papaya::HashMap<String, (u64, u32)>>,
+    /// Per key: the local time before which `units` (or more) are
+    /// certainly denied, and the policy Redis said denied them.
+    precheck: Option<papaya::HashMap<String, (u64, u32, u8)>>,
     clock: QuantaClock,
     member: String,
     sequence: AtomicU64,
@@ -791,13 +799,17 @@ impl RedisLimiter {
         let local_now = self.shared.clock.now();
         if let Some(map) = &self.shared.precheck {
             if now_us.is_none() {
-                if let Some(&(until, units)) = map.pin().get(&full_key) {
+                if let Some(&(until, units, policy)) = map.pin().get(&full_key) {
                     if n >= units && local_now < until {
                         // Relaxed: a statistic.
                         self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
                         #[cfg(feature = "metrics")]
                         metrics::counter!("slidelog_redis_local_denials_total").increment(1);
-                        return Ok(untimed(Err(Denied::rate_limited(until - local_now))));
+                        // The policy Redis named: the same answer, without
+                        // the round trip.
+                        return Ok(untimed(Err(
+                            Denied::rate_limited(until - local_now).with_policy(policy)
+                        )));
                     }
                 }
             }
@@ -860,11 +872,11 @@ impl RedisLimiter {
             if let Some(map) = &self.shared.precheck {
                 let map = map.pin();
                 if map.len() > PRECHECK_CAP {
-                    map.retain(|_, &(until, _)| until > local_now);
+                    map.retain(|_, &(until, _, _)| until > local_now);
                 }
                 // From the time we *sent* the request: Redis judged it
                 // later, so the true retry time is no earlier than this.
-                map.insert(full_key, (local_now.saturating_add(retry_ns), n));
+                map.insert(full_key, (local_now.saturating_add(retry_ns), n, policy));
             }
             Ok(untimed(Err(
                 Denied::rate_limited(retry_ns.max(1)).with_policy(policy)
@@ -952,7 +964,8 @@ impl RedisLimiter {
         self.shared.layout
     }
 
-    /// The Redis key for `key` (prefix included), e.g. for `MEMORY USAGE`.
+    /// The Redis key for `key` (prefix, and `ring:` in the ring layout,
+    /// included), e.g. for `MEMORY USAGE`.
     ///
     /// ```
     /// # fn f(limiter: &slidelog::redis::RedisLimiter) { assert!(limiter.redis_key("u").ends_with('u')); }

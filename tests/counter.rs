@@ -350,3 +350,68 @@ proptest! {
         }
     }
 }
+
+/// An idle counter admits whatever the idle time: the epoch field wraps
+/// (2^39 sub-windows at the largest limit: about 9 minutes of 1 ns slots,
+/// 6.4 days of 1 µs ones), but which sub-window is later is decided by
+/// absolute numbers. Checked at the extreme geometry, full at 0, after idle
+/// times on both sides of half the epoch range, of the whole range and of
+/// several ranges; single and keyed counters, both modes.
+#[test]
+fn an_idle_counter_admits_whatever_the_idle_time() {
+    use slidelog::{KeyedLimiter, MAX_COUNTER_LIMIT};
+    let half = 1u64 << 38;
+    let idle_times = [
+        half - 1000,
+        half + 1000,
+        (1 << 39) - 5,
+        1 << 39,
+        (1 << 39) + 70_000,
+        (1 << 40) + 123,
+        3 * (1 << 39) + 1,
+    ];
+    let window = Duration::from_nanos(65_536);
+    for &idle in &idle_times {
+        for mode in [CounterMode::Slots(65_536), CounterMode::TwoWindow] {
+            let single = match mode {
+                CounterMode::Slots(n) => {
+                    SlidingCounter::with_clock(MAX_COUNTER_LIMIT, window, n, ManualClock::new())
+                }
+                _ => SlidingCounter::two_window_with_clock(
+                    MAX_COUNTER_LIMIT,
+                    window,
+                    ManualClock::new(),
+                ),
+            }
+            .unwrap();
+            assert!(single.check_n_at(MAX_COUNTER_LIMIT, 0).is_ok());
+            assert!(single.check_at(1).is_err(), "full at 0");
+            let admitted = single.check_n_at(MAX_COUNTER_LIMIT, idle);
+            assert!(admitted.is_ok(), "{mode:?}, idle {idle} ns: {admitted:?}");
+            assert!(single.check_at(idle).is_err(), "and full again");
+
+            let keyed = KeyedLimiter::<u8>::builder(MAX_COUNTER_LIMIT, window)
+                .clock(ManualClock::new())
+                .counter_mode(mode)
+                .build()
+                .unwrap();
+            assert!(keyed.check_n_at(&1, MAX_COUNTER_LIMIT, 0).is_ok());
+            let admitted = keyed.check_n_at(&1, MAX_COUNTER_LIMIT, idle);
+            assert!(
+                admitted.is_ok(),
+                "keyed {mode:?}, idle {idle} ns: {admitted:?}"
+            );
+        }
+    }
+    // 1 µs slots, 3.2 days idle.
+    let micro = SlidingCounter::with_clock(
+        MAX_COUNTER_LIMIT,
+        Duration::from_millis(65),
+        65_000,
+        ManualClock::new(),
+    )
+    .unwrap();
+    assert!(micro.check_n_at(MAX_COUNTER_LIMIT, 0).is_ok());
+    let days = 3 * 86_400_000_000_000 + 5 * 3_600_000_000_000;
+    assert!(micro.check_at(days).is_ok());
+}

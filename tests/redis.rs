@@ -499,3 +499,61 @@ fn the_layer_gets_the_time_until_the_quota_grows() {
         }
     });
 }
+
+/// The pre-check's local denials name the policy Redis named (here the
+/// 1 s policy, index 1), not policy 0; and a deployment that switches from
+/// the sorted-set layout to the ring under the same prefix keeps working
+/// (the layouts use different key names), its keys starting afresh.
+#[test]
+fn precheck_denials_name_the_policy_and_layouts_switch_cleanly() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let l = RedisLimiter::builder(server.url.clone(), 5, Duration::from_secs(10))
+            .and(3, Duration::from_secs(1))
+            .prefix("policy:")
+            .local_precheck(true)
+            .connect()
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            assert!(l.check("k").await.unwrap().is_ok());
+        }
+        let from_redis = l.check("k").await.unwrap().unwrap_err();
+        assert_eq!(from_redis.policy(), 1);
+        let before = l.stats();
+        let local = l.check("k").await.unwrap().unwrap_err();
+        assert_eq!(
+            l.stats().local_denials,
+            before.local_denials + 1,
+            "answered locally"
+        );
+        assert_eq!(
+            local.policy(),
+            1,
+            "the pre-check names the policy Redis named"
+        );
+
+        // Same prefix, the other layout: no WRONGTYPE.
+        for layout in [Layout::SortedSet, Layout::Ring, Layout::SortedSet] {
+            let l = RedisLimiter::builder(server.url.clone(), 2, Duration::from_secs(10))
+                .prefix("switch:")
+                .layout(layout)
+                .connect()
+                .await
+                .unwrap();
+            let first = l.check("k").await;
+            assert!(
+                matches!(first, Ok(Ok(_)) | Ok(Err(_))),
+                "{layout:?}: {first:?}"
+            );
+        }
+        let ring = RedisLimiter::builder(server.url.clone(), 2, Duration::from_secs(10))
+            .prefix("switch:")
+            .layout(Layout::Ring)
+            .connect()
+            .await
+            .unwrap();
+        assert_ne!(ring.redis_key("k"), "switch:k");
+    });
+}

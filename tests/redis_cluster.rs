@@ -217,7 +217,7 @@ fn keys_spread_over_all_shards_admit_exactly_the_limit() {
         let mut owners = BTreeSet::new();
         for k in 0..24 {
             let key = format!("k{k}");
-            owners.insert(cluster.owner(&format!("{prefix}{key}")));
+            owners.insert(cluster.owner(&l.redis_key(&key)));
             let admitted = rt.block_on(async {
                 let mut admitted = 0;
                 for _ in 0..5 {

@@ -271,8 +271,8 @@ impl Algorithm for Log {}
 
 /// The approximate sliding-window counter per key (see
 /// [`SlidingCounter`](crate::SlidingCounter) for its guarantee and measured
-/// error): `8 (N + 2)` bytes per key whatever the limit (head, a summary,
-/// N slots; 16 bytes in the two-window mode).
+/// error): `8 (N + 3)` bytes per key whatever the limit (head, its absolute sub-window, a summary,
+/// N slots; 24 bytes in the two-window mode).
 ///
 /// ```
 /// use std::time::Duration;
@@ -303,10 +303,12 @@ impl Counter {
         self.config.mode()
     }
 
-    /// `[head, summary (slots mode), archive...]`.
+    /// `[head, head's absolute sub-window, summary (slots mode),
+    /// archive...]`.
     #[inline]
     fn state<'a>(&'a self, state: &'a [AtomicU64]) -> CounterRef<'a> {
         let (head, rest) = sealed::split(state);
+        let (absolute, rest) = sealed::split(rest);
         let (summary, archive) = if self.config.summarised() {
             let (summary, archive) = sealed::split(rest);
             (Some(summary), archive)
@@ -316,6 +318,7 @@ impl Counter {
         CounterRef {
             config: &self.config,
             head,
+            absolute,
             summary,
             archive,
         }
@@ -349,10 +352,17 @@ impl sealed::Sealed for Counter {
     }
     fn init(&self, _: Option<&Shape>, now: u64) -> Box<[AtomicU64]> {
         // Head and the summary start in the current sub-window, empty.
-        let (head, cell) = (self.config.initial_head(now), self.config.initial_cell(now));
-        let fresh = 1 + usize::from(self.config.summarised());
-        (0..self.config.words())
-            .map(|i| AtomicU64::new(if i < fresh { head } else { cell }))
+        let cfg = &self.config;
+        let (head, cell) = (cfg.initial_head(now), cfg.initial_cell(now));
+        let summaries = 2 + usize::from(cfg.summarised());
+        (0..cfg.words())
+            .map(|i| {
+                AtomicU64::new(match i {
+                    1 => cfg.absolute(now),
+                    i if i < summaries => head,
+                    _ => cell,
+                })
+            })
             .collect()
     }
     #[inline]
