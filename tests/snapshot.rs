@@ -195,3 +195,59 @@ fn restore_between_quanta_clocks() {
     let denied = new.check().unwrap_err();
     assert!(denied.retry_after() > Duration::from_secs(59), "{denied:?}");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Snapshots are untrusted input (a file, a request): arbitrary JSON is
+    /// refused with an error or restored, and a restored value of any shape
+    /// (times out of order, duplicated, at the ends of the range, more than
+    /// the limit, keys many times over) never panics and never leaves a
+    /// window over its limit.
+    #[test]
+    fn untrusted_snapshots_never_panic(
+        json in "\\PC{0,200}",
+        times in prop::collection::vec(prop_oneof![
+            Just(0u64), Just(u64::MAX), Just(1u64 << 62), any::<u64>(), 0..1_000_000_000u64,
+        ], 0..40),
+        keys in prop::collection::vec(0..4u8, 0..12),
+        version in prop_oneof![Just(slidelog::snapshot::SNAPSHOT_VERSION), any::<u32>()],
+    ) {
+        let _ = serde_json::from_str::<Snapshot>(&json);
+        let _ = serde_json::from_str::<KeyedSnapshot<String>>(&json);
+        let clock = ManualClock::new();
+        let mut one = limiter(&[(3, 1_000_000_000)], &clock);
+        let snapshot = Snapshot {
+            version,
+            taken_at_unix_nanos: times.first().copied().unwrap_or(0),
+            policies: Vec::new(),
+            admissions: times.clone(),
+        };
+        let anchor = Anchor { clock_nanos: 1 << 40, unix_nanos: 1_000_000_000 };
+        match one.restore_at(&snapshot, anchor) {
+            Ok(_) => {
+                // At most the limit survive: a fourth check at the anchor's
+                // time is denied if three were restored in its window.
+                let admitted = (0..4).filter(|_| one.check_at(anchor.clock_nanos).is_ok()).count();
+                prop_assert!(admitted <= 3);
+            }
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+        let mut keyed = KeyedLimiter::<u8, ManualClock>::with_clock(3, Duration::from_secs(1), clock).unwrap();
+        let keyed_snapshot = KeyedSnapshot {
+            version,
+            taken_at_unix_nanos: 0,
+            policies: Vec::new(),
+            keys: keys
+                .iter()
+                .map(|&key| slidelog::snapshot::KeyAdmissions { key, admissions: times.clone() })
+                .collect(),
+        };
+        if keyed.restore_at(&keyed_snapshot, anchor).is_ok() {
+            for &key in &keys {
+                let admitted = (0..4).filter(|_| keyed.check_at(&key, anchor.clock_nanos).is_ok()).count();
+                prop_assert!(admitted <= 3);
+            }
+        }
+    }
+}

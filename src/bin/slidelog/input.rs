@@ -540,5 +540,54 @@ mod tests {
             let _ = combined_fields(&s);
             let _ = quote(&s);
         }
+
+        /// Untrusted logs, as bytes (invalid UTF-8, NULs, open quotes,
+        /// BOMs, very long lines): every reader yields requests or a clear
+        /// error naming a line, and never panics; an error is never empty.
+        #[test]
+        fn readers_never_panic_on_arbitrary_bytes(
+            input in prop::collection::vec(
+                prop_oneof![
+                    8 => any::<u8>(),
+                    2 => Just(b'\n'),
+                    1 => Just(b'"'),
+                    1 => Just(b','),
+                    1 => Just(b'['),
+                    1 => Just(b']'),
+                ],
+                0..600,
+            ),
+            format in prop_oneof![
+                Just(InputFormat::Csv),
+                Just(InputFormat::Tsv),
+                Just(InputFormat::Combined),
+            ],
+            no_header in any::<bool>(),
+        ) {
+            let columns = Columns {
+                time: (format != InputFormat::Combined && !no_header).then(|| "t".to_string()),
+                key: None,
+                no_header,
+            };
+            let delimiter = if format == InputFormat::Tsv { b'\t' } else { b',' };
+            let clock = utc();
+            match Requests::open(std::io::Cursor::new(input), format, delimiter, &columns) {
+                Err(e) => prop_assert!(!e.is_empty()),
+                Ok(mut requests) => {
+                    for _ in 0..1_000 {
+                        match requests.next_request(&columns) {
+                            Ok(Some(request)) => {
+                                let _ = clock.parse(&request.time);
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                prop_assert!(!e.is_empty());
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
