@@ -23,19 +23,18 @@ mod body;
 mod deny;
 mod extract;
 mod headers;
+mod peer;
 mod service;
 
 pub use backend::{Backend, Verdict};
 pub use body::RateLimitBody;
 pub use deny::{Denial, DenyStyle};
-pub use extract::{
-    DEFAULT_MAX_KEY_LEN, ForwardedHeader, GlobalKey, HeaderKey, KeyExtractor, KeyFn,
-    MAX_TRUSTED_NETWORKS, PeerIp,
-};
+pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};
 pub use headers::{HeaderStyle, ceil_seconds, policy_name};
 /// A network of trusted proxies for [`PeerIp::trusted_network`] (the
 /// `ipnet` crate's type): `"10.0.0.0/8".parse()`.
 pub use ipnet::IpNet;
+pub use peer::{ForwardedHeader, MAX_TRUSTED_NETWORKS, PeerIp};
 pub use service::{RateLimitLayer, RateLimitService, ResponseFuture};
 
 #[cfg(test)]
