@@ -44,6 +44,16 @@ impl<'a> RingRef<'a> {
         if free == 0 || slot::deadline(prev) <= t_eff {
             return free as u32;
         }
+        self.remaining_search(c, n, free, t_eff)
+    }
+
+    /// The search of [`remaining_after`](Self::remaining_after) when the
+    /// previous admission is alive. Out of line: the admission path calls
+    /// it, while a denial (or an admission into an empty window) keeps the
+    /// inlined check small.
+    #[inline(never)]
+    fn remaining_search(&self, c: u64, n: u64, free: u64, t_eff: u64) -> u32 {
+        let g = self.geometry;
         // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
         // first, at positions `base + k`; candidate `free - 1` (the previous
         // admission) is alive here.
