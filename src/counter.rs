@@ -422,8 +422,9 @@ pub(crate) struct CounterRef<'a> {
     /// Slots mode: `epoch << count_bits | sum`, the sum of the archived
     /// counts that are still in the window while head is in sub-window
     /// `epoch` (the N - 1 before it). Written, largest sum kept, before head
-    /// moves to `epoch`, so a check in head's sub-window reads two words
-    /// instead of N. A summary for another sub-window is ignored.
+    /// moves to `epoch`, so a check in head's sub-window reads three words
+    /// (head, its absolute number, the summary) instead of N. A summary for
+    /// another sub-window is ignored.
     pub(crate) summary: Option<&'a AtomicU64>,
     pub(crate) archive: &'a [AtomicU64],
 }

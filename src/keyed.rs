@@ -44,7 +44,7 @@ const SWEEP_MIN_INSERTS: usize = 64;
 const DEFAULT_SLOTS: u32 = 10;
 
 /// A key's state: one allocation of words, `head` in word 0 (the ring's
-/// `L + 1` words, or the counter's `N + 2`), and the key's own policies
+/// `L + 1` words, or the counter's `N + 3`), and the key's own policies
 /// when a per-key quota chose other than the default ones.
 struct KeyState {
     words: Box<[AtomicU64]>,
@@ -426,7 +426,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     }
 
     /// Keeps the approximate sliding-window counter per key instead of the
-    /// exact log: `slots` sub-windows, `8 (slots + 1)` bytes per key whatever
+    /// exact log: `slots` sub-windows, `8 (slots + 3)` bytes per key whatever
     /// the limit (see [`SlidingCounter`](crate::SlidingCounter) for the
     /// guarantee and the measured error).
     ///
@@ -443,9 +443,9 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     /// assert_eq!(limiter.check_n("tenant-a", 999_999).unwrap().remaining(), 1);
     /// assert!(limiter.check_n("tenant-a", 2).is_err());
     /// assert!(limiter.check_n("tenant-b", 2).is_ok());
-    /// // 62 words of state (head, summary, 60 slots), the map entry, and a
-    /// // String key's 16 extra bytes.
-    /// assert_eq!(limiter.bytes_per_key(), 8 * 62 + 56 + 16);
+    /// // 63 words of state (head, its absolute sub-window, the summary, 60
+    /// // slots), the map entry, and a String key's 16 extra bytes.
+    /// assert_eq!(limiter.bytes_per_key(), 8 * 63 + 56 + 16);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn sliding_counter(self, slots: u32) -> KeyedBuilder<K, C, S, Counter> {
