@@ -731,6 +731,47 @@ where
         )
     }
 
+    /// One unit for `key` at `now`, and, if admitted, how long until its
+    /// `remaining` next grows (the time until the oldest admission in the
+    /// window leaves it: what `peek_n_at(key, remaining + 1, now)` would
+    /// wait), both from one lookup of the key's state: the tower layer's
+    /// IETF `t`.
+    #[cfg(feature = "tower")]
+    pub(crate) fn check_with_wait_at<Q>(
+        &self,
+        key: &Q,
+        now: u64,
+    ) -> Result<(Admitted, std::time::Duration), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide_at(
+            key,
+            1,
+            now,
+            |algorithm, state, floor| {
+                let admitted = match algorithm.check(&state.words, state.quota(), 1, now, floor)? {
+                    Ok(admitted) => admitted,
+                    Err(denied) => return Some(Err(denied)),
+                };
+                let more = admitted.remaining().saturating_add(1);
+                let wait = if algorithm.exceeds(state.quota(), more).is_some() {
+                    None
+                } else {
+                    algorithm
+                        .peek(&state.words, state.quota(), more, now, floor)
+                        .and_then(Result::err)
+                };
+                let wait = wait
+                    .filter(Denied::is_rate_limited)
+                    .map_or(std::time::Duration::ZERO, |d| d.retry_after());
+                Some(Ok((admitted, wait)))
+            },
+            |admitted| (admitted, std::time::Duration::ZERO),
+        )
+    }
+
     /// Admits one request for `key` now or denies it, like
     /// [`check`](Self::check) but without counting
     /// [`remaining`](Admitted::remaining) (see [`Limiter::admit`](crate::Limiter::admit)):

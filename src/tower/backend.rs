@@ -87,9 +87,18 @@ where
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, key: K) -> Self::Future {
-        let now = self.clock().now();
-        let decision = self.check_n_at(&key, 1, now);
-        core::future::ready(verdict(decision, |n| self.peek_n_at(&key, n, now)))
+        // One lookup for the decision and the wait (see `verdict`).
+        let verdict = match self.check_with_wait_at(&key, self.clock().now()) {
+            Ok((admitted, wait)) => Verdict {
+                decision: Ok(admitted),
+                wait,
+            },
+            Err(denied) => Verdict {
+                decision: Err(denied),
+                wait: Duration::ZERO,
+            },
+        };
+        core::future::ready(verdict)
     }
 
     fn policy(&self) -> (u32, Duration) {

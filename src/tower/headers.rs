@@ -65,27 +65,32 @@ pub(crate) struct Headers(pub(crate) Vec<(HeaderName, HeaderValue)>);
 /// assert_eq!(policy_name(&ps[..1], 0), "default");
 /// ```
 pub fn policy_name(policies: &[Policy], i: usize) -> String {
+    let mut name = String::new();
+    write_policy_name(&mut name, policies, i);
+    name
+}
+
+/// [`policy_name`], written into `out`.
+fn write_policy_name(out: &mut String, policies: &[Policy], i: usize) {
+    use core::fmt::Write;
     if policies.len() <= 1 {
-        return "default".to_string();
+        out.push_str("default");
+        return;
     }
-    let label = |w: Duration| -> String {
-        let ns = w.as_nanos();
+    /// A window's label: its value in the largest unit that divides it.
+    fn label(w: Duration) -> (u128, &'static str) {
         const S: u128 = 1_000_000_000;
-        if ns % (3_600 * S) == 0 {
-            format!("{}h", ns / (3_600 * S))
-        } else if ns % (60 * S) == 0 {
-            format!("{}m", ns / (60 * S))
-        } else if ns % S == 0 {
-            format!("{}s", ns / S)
-        } else if ns % 1_000_000 == 0 {
-            format!("{}ms", ns / 1_000_000)
-        } else {
-            format!("{ns}ns")
-        }
-    };
-    let name = label(policies[i].window);
-    let shared = policies[..i].iter().any(|p| label(p.window) == name);
-    if shared { format!("{name}-{i}") } else { name }
+        let ns = w.as_nanos();
+        [(3_600 * S, "h"), (60 * S, "m"), (S, "s"), (1_000_000, "ms")]
+            .into_iter()
+            .find(|&(unit, _)| ns % unit == 0)
+            .map_or((ns, "ns"), |(unit, name)| (ns / unit, name))
+    }
+    let own = label(policies[i].window);
+    let _ = write!(out, "{}{}", own.0, own.1);
+    if policies[..i].iter().any(|p| label(p.window) == own) {
+        let _ = write!(out, "-{i}");
+    }
 }
 
 /// Builds the rate-limit headers for `policies`, reporting on policy
@@ -101,34 +106,34 @@ pub(crate) fn rate_limit_headers(
     wait: Duration,
 ) -> Headers {
     let num = |n: u64| HeaderValue::from(n);
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(3);
     let which = which.min(policies.len().saturating_sub(1));
     let Some(reported) = policies.get(which) else {
         return Headers(out);
     };
     match style {
         HeaderStyle::Ietf => {
-            let policy = (0..policies.len())
-                .map(|i| {
-                    format!(
-                        "\"{}\";q={};w={}",
-                        policy_name(policies, i),
-                        policies[i].limit,
-                        ceil_seconds(policies[i].window)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let state = format!(
-                "\"{}\";r={remaining};t={}",
-                policy_name(policies, which),
-                ceil_seconds(wait)
-            );
+            use core::fmt::Write;
+            // One buffer per field, handed to the header value without a
+            // copy: `"1s";q=10;w=1, "1m";q=100;w=60` and `"1s";r=4;t=1`.
+            let mut policy = String::with_capacity(24 * policies.len());
+            for (i, p) in policies.iter().enumerate() {
+                if i > 0 {
+                    policy.push_str(", ");
+                }
+                policy.push('"');
+                write_policy_name(&mut policy, policies, i);
+                let _ = write!(policy, "\";q={};w={}", p.limit, ceil_seconds(p.window));
+            }
+            let mut state = String::with_capacity(32);
+            state.push('"');
+            write_policy_name(&mut state, policies, which);
+            let _ = write!(state, "\";r={remaining};t={}", ceil_seconds(wait));
             // Only digits, unit letters and fixed ASCII: always valid
             // header values.
             if let (Ok(p), Ok(s)) = (
-                HeaderValue::from_str(&policy),
-                HeaderValue::from_str(&state),
+                HeaderValue::from_maybe_shared(bytes::Bytes::from(policy)),
+                HeaderValue::from_maybe_shared(bytes::Bytes::from(state)),
             ) {
                 out.push((HeaderName::from_static("ratelimit-policy"), p));
                 out.push((HeaderName::from_static("ratelimit"), s));
