@@ -22,6 +22,11 @@ use crate::policy::{Policy, Quota};
 use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+/// An admission and a dry run made right after it on the same state (see
+/// `KeyedLimiter::check_then_peek_at`).
+#[cfg(feature = "tower")]
+pub(crate) type Peeked = (Admitted, Option<Result<Admitted, Denied>>);
+
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
 /// 256 MiB of rings and map entries, at most 1,048,576 (and at least one).
 /// No floor overrides the budget: at L = 2^20 (8 MiB per ring) that is 31
@@ -731,17 +736,12 @@ where
         )
     }
 
-    /// One unit for `key` at `now`, and, if admitted, how long until its
-    /// `remaining` next grows (the time until the oldest admission in the
-    /// window leaves it: what `peek_n_at(key, remaining + 1, now)` would
-    /// wait), both from one lookup of the key's state: the tower layer's
-    /// IETF `t`.
+    /// One unit for `key` at `now` and, if admitted, the dry run of
+    /// `remaining + 1` units on the same state (`None` if that many can
+    /// never fit): both from one lookup of the key. The tower layer's IETF
+    /// `t` is that dry run's wait.
     #[cfg(feature = "tower")]
-    pub(crate) fn check_with_wait_at<Q>(
-        &self,
-        key: &Q,
-        now: u64,
-    ) -> Result<(Admitted, std::time::Duration), Denied>
+    pub(crate) fn check_then_peek_at<Q>(&self, key: &Q, now: u64) -> Result<Peeked, Denied>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -751,24 +751,20 @@ where
             1,
             now,
             |algorithm, state, floor| {
-                let admitted = match algorithm.check(&state.words, state.quota(), 1, now, floor)? {
+                let quota = state.quota();
+                let admitted = match algorithm.check(&state.words, quota, 1, now, floor)? {
                     Ok(admitted) => admitted,
                     Err(denied) => return Some(Err(denied)),
                 };
                 let more = admitted.remaining().saturating_add(1);
-                let wait = if algorithm.exceeds(state.quota(), more).is_some() {
-                    None
-                } else {
-                    algorithm
-                        .peek(&state.words, state.quota(), more, now, floor)
-                        .and_then(Result::err)
-                };
-                let wait = wait
-                    .filter(Denied::is_rate_limited)
-                    .map_or(std::time::Duration::ZERO, |d| d.retry_after());
-                Some(Ok((admitted, wait)))
+                let peeked = algorithm
+                    .exceeds(quota, more)
+                    .is_none()
+                    .then(|| algorithm.peek(&state.words, quota, more, now, floor))
+                    .flatten();
+                Some(Ok((admitted, peeked)))
             },
-            |admitted| (admitted, std::time::Duration::ZERO),
+            |admitted| (admitted, None),
         )
     }
 

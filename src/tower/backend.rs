@@ -88,10 +88,10 @@ where
 
     fn check(&self, key: K) -> Self::Future {
         // One lookup for the decision and the wait (see `verdict`).
-        let verdict = match self.check_with_wait_at(&key, self.clock().now()) {
-            Ok((admitted, wait)) => Verdict {
+        let verdict = match self.check_then_peek_at(&key, self.clock().now()) {
+            Ok((admitted, peeked)) => Verdict {
                 decision: Ok(admitted),
-                wait,
+                wait: wait_of(peeked),
             },
             Err(denied) => Verdict {
                 decision: Err(denied),
@@ -127,13 +127,19 @@ pub(super) fn verdict(
     peek: impl FnOnce(u32) -> Result<Admitted, Denied>,
 ) -> Verdict {
     let wait = match decision {
-        Ok(a) if a.remaining() < u32::MAX => peek(a.remaining() + 1)
-            .err()
-            .filter(Denied::is_rate_limited)
-            .map_or(Duration::ZERO, |d| d.retry_after()),
+        Ok(a) if a.remaining() < u32::MAX => wait_of(Some(peek(a.remaining() + 1))),
         _ => Duration::ZERO,
     };
     Verdict { decision, wait }
+}
+
+/// The wait of a dry run of `remaining + 1` units: how long until
+/// `remaining` grows (zero when the dry run did not run or fits).
+fn wait_of(peeked: Option<Result<Admitted, Denied>>) -> Duration {
+    peeked
+        .and_then(Result::err)
+        .filter(Denied::is_rate_limited)
+        .map_or(Duration::ZERO, |denied| denied.retry_after())
 }
 
 /// A single-key limiter as a backend: one limit shared by every key (use it
