@@ -1288,6 +1288,59 @@ where
         self.house.evicted.load(Ordering::Relaxed)
     }
 
+    /// Forgets `key`: its history is dropped and its next request starts
+    /// with the whole quota, as a key never seen (after a successful login,
+    /// say). `true` if the key held state. A check racing the removal may
+    /// be counted in the forgotten state; every later one starts afresh.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<String>::new(3, Duration::from_secs(60))?;
+    /// for _ in 0..3 {
+    ///     limiter.check("mallory").unwrap();
+    /// }
+    /// assert!(limiter.check("mallory").is_err());
+    /// assert!(limiter.remove("mallory"));
+    /// assert_eq!(limiter.check("mallory").unwrap().remaining(), 2);
+    /// assert!(!limiter.remove("nobody"));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn remove<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let guard = self.map.guard();
+        match self.map.remove_entry(key, &guard) {
+            Some((removed, state)) => {
+                self.release(self.cost(removed, state.quota()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`remove`](Self::remove), for callers that think of it as a reset.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// let limiter = KeyedLimiter::<u64>::new(1, Duration::from_secs(60))?;
+    /// limiter.check(&7).unwrap();
+    /// limiter.reset(&7);
+    /// assert!(limiter.check(&7).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn reset<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.remove(key);
+    }
+
     /// The number of live keys. Approximate under concurrency (insertions and
     /// evictions in flight).
     ///

@@ -249,8 +249,18 @@
 //!   `Retry-After` and IETF `RateLimit` headers (implies `async`).
 //! * `redis`: [`redis::RedisLimiter`](crate::redis), the same exact log on
 //!   Redis, shared across processes (sorted set or ring layout).
-//! * `axum`: kept for compatibility (the `tower` feature now reads axum's
-//!   `ConnectInfo<SocketAddr>` for `tower::PeerIp` itself).
+//! * `tracing`: debug-level `tracing` events (target `slidelog`) for the
+//!   denials the tower layer answers, sweeps that evict, new keys refused at
+//!   the cap and failed Redis checks; never on the in-process check path
+//!   (implied by `tower`).
+//! * `metrics`: counters and gauges through the `metrics` facade (requests
+//!   by decision in the tower layer, keys live, evicted and refused, Redis
+//!   round trips, local pre-check denials and failures).
+//! * `serde`: snapshot and restore (module `slidelog::snapshot`): a limiter's live
+//!   admissions as a serde value, so a restart is not a free burst; and
+//!   `Serialize`/`Deserialize` on [`Policy`].
+//! * `axum`: the same as `tower` (which reads axum's `ConnectInfo<SocketAddr>`
+//!   for `tower::PeerIp` itself).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -109,6 +109,52 @@ impl Limiter<QuantaClock> {
     pub fn new(limit: u32, window: Duration) -> Result<Self, ConfigError> {
         Limiter::with_clock(limit, window, QuantaClock::new())
     }
+
+    /// `limit` requests per second: [`new`](Self::new)`(limit, 1 s)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new): a zero or too large limit.
+    ///
+    /// ```
+    /// let limiter = slidelog::Limiter::per_second(10)?;
+    /// assert_eq!(limiter.window(), std::time::Duration::from_secs(1));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn per_second(limit: u32) -> Result<Self, ConfigError> {
+        Limiter::new(limit, Duration::from_secs(1))
+    }
+
+    /// `limit` requests per minute: [`new`](Self::new)`(limit, 60 s)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new): a zero or too large limit.
+    ///
+    /// ```
+    /// let limiter = slidelog::Limiter::per_minute(100)?;
+    /// assert_eq!(limiter.window(), std::time::Duration::from_secs(60));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn per_minute(limit: u32) -> Result<Self, ConfigError> {
+        Limiter::new(limit, Duration::from_secs(60))
+    }
+
+    /// `limit` requests per hour: [`new`](Self::new)`(limit, 3600 s)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new): a zero or too large limit.
+    ///
+    /// ```
+    /// let limiter = slidelog::Limiter::per_hour(1_000)?;
+    /// assert_eq!(limiter.window(), std::time::Duration::from_secs(3600));
+    /// assert!(slidelog::Limiter::per_hour(0).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn per_hour(limit: u32) -> Result<Self, ConfigError> {
+        Limiter::new(limit, Duration::from_secs(3600))
+    }
 }
 
 impl Limiter<QuantaClock> {

@@ -325,3 +325,34 @@ fn zero_byte_budget_is_a_config_error() {
     assert_eq!(err, slidelog::ConfigError::ZeroMaxBytes);
     assert!(err.to_string().contains("max_bytes"));
 }
+
+/// `remove` forgets a key (its next request starts with the whole quota)
+/// and gives its memory back to the budget; `reset` is the same; removing
+/// an absent key changes nothing. Log and counter per key.
+#[test]
+fn remove_forgets_a_key_and_frees_its_budget() {
+    let log = KeyedLimiter::<String>::new(2, Duration::from_secs(60)).unwrap();
+    let counter = KeyedLimiter::<String>::builder(2, Duration::from_secs(60))
+        .sliding_counter(4)
+        .build()
+        .unwrap();
+    assert!(log.check("a").is_ok() && log.check("a").is_ok());
+    assert!(log.check("a").is_err());
+    assert!(log.check("b").is_ok());
+    let two = log.memory_bytes();
+    assert!(log.remove("a"));
+    assert_eq!((log.len(), log.memory_bytes()), (1, two / 2));
+    assert_eq!(log.check("a").unwrap().remaining(), 1, "a fresh quota");
+    log.reset("a");
+    log.reset("a");
+    assert!(!log.remove("a"));
+    assert_eq!(log.len(), 1);
+    assert!(log.remove("b"));
+    assert_eq!((log.len(), log.memory_bytes()), (0, 0));
+
+    assert!(counter.check_n("t", 2).is_ok());
+    assert!(counter.check("t").is_err());
+    assert!(counter.remove("t"));
+    assert_eq!(counter.memory_bytes(), 0);
+    assert!(counter.check_n("t", 2).is_ok());
+}
