@@ -51,11 +51,35 @@ pub struct Denial<'a> {
 /// A denial-response builder.
 pub(super) type DenyHook = Arc<dyn Fn(&Denial<'_>) -> Response<Bytes> + Send + Sync>;
 
-/// What to do about a request without a key.
-pub(super) const MISSING_KEY_HELP: &str = "PeerIp needs the peer address: serve axum with \
-    `into_make_service_with_connect_info::<SocketAddr>()`, or insert a `SocketAddr` request \
-    extension (hyper, tonic); or set `RateLimitLayer::fallback_key` to share one limit among \
-    requests without a key.";
+/// What the layer answers a request its extractor found no key for (and
+/// no [`fallback_key`](super::RateLimitLayer::fallback_key) is set): see
+/// [`RateLimitLayer::on_missing_key`](super::RateLimitLayer::on_missing_key).
+/// Whatever the choice, the first such request is logged once per layer (a
+/// `tracing` error naming the extractor, with the fix when there is one);
+/// the client never sees set-up details.
+///
+/// ```
+/// use slidelog::tower::MissingKey;
+/// assert_eq!(MissingKey::default(), MissingKey::ServerError);
+/// let _ = MissingKey::Reject(http::StatusCode::UNAUTHORIZED);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MissingKey {
+    /// `500 Internal Server Error` with a generic body (gRPC `INTERNAL`): a
+    /// missing key is usually the server's misconfiguration (`PeerIp` on a
+    /// server that records no peer address), not the client's fault.
+    #[default]
+    ServerError,
+    /// Pass the request to the inner service, unlimited and without
+    /// rate-limit headers: for requests the extractor skips on purpose
+    /// (health checks, some methods or paths, a `KeyFn` returning `None`).
+    Allow,
+    /// Refuse with this status and a short body naming it, e.g. `401` for a
+    /// missing API key (gRPC: `UNAUTHENTICATED` for 401, `PERMISSION_DENIED`
+    /// for 403, `INVALID_ARGUMENT` for other 4xx, `INTERNAL` otherwise).
+    Reject(StatusCode),
+}
 
 /// An answer that does not reach the inner service: for HTTP, `status`
 /// with `text` as a plain-text body; for gRPC, an empty body with
@@ -91,15 +115,18 @@ pub(super) fn refusal<B>(
     response
 }
 
-/// The answer to a request without a key (and no fallback key): a server
-/// error that explains itself (gRPC `INTERNAL`).
-pub(super) fn missing_key<B>(deny: DenyStyle) -> Response<RateLimitBody<B>> {
-    refusal(
-        deny,
-        StatusCode::INTERNAL_SERVER_ERROR,
-        &format!("Internal Server Error: no rate-limit key for this request. {MISSING_KEY_HELP}"),
-        ("13", "no%20rate-limit%20key"),
-    )
+/// The refusal of a request without a key ([`MissingKey::ServerError`] or
+/// [`MissingKey::Reject`]): the status's own reason phrase, nothing about
+/// the server's set-up.
+pub(super) fn missing_key<B>(deny: DenyStyle, status: StatusCode) -> Response<RateLimitBody<B>> {
+    let grpc = match status.as_u16() {
+        401 => ("16", "unauthenticated"),
+        403 => ("7", "permission%20denied"),
+        400..=499 => ("3", "no%20rate-limit%20key"),
+        _ => ("13", "no%20rate-limit%20key"),
+    };
+    let reason = status.canonical_reason().unwrap_or("Refused");
+    refusal(deny, status, &format!("{} {reason}", status.as_u16()), grpc)
 }
 
 /// The 429 (or gRPC `RESOURCE_EXHAUSTED`) answer for a denial.

@@ -20,6 +20,12 @@ pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
 
     /// The key of `request`, if it has one.
     fn extract(&self, request: &Request<B>) -> Option<Self::Key>;
+
+    /// What a server operator should change when this extractor finds no
+    /// key (logged once per layer; never sent to clients). Empty by default.
+    fn missing_key_hint(&self) -> &'static str {
+        ""
+    }
 }
 
 /// One key for every request: a global limit.

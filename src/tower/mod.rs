@@ -28,7 +28,7 @@ mod service;
 
 pub use backend::{Backend, Verdict};
 pub use body::RateLimitBody;
-pub use deny::{Denial, DenyStyle};
+pub use deny::{Denial, DenyStyle, MissingKey};
 pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};
 pub use headers::{HeaderStyle, ceil_seconds, policy_name};
 /// A network of trusted proxies for [`PeerIp::trusted_network`] (the

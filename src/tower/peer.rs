@@ -322,6 +322,13 @@ fn forwarded_for(element: &str) -> Option<IpAddr> {
 impl<B> KeyExtractor<B> for PeerIp {
     type Key = IpAddr;
 
+    fn missing_key_hint(&self) -> &'static str {
+        "PeerIp needs the peer address: serve axum with \
+         `into_make_service_with_connect_info::<SocketAddr>()`, or insert a `SocketAddr` \
+         request extension (hyper, tonic); or set `RateLimitLayer::fallback_key` to share one \
+         limit among requests without a key."
+    }
+
     fn extract(&self, request: &Request<B>) -> Option<IpAddr> {
         let ext = request.extensions();
         let peer = ext

@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 
 use super::backend::{Backend, Verdict};
 use super::body::RateLimitBody;
-use super::deny::{Denial, DenyHook, DenyStyle, MISSING_KEY_HELP, denial, missing_key};
+use super::deny::{Denial, DenyHook, DenyStyle, MissingKey, denial, missing_key};
 use super::extract::KeyExtractor;
 use super::headers::{HeaderStyle, Headers, PolicyList, rate_limit_headers};
 use crate::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +42,8 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     backend: Arc<L>,
     extractor: X,
     fallback: Option<K>,
+    /// What a request without a key (and no fallback) gets.
+    missing: MissingKey,
     headers: HeaderStyle,
     deny: DenyStyle,
     /// The backend's policies, for the headers (asked once).
@@ -59,6 +61,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
             backend: Arc::clone(&self.backend),
             extractor: self.extractor.clone(),
             fallback: self.fallback.clone(),
+            missing: self.missing,
             headers: self.headers,
             deny: self.deny,
             policies: self.policies,
@@ -82,14 +85,14 @@ where
     L: Backend<K>,
 {
     /// Limits requests by the key `extractor` finds, against `backend`.
-    /// A request for which no key is found is never let through unlimited:
-    /// unless a shared fallback key is set with
-    /// [`fallback_key`](Self::fallback_key), it is answered **500 Internal
-    /// Server Error** (gRPC: `INTERNAL`) with the reason in the body, and
-    /// the first one is logged (a `tracing` error): a missing key is a
-    /// server misconfiguration (e.g. `PeerIp` on a server that does not
-    /// record peer addresses), not the client's fault, so it is not a 429
-    /// with a made-up `Retry-After`.
+    /// A request for which no key is found is limited under the
+    /// [`fallback_key`](Self::fallback_key) if one is set, else answered as
+    /// [`on_missing_key`](Self::on_missing_key) says: by default **500
+    /// Internal Server Error** (gRPC: `INTERNAL`) with a generic body, since
+    /// a missing key is usually a server misconfiguration (e.g. `PeerIp` on
+    /// a server that does not record peer addresses), not the client's
+    /// fault, so not a 429 with a made-up `Retry-After`. The first one is
+    /// logged (a `tracing` error naming the extractor and the fix).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -106,6 +109,7 @@ where
             backend,
             extractor,
             fallback: None,
+            missing: MissingKey::default(),
             headers: HeaderStyle::default(),
             deny: DenyStyle::default(),
             on_deny: None,
@@ -115,9 +119,29 @@ where
 }
 
 impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
+    /// What a request without a key gets when no fallback key is set
+    /// (default [`MissingKey::ServerError`]): pass it through unlimited, or
+    /// refuse it with a chosen status.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    /// use slidelog::tower::{HeaderKey, MissingKey, RateLimitLayer};
+    /// let limiter = Arc::new(KeyedLimiter::<String>::new(10, Duration::from_secs(1))?);
+    /// // No API key: 401, not a server error.
+    /// let _layer = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"))
+    ///     .on_missing_key(MissingKey::Reject(http::StatusCode::UNAUTHORIZED));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn on_missing_key(mut self, missing: MissingKey) -> Self {
+        self.missing = missing;
+        self
+    }
+
     /// The key shared by requests without one. By default there is none,
-    /// and such requests are answered as [`new`](RateLimitLayer::new) says
-    /// (a 500: a missing key is the server's misconfiguration).
+    /// and such requests are answered as
+    /// [`on_missing_key`](RateLimitLayer::on_missing_key) says.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -316,19 +340,35 @@ where
                 style,
             },
             None => {
+                let missing = self.layer.missing;
                 // Relaxed: only decides whether to log; no data depends on it.
                 if !self.layer.missing_logged.swap(true, Ordering::Relaxed) {
+                    let hint = KeyExtractor::<ReqBody>::missing_key_hint(&self.layer.extractor);
                     tracing::error!(
-                        "slidelog: a request had no rate-limit key and no fallback key is set; \
-                         answering 500. {MISSING_KEY_HELP}"
+                        "slidelog: {} found no rate-limit key for a request and no fallback key \
+                         is set; answering {missing:?} (logged once per layer). {hint}",
+                        core::any::type_name::<X>()
                     );
                 }
-                ResponseFuture {
-                    state: State::Done {
-                        response: Some(missing_key(style.1)),
+                let state = match missing {
+                    MissingKey::Allow => {
+                        let mut inner = inner;
+                        State::Calling {
+                            call: inner.call(request),
+                            headers: Headers(Vec::new()),
+                        }
+                    }
+                    MissingKey::Reject(status) => State::Done {
+                        response: Some(missing_key(style.1, status)),
                     },
-                    style,
-                }
+                    MissingKey::ServerError => State::Done {
+                        response: Some(missing_key(
+                            style.1,
+                            http::StatusCode::INTERNAL_SERVER_ERROR,
+                        )),
+                    },
+                };
+                ResponseFuture { state, style }
             }
         }
     }
