@@ -25,6 +25,14 @@ pub enum Flaw {
     /// floor first: a stale reading admits over the evicted history.
     NoFloor,
 
+    /// (Reconfiguration) Publish the successor ring without closing the
+    /// old one: an admission landing in the old ring after its log was
+    /// copied is lost to the new configuration.
+    OpenMigration,
+    /// (Reconfiguration) Build the successor with the old policies: checks
+    /// after the change are judged by the configuration it replaced.
+    OldPolicies,
+
     // --- The ring (docs/design.md §4) ---
     /// Skip the seqlock re-validation of `head`.
     NoRevalidate,

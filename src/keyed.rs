@@ -22,6 +22,8 @@ use crate::policy::{Policy, Quota};
 use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+mod reconfig;
+
 /// An admission and a dry run made right after it on the same state (see
 /// `KeyedLimiter::check_then_peek_at`).
 #[cfg(feature = "tower")]
@@ -60,6 +62,20 @@ impl KeyState {
     #[inline]
     fn quota(&self) -> Option<&Shape> {
         self.quota.as_deref()
+    }
+
+    /// A copy of a state nobody writes any more (a parked successor).
+    fn copy(&self) -> KeyState {
+        KeyState {
+            // Relaxed: the words were written before the successor was
+            // parked, and we found it parked (papaya's loads are Acquire).
+            words: self
+                .words
+                .iter()
+                .map(|w| AtomicU64::new(w.load(Ordering::Relaxed)))
+                .collect(),
+            quota: self.quota.clone(),
+        }
     }
 }
 
@@ -183,6 +199,8 @@ pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState, A = Log> {
     /// evict: it shares the read-mostly line with the fields above.
     floor: Floor,
     house: CachePadded<Housekeeping>,
+    /// Run-time changes of the policies (`keyed/reconfig.rs`).
+    config: reconfig::Reconfig<K>,
 }
 
 impl<K: Hash + Eq + KeySize> KeyedLimiter<K, QuantaClock, RandomState> {
@@ -623,6 +641,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             idle_margin,
             floor: Floor::new(),
             house: CachePadded::new(Housekeeping::default()),
+            config: reconfig::Reconfig::new(),
         })
     }
 }
@@ -847,10 +866,11 @@ where
                 Some(state) => state,
                 // An absent key is a fresh state: nothing to record (and,
                 // without per-key quotas, no key to copy).
-                None if n == 0 && self.quota.is_none() => {
+                None if n == 0 && self.quota.is_none() && self.config.unchanged() => {
                     return Ok(fresh(self.algorithm.fresh(None, 0, now, self.floor.get())));
                 }
                 None => {
+                    let epoch = self.config.epoch();
                     let owned = key.to_owned().compact();
                     let quota = self.quota_for(&owned);
                     if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
@@ -860,19 +880,34 @@ where
                         let floor = self.floor.get();
                         return Ok(fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor)));
                     }
-                    self.insert(owned, quota, now, &guard)?
+                    let state = self.insert(owned, quota, now, &guard)?;
+                    if self.config.raced(epoch) {
+                        // Its policies may be the ones just replaced.
+                        self.migrate_raced(key);
+                        continue;
+                    }
+                    state
                 }
             };
-            if let Some(denied) = self.algorithm.exceeds(state.quota(), n) {
-                return Err(denied);
-            }
             // The floor is loaded after the lookup found (or made) this
             // state, and again on every retry: a state that replaced an
             // evicted one is only reached after the eviction's raise.
-            match op(&self.algorithm, state, self.floor.get()) {
+            let answer = match self.algorithm.exceeds(state.quota(), n) {
+                // Never by a closed state's limits: its successor answers.
+                Some(denied) => {
+                    (!self.algorithm.is_closed(&state.words, state.quota())).then_some(Err(denied))
+                }
+                None => op(&self.algorithm, state, self.floor.get()),
+            };
+            match answer {
                 Some(decision) => return decision,
-                // Closed for eviction: unlink it and look again.
-                None => self.unlink(key, state, &guard),
+                // Closed for reconfiguration: swap its successor in (if the
+                // reconfiguring thread has not yet) and look again.
+                None => match self.config.successor(state) {
+                    Some(successor) => self.relink(key.to_owned(), state, &successor, &guard),
+                    // Closed for eviction: unlink it and look again.
+                    None => self.unlink(key, state, &guard),
+                },
             }
         }
     }
@@ -942,21 +977,35 @@ where
     {
         let guard = self.map.guard();
         if let Some(state) = self.map.get(key, &guard) {
-            if let Some(denied) = self.algorithm.exceeds(state.quota(), n) {
-                return Err(denied);
-            }
             let floor = self.floor.get();
-            if let Some(decision) = self
-                .algorithm
-                .peek(&state.words, state.quota(), n, now, floor)
-            {
+            let answer = match self.algorithm.exceeds(state.quota(), n) {
+                Some(denied) => {
+                    (!self.algorithm.is_closed(&state.words, state.quota())).then_some(Err(denied))
+                }
+                None => self
+                    .algorithm
+                    .peek(&state.words, state.quota(), n, now, floor),
+            };
+            if let Some(decision) = answer {
                 return decision;
+            }
+            // Closed for reconfiguration: its successor answers.
+            if let Some(next) = self.config.successor(state) {
+                if let Some(denied) = self.algorithm.exceeds(next.quota(), n) {
+                    return Err(denied);
+                }
+                if let Some(decision) =
+                    self.algorithm
+                        .peek(&next.words, next.quota(), n, now, self.floor.get())
+                {
+                    return decision;
+                }
             }
         }
         // Absent or being evicted: a fresh state (of the key's quota).
-        let quota = match &self.quota {
-            Some(_) => self.quota_for(&key.to_owned()),
-            None => None,
+        let quota = match (&self.quota, self.config.unchanged()) {
+            (None, true) => None,
+            _ => self.quota_for(&key.to_owned()),
         };
         if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
             return Err(denied);
@@ -1065,8 +1114,12 @@ where
 
     /// The policies `key` gets if it is new: `None` for the default ones.
     fn quota_for(&self, key: &K) -> Option<Arc<Shape>> {
-        let shape = self.quota.as_ref()?(key)?.shape;
-        // The default policies need no description of their own.
+        let shape = self
+            .config
+            .override_for(key)
+            .or_else(|| self.quota.as_ref()?(key).map(|quota| quota.shape))
+            .or_else(|| self.config.default())?;
+        // The builder's default policies need no description of their own.
         (shape.policies() != self.algorithm.policies()).then_some(shape)
     }
 
@@ -1180,9 +1233,9 @@ where
     fn evict_idle(&self, now: u64) -> (usize, u64) {
         // A key admitted from now on becomes idle at or after this.
         // (Per-key quotas may have shorter windows: no bound beyond now.)
-        let earliest = match self.quota {
-            None => self.algorithm.earliest_idle(now),
-            Some(_) => now,
+        let earliest = match (&self.quota, self.config.unchanged()) {
+            (None, true) => self.algorithm.earliest_idle(now),
+            _ => now,
         };
         let mut next_idle = earliest.saturating_add(self.idle_margin);
         let guard = self.map.guard();
@@ -1195,6 +1248,8 @@ where
                 self.idle_margin,
                 &self.floor,
             ) {
+                // Closed for reconfiguration: its mover swaps it.
+                Ok(()) if self.config.successor(ring).is_some() => {}
                 // Closed: no admission can land in it any more.
                 Ok(()) => {
                     if let Ok(Some((removed, state))) =
@@ -1437,11 +1492,15 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn limit(&self) -> u32 {
-        self.algorithm.limit()
+        match self.config.default() {
+            Some(shape) => shape.limit(),
+            None => self.algorithm.limit(),
+        }
     }
 
-    /// The default policies, in the order given (a key's own
-    /// [`quota`](KeyedBuilder::quota) may differ).
+    /// The default policies now, in the order given (a key's own
+    /// [`quota`](KeyedBuilder::quota) may differ; the latest
+    /// `reconfigure`'s once reconfigured).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -1451,8 +1510,11 @@ where
     /// assert_eq!(limiter.policies()[1].limit, 100);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
-    pub fn policies(&self) -> &[Policy] {
-        self.algorithm.policies()
+    pub fn policies(&self) -> Vec<Policy> {
+        match self.config.default() {
+            Some(shape) => shape.policies().to_vec(),
+            None => self.algorithm.policies().to_vec(),
+        }
     }
 
     /// The policies that limit `key`: its [`quota`](KeyedBuilder::quota)'s
@@ -1471,7 +1533,7 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn policies_for(&self, key: &K) -> std::borrow::Cow<'_, [Policy]> {
-        if self.quota.is_none() {
+        if self.quota.is_none() && self.config.unchanged() {
             return std::borrow::Cow::Borrowed(self.algorithm.policies());
         }
         let guard = self.map.guard();
@@ -1488,7 +1550,7 @@ where
     /// Whether a per-key quota function was given.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn has_quotas(&self) -> bool {
-        self.quota.is_some()
+        self.quota.is_some() || !self.config.unchanged()
     }
 
     /// The window (the first policy's).
@@ -1500,7 +1562,10 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn window(&self) -> Duration {
-        Duration::from_nanos(self.algorithm.window_nanos())
+        match self.config.default() {
+            Some(shape) => shape.window(),
+            None => Duration::from_nanos(self.algorithm.window_nanos()),
+        }
     }
 
     /// The limiter's clock.
@@ -1572,6 +1637,7 @@ where
                 let admissions: Vec<u64> = shape
                     .ring(head, slots)
                     .admissions(anchor.clock_nanos)
+                    .unwrap_or_default()
                     .into_iter()
                     .map(|t| anchor.to_unix(t))
                     .collect();
@@ -1648,7 +1714,7 @@ where
             let current = existing
                 .and_then(|state| {
                     let (head, slots) = state.words.split_first()?;
-                    Some(shape.ring(head, slots).admissions(now))
+                    shape.ring(head, slots).admissions(now)
                 })
                 .unwrap_or_default();
             let already = current.len();

@@ -276,6 +276,7 @@ mod key_size;
 #[cfg(not(slidelog_loom))]
 mod keyed;
 mod limiter;
+mod link;
 mod policy;
 #[cfg(all(feature = "redis", not(slidelog_loom)))]
 pub mod redis;

@@ -8,9 +8,12 @@ use crossbeam_utils::CachePadded;
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
-use crate::policy::Policy;
+use crate::link::Link;
+use crate::policy::{Policy, Quota};
 use crate::ring::{Now, RingRef, Shape};
-use crate::sync::atomic::AtomicU64;
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// `head` and the expiry hint, on one padded line: the hint is read only
 /// when the window holds live admissions, and written after such an
@@ -78,12 +81,69 @@ struct Head {
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
 pub struct Limiter<C: Clock = QuantaClock> {
+    /// The generation built with the limiter, inline: a limiter never
+    /// reconfigured checks with no indirection.
+    first: Generation,
+    /// The current generation once reconfigured (empty: `first`).
+    current: Link<Generation>,
+    /// Whether `current` was ever set: limiters never reconfigured answer
+    /// `limit()` and the like without loading it.
+    reconfigured: AtomicBool,
+    /// One reconfiguration at a time: the close of a generation has one
+    /// writer of its `next`.
+    reconfiguring: Mutex<()>,
+    clock: C,
+}
+
+/// One configuration of a [`Limiter`]: its policies and the ring that
+/// serves them. A reconfiguration closes a generation's ring and hands its
+/// log to the next (docs/design.md §6, "Reconfiguration").
+struct Generation {
     /// `head` is written by every admission and read by every check: its own
     /// cache line, so it does not falsely share with the limiter's fields.
     head: CachePadded<Head>,
     slots: Box<[AtomicU64]>,
     shape: Shape,
-    clock: C,
+    /// The generation that replaced this one, linked before this one's ring
+    /// was closed (see `RingRef::close_into`), and unlinked again once
+    /// `current` points past it (so old generations do not stay chained).
+    next: Link<Generation>,
+}
+
+/// One decision on a generation: `None` if its ring was closed.
+trait Judge<T>: Fn(&Shape, RingRef<'_>, Now) -> Option<Result<T, Denied>> {}
+impl<T, F: Fn(&Shape, RingRef<'_>, Now) -> Option<Result<T, Denied>>> Judge<T> for F {}
+
+impl Generation {
+    fn new(shape: Shape) -> Self {
+        Generation {
+            head: CachePadded::new(Head::default()),
+            slots: (0..shape.geometry.limit())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            shape,
+            next: Link::empty(),
+        }
+    }
+
+    /// A generation of `shape` holding the newest `L` of `kept` (effective
+    /// times, oldest first).
+    fn with_log(shape: Shape, kept: &[u64]) -> Self {
+        let generation = Generation::new(shape);
+        let keep = kept.len().min(generation.slots.len());
+        generation.ring().fill_fresh(&kept[kept.len() - keep..]);
+        generation
+    }
+
+    #[inline(always)]
+    fn ring(&self) -> RingRef<'_> {
+        self.shape
+            .ring_hinted(&self.head.head, &self.head.hint, &self.slots)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        core::mem::size_of_val(&*self.slots) + self.shape.heap_bytes()
+    }
 }
 
 impl Limiter<QuantaClock> {
@@ -261,19 +321,170 @@ impl<C: Clock> Limiter<C> {
 
     pub(crate) fn from_shape(shape: Shape, clock: C) -> Self {
         Limiter {
-            head: CachePadded::new(Head::default()),
-            slots: (0..shape.geometry.limit())
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-            shape,
+            first: Generation::new(shape),
+            current: Link::empty(),
+            reconfigured: AtomicBool::new(false),
+            reconfiguring: Mutex::new(()),
             clock,
         }
     }
 
+    /// **The answer** of the current generation: `op` judges at `read` on
+    /// the generation `first` until a reconfiguration closes it, then on the
+    /// generations that followed (out of line: only a reconfigured limiter
+    /// pays for the pin and the pointer).
+    #[inline(always)]
+    fn decide<T>(&self, read: u64, op: impl Judge<T>) -> Result<T, Denied> {
+        let first = &self.first;
+        match op(&first.shape, first.ring(), first.shape.now(read, 0)) {
+            Some(answer) => answer,
+            None => self.decide_moved(read, &op),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn decide_moved<T>(&self, read: u64, op: &dyn Judge<T>) -> Result<T, Denied> {
+        let mut held = self.current.get();
+        loop {
+            let generation = held.as_deref().unwrap_or(&self.first);
+            let shape = &generation.shape;
+            if let Some(answer) = op(shape, generation.ring(), shape.now(read, 0)) {
+                return answer;
+            }
+            held = self.after(generation);
+        }
+    }
+
+    /// **The successor** of a generation whose ring we saw closed: its
+    /// `next`, or — once a later reconfiguration unlinked that — `current`.
+    ///
+    /// We read CLOSED with an Acquire slot load, which synchronises with
+    /// the close's Release CAS; `next` was linked before that CAS, so it is
+    /// visible unless unlinked since, and it is unlinked only after
+    /// `current` moved past this generation, which the SeqCst load of
+    /// `current` then sees (both links are SeqCst).
+    fn after(&self, closed: &Generation) -> crate::link::Held<Generation> {
+        let next = closed.next.get();
+        if next.is_some() {
+            return next;
+        }
+        let current = self.current.get();
+        assert!(
+            current
+                .as_deref()
+                .is_some_and(|g| !core::ptr::eq(g, closed)),
+            "a Limiter's ring is closed only by a reconfiguration, which links its successor first"
+        );
+        current
+    }
+
+    /// Applies `f` to the current generation (no load while it is `first`).
     #[inline]
-    fn ring(&self) -> RingRef<'_> {
-        self.shape
-            .ring_hinted(&self.head.head, &self.head.hint, &self.slots)
+    fn with_current<T>(&self, f: impl FnOnce(&Generation) -> T) -> T {
+        // Relaxed: a hint to skip the load; `current` is empty until set.
+        if !self.reconfigured.load(Ordering::Relaxed) {
+            return f(&self.first);
+        }
+        let held = self.current.get();
+        f(held.as_deref().unwrap_or(&self.first))
+    }
+
+    /// Changes the policies of this limiter while other threads check it,
+    /// keeping what it has admitted.
+    ///
+    /// The log carries over: the new configuration judges the newest `L`
+    /// admissions the old one kept (`L` the new largest limit) and
+    /// everything after. Every check that starts after this returns is
+    /// judged entirely by the new policies — `remaining`, `retry_after` and
+    /// [`Denied::policy`] included — and a racing check by exactly one of the
+    /// two configurations, never a mix. So a smaller limit, a shorter window
+    /// or an added policy takes effect at once over the history: a client
+    /// that used 80 of 100 and is cut to 50 waits until its window holds
+    /// fewer than 50. A larger limit or a longer window can count only what
+    /// the old configuration kept: admissions it had already let go (beyond
+    /// its own largest limit, or expired for its longest window) are not
+    /// recalled. See the crate guide, "Changing limits at run time".
+    ///
+    /// Checks never wait for it: a check that meets the closed ring finds
+    /// its successor linked and moves on (lock-free). Reconfigurations are
+    /// serialised with each other; each copies the log once per attempt,
+    /// `O(L_old + L_new)`, and retries only when an admission landed
+    /// meanwhile. The replaced ring is freed once no check can still hold
+    /// it.
+    ///
+    /// # Errors
+    ///
+    /// None today for a [`Quota`], which is validated when made; the
+    /// `Result` keeps one signature across the limiters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(100, Duration::from_secs(60), clock.clone())?;
+    /// limiter.check_n(80).unwrap();
+    /// // An incident: every client is cut to 50 a minute, at once.
+    /// limiter.reconfigure(Quota::new(50, Duration::from_secs(60))?)?;
+    /// assert_eq!(limiter.limit(), 50);
+    /// assert!(limiter.check().is_err()); // 80 in the window, the limit is 50
+    /// clock.advance(Duration::from_secs(60));
+    /// assert_eq!(limiter.check().unwrap().remaining(), 49);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn reconfigure(&self, quota: Quota) -> Result<(), ConfigError> {
+        let _one_at_a_time = self
+            .reconfiguring
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = self.current.get();
+        let old = held.as_deref().unwrap_or(&self.first);
+        let shape = Self::successor_shape(&old.shape, &quota);
+        let closed = old.ring().close_into(|kept| {
+            // Linked before the close (SeqCst, so also before the Release
+            // CAS): whoever sees the ring closed finds it. An earlier
+            // attempt's successor is dropped here unread: readers look at
+            // `next` only after seeing the ring closed, and a close that
+            // failed wrote nothing.
+            old.next
+                .set(Some(Arc::new(Generation::with_log(shape.clone(), kept))));
+        });
+        if !closed {
+            // Closed by an eviction (the model checker's hook): an idle ring
+            // keeps nothing that counts; link an empty successor.
+            old.next.set(Some(Arc::new(Generation::new(shape))));
+        }
+        let next = old.next.get().clone();
+        // Relaxed: only a hint for `with_current`, which falls back to
+        // `first` while `current` is empty.
+        self.reconfigured.store(true, Ordering::Relaxed);
+        self.current.set(next);
+        // `current` points past `old` now: unlink its successor so that the
+        // generations before do not stay chained (see `after`).
+        old.next.set(None);
+        Ok(())
+    }
+
+    /// The shape a reconfiguration builds: the quota's (under the model
+    /// checker, carrying the old ring's flaw, or the old shape itself for the
+    /// `OldPolicies` control).
+    fn successor_shape(old: &Shape, quota: &Quota) -> Shape {
+        #[cfg(slidelog_loom)]
+        {
+            let flaw = old.geometry.flaw();
+            if flaw == crate::flaw::Flaw::OldPolicies {
+                return old.clone();
+            }
+            (*quota.shape).clone().with_flaw(flaw)
+        }
+        #[cfg(not(slidelog_loom))]
+        {
+            let _ = old;
+            (*quota.shape).clone()
+        }
     }
 
     /// Checks one request now.
@@ -316,8 +527,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
-        let now = self.now(now);
-        answered(self.shape.check_at(self.ring(), now, 1))
+        self.decide(now, |shape, ring, now| shape.check_at(ring, now, 1))
     }
 
     /// Admits one request now or denies it, like [`check`](Self::check) but
@@ -365,8 +575,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn admit_at(&self, now: u64) -> Result<(), Denied> {
-        let now = self.now(now);
-        answered(self.shape.admit_at(self.ring(), now))
+        self.decide(now, |shape, ring, now| shape.admit_at(ring, now))
     }
 
     /// Checks a request of `n` units now: all `n` are admitted or none.
@@ -414,11 +623,11 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        if let Some(denied) = self.shape.exceeds(n) {
-            return Err(denied);
-        }
-        let now = self.now(now);
-        answered(self.shape.check_at(self.ring(), now, n))
+        self.decide(now, |shape, ring, now| match shape.exceeds(n) {
+            // Never by a closed ring's limits: its successor answers.
+            Some(denied) => (!ring.is_closed()).then_some(Err(denied)),
+            None => shape.check_at(ring, now, n),
+        })
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording
@@ -473,18 +682,10 @@ impl<C: Clock> Limiter<C> {
     }
 
     fn peek_inner(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        if let Some(denied) = self.shape.exceeds(n) {
-            return Err(denied);
-        }
-        let now = self.now(now);
-        answered(self.shape.peek_at(self.ring(), now, n))
-    }
-
-    /// A reading of this limiter's clock as the ring judges it (one key:
-    /// no eviction floor).
-    #[inline(always)]
-    fn now(&self, read: u64) -> Now {
-        self.shape.now(read, 0)
+        self.decide(now, |shape, ring, now| match shape.exceeds(n) {
+            Some(denied) => (!ring.is_closed()).then_some(Err(denied)),
+            None => shape.peek_at(ring, now, n),
+        })
     }
 
     /// The limit: admissions allowed in any window (the first policy's,
@@ -498,7 +699,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn limit(&self) -> u32 {
-        self.shape.limit()
+        self.with_current(|g| g.shape.limit())
     }
 
     /// The window (the first policy's, with several).
@@ -511,7 +712,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     #[inline]
     pub fn window(&self) -> Duration {
-        self.shape.window()
+        self.with_current(|g| g.shape.window())
     }
 
     /// The limiter's clock.
@@ -529,8 +730,9 @@ impl<C: Clock> Limiter<C> {
         &self.clock
     }
 
-    /// Every policy this limiter checks, in the order given (one for
-    /// [`Limiter::new`]).
+    /// Every policy this limiter checks now, in the order given (one for
+    /// [`Limiter::new`]; the latest [`reconfigure`](Self::reconfigure)'s
+    /// once reconfigured).
     ///
     /// ```
     /// use std::time::Duration;
@@ -544,8 +746,8 @@ impl<C: Clock> Limiter<C> {
     /// );
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
-    pub fn policies(&self) -> &[Policy] {
-        self.shape.policies()
+    pub fn policies(&self) -> Vec<Policy> {
+        self.with_current(|g| g.shape.policies().to_vec())
     }
 
     /// Heap and inline bytes this limiter occupies: the ring's `8 * limit`
@@ -558,9 +760,7 @@ impl<C: Clock> Limiter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn memory_bytes(&self) -> usize {
-        core::mem::size_of::<Self>()
-            + core::mem::size_of_val(&*self.slots)
-            + self.shape.heap_bytes()
+        core::mem::size_of::<Self>() + self.with_current(Generation::memory_bytes)
     }
 }
 
@@ -588,13 +788,25 @@ impl<C: Clock> Limiter<C> {
         crate::snapshot::Snapshot {
             version: crate::snapshot::SNAPSHOT_VERSION,
             taken_at_unix_nanos: anchor.unix_nanos,
-            policies: self.policies().to_vec(),
+            policies: self.policies(),
             admissions: self
-                .ring()
                 .admissions(anchor.clock_nanos)
                 .into_iter()
                 .map(|t| anchor.to_unix(t))
                 .collect(),
+        }
+    }
+
+    /// The current generation's live admissions at `now`, following a
+    /// reconfiguration that closes it meanwhile.
+    fn admissions(&self, now: u64) -> Vec<u64> {
+        let mut held = self.current.get();
+        loop {
+            let generation = held.as_deref().unwrap_or(&self.first);
+            if let Some(times) = generation.ring().admissions(now) {
+                return times;
+            }
+            held = self.after(generation);
         }
     }
 
@@ -628,9 +840,10 @@ impl<C: Clock> Limiter<C> {
     ) -> Result<crate::snapshot::Restored, crate::snapshot::RestoreError> {
         crate::snapshot::check_version(snapshot.version)?;
         let now = anchor.clock_nanos;
-        let existing = self.ring().admissions(now);
+        let existing = self.admissions(now);
         let already = existing.len();
-        let g = self.shape.geometry;
+        let shape = self.with_current(|g| g.shape.clone());
+        let g = shape.geometry;
         let (times, expired) = crate::snapshot::live_times(
             existing,
             snapshot.admissions.iter().map(|&u| anchor.to_clock(u)),
@@ -638,10 +851,10 @@ impl<C: Clock> Limiter<C> {
             &g,
         );
         // A fresh ring, then the merged log: `&mut self` means no check
-        // runs meanwhile.
-        self.head = CachePadded::new(Head::default());
-        self.slots = (0..g.limit()).map(|_| AtomicU64::new(0)).collect();
-        self.ring().fill_fresh(&times);
+        // runs meanwhile, and no reader holds a generation.
+        self.first = Generation::with_log(shape, &times);
+        self.current.set(None);
+        self.reconfigured = AtomicBool::new(false);
         Ok(crate::snapshot::Restored {
             admissions: times.len().saturating_sub(already),
             expired,
@@ -675,9 +888,10 @@ impl<C: Clock> Limiter<C> {
         clock: C,
         flaw: crate::flaw::Flaw,
     ) -> Result<Self, ConfigError> {
-        let mut limiter = Limiter::with_flaw(limit, window, clock, flaw)?;
-        limiter.shape = limiter.shape.with_general_only();
-        Ok(limiter)
+        let shape = Shape::single(limit, window)?
+            .with_flaw(flaw)
+            .with_general_only();
+        Ok(Limiter::from_shape(shape, clock))
     }
 
     /// Several policies, `(limit, window in ns)`, with a flaw.
@@ -704,20 +918,16 @@ impl<C: Clock> Limiter<C> {
         now: u64,
         floor: &crate::floor::Floor,
     ) -> Option<Result<Admitted, Denied>> {
-        let now = self.shape.now(now, floor.get());
-        self.shape.check_at(self.ring(), now, n)
+        self.with_current(|g| {
+            let now = g.shape.now(now, floor.get());
+            g.shape.check_at(g.ring(), now, n)
+        })
     }
 
+    /// Closes the current generation's ring for eviction if idle.
     pub fn close_if_idle(&self, now: u64, margin: u64, floor: &crate::floor::Floor) -> bool {
-        self.ring().close_if_idle(now, margin, floor).is_ok()
+        self.with_current(|g| g.ring().close_if_idle(now, margin, floor).is_ok())
     }
-}
-
-/// A `Limiter`'s answer: its ring is never closed (only a keyed limiter's
-/// sweep closes rings).
-#[inline(always)]
-fn answered<T>(answer: Option<Result<T, Denied>>) -> Result<T, Denied> {
-    answer.expect("a Limiter's ring is never closed")
 }
 
 impl<C: Clock + fmt::Debug> fmt::Debug for Limiter<C> {

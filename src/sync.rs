@@ -11,19 +11,19 @@ pub(crate) mod atomic {
     // The keyed limiter (which uses the bool and usize) is not compiled for
     // the model checker.
     #[allow(unused_imports)]
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 }
 
 #[cfg(not(slidelog_loom))]
 pub(crate) mod atomic {
-    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 }
 
 #[cfg(slidelog_loom)]
-pub(crate) use loom::sync::Arc;
+pub(crate) use loom::sync::{Arc, Mutex};
 
 #[cfg(not(slidelog_loom))]
-pub(crate) use std::sync::Arc;
+pub(crate) use std::sync::{Arc, Mutex};
 
 /// Exponential backoff for the one place that waits (a weighted request
 /// behind another weighted request's two-step announcement).

@@ -118,6 +118,20 @@ pub(crate) mod sealed {
         /// A lower bound on when a key with the default policies admitted
         /// at or after `now` can become idle, before the margin.
         fn earliest_idle(&self, now: u64) -> u64;
+        /// Whether `state` was closed for reconfiguration (an answer that
+        /// reads no slot must then come from its successor).
+        fn is_closed(&self, state: &[AtomicU64], quota: Option<&Shape>) -> bool;
+        /// Closes `state` (of policies `quota`) for reconfiguration to `to`
+        /// (`None`: the default), handing `publish` the successor's words
+        /// before the close (see `RingRef::close_into`). `false` if it was
+        /// closed already (for eviction).
+        fn close_into(
+            &self,
+            state: &[AtomicU64],
+            quota: Option<&Shape>,
+            to: Option<&Shape>,
+            publish: &mut dyn FnMut(Box<[AtomicU64]>),
+        ) -> bool;
     }
 
     /// The first word and the rest (every state has at least two words).
@@ -265,6 +279,25 @@ impl sealed::Sealed for Log {
         // An admission at `t >= now` stops counting at `t + W_longest`.
         self.shape.earliest_idle(now)
     }
+    fn is_closed(&self, state: &[AtomicU64], quota: Option<&Shape>) -> bool {
+        self.ring(state, quota).1.is_closed()
+    }
+    fn close_into(
+        &self,
+        state: &[AtomicU64],
+        quota: Option<&Shape>,
+        to: Option<&Shape>,
+        publish: &mut dyn FnMut(Box<[AtomicU64]>),
+    ) -> bool {
+        let to = self.shape(to);
+        self.ring(state, quota).1.close_into(|kept| {
+            let words = self.init(Some(to), 0);
+            let (head, slots) = sealed::split(&words);
+            let keep = kept.len().min(slots.len());
+            to.ring(head, slots).fill_fresh(&kept[kept.len() - keep..]);
+            publish(words);
+        })
+    }
 }
 
 impl Algorithm for Log {}
@@ -406,6 +439,21 @@ impl sealed::Sealed for Counter {
     }
     fn earliest_idle(&self, now: u64) -> u64 {
         self.config.earliest_idle(now)
+    }
+    fn is_closed(&self, _: &[AtomicU64], _: Option<&Shape>) -> bool {
+        // Never reconfigured (see `close_into`).
+        false
+    }
+    fn close_into(
+        &self,
+        _: &[AtomicU64],
+        _: Option<&Shape>,
+        _: Option<&Shape>,
+        _: &mut dyn FnMut(Box<[AtomicU64]>),
+    ) -> bool {
+        // Keyed counters have no run-time reconfiguration: their
+        // `reconfigure` is not offered, so nothing changes and nothing moves.
+        unreachable!("a keyed counter is never reconfigured")
     }
 }
 

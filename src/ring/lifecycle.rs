@@ -1,5 +1,6 @@
 //! A ring's life outside admission: what it holds (snapshots), a fresh
-//! fill (restore), and closing it for eviction (docs/design.md §6, §7).
+//! fill (restore), and closing it for eviction or reconfiguration
+//! (docs/design.md §6, §7).
 
 use super::RingRef;
 use super::word::slot;
@@ -9,21 +10,83 @@ use crate::sync::atomic::Ordering;
 
 impl<'a> RingRef<'a> {
     /// The effective times of the admissions that still count at `now` for
-    /// some policy (those with `t + W + linger > now`), oldest first; empty
+    /// some policy (those with `t + W + linger > now`), oldest first; `None`
     /// if the ring is closed. Exact when no admission races the read (one
     /// that does may or may not be included).
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
-    pub(crate) fn admissions(&self, now: u64) -> Vec<u64> {
+    pub(crate) fn admissions(&self, now: u64) -> Option<Vec<u64>> {
         let g = self.geometry;
-        let Some((v, ())) = self.frontier(|_| Some(())) else {
-            return Vec::new();
-        };
-        // Admissions c - L .. c - 1 sit at positions pos(c) + k, oldest first.
+        let (v, ()) = self.frontier(|_| Some(()))?;
+        Some(
+            self.log_from(v)
+                .filter(|&t| t + g.window() + g.linger() > now)
+                .collect(),
+        )
+    }
+
+    /// The effective times of admissions `c - L .. c - 1` of view `v`, oldest
+    /// first (they sit at positions `pos(c) + k`; slot `c` is read as the
+    /// view read it), skipping slots never written.
+    fn log_from(&self, v: super::view::View) -> impl Iterator<Item = u64> + 'a {
+        let this = *self;
+        let g = self.geometry;
+        let first = v.s;
         (0..g.len())
-            .map(|k| slot::deadline(self.load_slot(g.position_plus(v.pos, k))))
-            .filter(|&d| d != 0 && d != slot::deadline(slot::CLOSED) && d + g.linger() > now)
-            .map(|d| d - g.window())
-            .collect()
+            .map(move |k| match k {
+                0 => first,
+                k => this.load_slot(g.position_plus(v.pos, k)),
+            })
+            .map(slot::deadline)
+            .filter(|&d| d != 0 && d != slot::deadline(slot::CLOSED))
+            .map(move |d| d - g.window())
+    }
+
+    /// Whether the ring is closed (an answer that reads no slot, such as
+    /// "more than the limit", must not come from a closed ring's
+    /// policies). A close freezes `head` at the closed slot, so one look at
+    /// the slot `head` names suffices; a ring that is not closed when read
+    /// answers before any close.
+    pub(crate) fn is_closed(&self) -> bool {
+        let hw = self.load_head();
+        self.load_slot(self.geometry.position(super::word::head::index(hw))) == slot::CLOSED
+    }
+
+    /// **The close for reconfiguration** (docs/design.md §6): freezes the
+    /// log and hands it on. At a validated frontier (slot `c` unclaimed),
+    /// calls `prepare` with the effective times of the `L` admissions the
+    /// ring keeps (oldest first), then CASes slot `c` from the word the view
+    /// read to [`slot::CLOSED`]. If that CAS succeeds, no admission landed
+    /// between the view and the close (every admission claims slot `c`
+    /// first, and a slot's word never repeats: deadlines grow by at least
+    /// `W` per lap), so what `prepare` saw is exactly what the ring kept;
+    /// otherwise an admission won and the loop reads again (lock-free: each
+    /// retry means another caller's admission succeeded). `prepare` runs
+    /// before the close, so whatever it publishes (the successor ring) is
+    /// visible to anyone who sees the CLOSED word.
+    ///
+    /// `false` if the ring was already closed (for eviction) before this call
+    /// closed it.
+    pub(crate) fn close_into(&self, mut prepare: impl FnMut(&[u64])) -> bool {
+        loop {
+            let Some((v, ())) = self.frontier(|_| Some(())) else {
+                return false;
+            };
+            let kept: Vec<u64> = self.log_from(v).collect();
+            prepare(&kept);
+            if self.geometry.flaw() == Flaw::OpenMigration {
+                return true;
+            }
+            // Release: `prepare`'s writes (the successor's publication)
+            // happen-before whoever reads CLOSED with an Acquire slot load;
+            // Relaxed on failure: we retry with a fresh view.
+            if self
+                .slot(v.pos)
+                .compare_exchange(v.s, slot::CLOSED, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+        }
     }
 
     /// Writes `times` (non-decreasing, at most `L` of them) as the

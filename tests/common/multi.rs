@@ -48,6 +48,29 @@ impl MultiModel {
         }
     }
 
+    /// The newest admission's effective time, if any was made.
+    pub fn newest(&self) -> Option<u64> {
+        (!self.log.is_empty()).then_some(self.newest)
+    }
+
+    fn largest_limit(&self) -> usize {
+        self.policies.iter().map(|p| p.0).max().unwrap() as usize
+    }
+
+    fn truncate(&mut self, keep: usize) {
+        while self.log.len() > keep {
+            self.log.pop_front();
+        }
+    }
+
+    /// The contract of a reconfiguration: the new `policies` judge the
+    /// newest `L_old` admissions (what the old ring kept) and everything
+    /// after; the clamp (the newest admission's time) carries over.
+    pub fn reconfigure(&mut self, policies: &[(u32, u64)]) {
+        self.truncate(self.largest_limit());
+        self.policies = policies.to_vec();
+    }
+
     /// `n` units at caller time `now` (judged at `max(now, newest)`).
     pub fn decide(&mut self, now: u64, n: u32) -> MultiDecision {
         let min = self.policies.iter().map(|p| p.0).min().unwrap();
@@ -55,23 +78,20 @@ impl MultiModel {
             return MultiDecision::ExceedsLimit;
         }
         let t = now.max(self.newest);
-        let longest = self.policies.iter().map(|p| p.1).max().unwrap();
-        // Forget what no later call can see: every later call is judged at
-        // or after the newest admission (a call at a later `now` that admits
-        // nothing must not forget what a clock going back still sees).
-        while self
-            .log
-            .front()
-            .is_some_and(|&f| f + longest <= self.newest)
-        {
-            self.log.pop_front();
-        }
+        // Keep the newest `L` (the largest limit): no policy of limit
+        // `L_i <= L` counts more than the newest `L_i` entries (an admitted
+        // log never holds more than `L_i` in one of its windows), so the
+        // older ones decide nothing — and these are exactly what a ring of
+        // `L` slots keeps, which a reconfiguration hands on.
+        self.truncate(self.largest_limit());
         let len = self.log.len();
         let mut denied: Option<(u64, usize)> = None;
         let mut left: Option<(u32, usize)> = None;
         for (i, &(limit, window)) in self.policies.iter().enumerate() {
             let in_window = self.log.iter().filter(|&&e| e + window > t).count();
-            if in_window + n as usize > limit as usize {
+            // Zero units are always admitted (a probe of the room left,
+            // which a shrinking reconfiguration can leave below zero).
+            if n > 0 && in_window + n as usize > limit as usize {
                 // The entry that must leave: the (in + n - L)-th oldest in
                 // the window.
                 let leave = self.log[len + n as usize - limit as usize - 1];
@@ -80,7 +100,7 @@ impl MultiModel {
                     denied = Some((until, i));
                 }
             } else {
-                let rem = limit - in_window as u32 - n;
+                let rem = limit.saturating_sub(in_window as u32 + n);
                 if left.is_none_or(|(r, _)| rem < r) {
                     left = Some((rem, i));
                 }

@@ -1,0 +1,349 @@
+//! Live reconfiguration of a [`KeyedLimiter`]: the default policies and
+//! per-key quotas changed at run time, each live key's log carried over
+//! (docs/design.md §6, "Reconfiguration").
+//!
+//! A key moves to its new policies by the ring's close for reconfiguration
+//! ([`RingRef::close_into`](crate::ring::RingRef)): the successor state is
+//! built from the frozen log and parked in `moving` (by the old state's
+//! address) *before* the close, then swapped into the map in place of the
+//! old state. A check that meets the closed state finds the successor in
+//! `moving` and swaps it in itself, so no check waits for a migration.
+//! Migrations are serialised by `lock`; checks never take it (an insert
+//! that raced a reconfiguration takes it once, see [`Reconfig::raced`]).
+
+use core::borrow::Borrow;
+use core::hash::{BuildHasher, Hash};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use papaya::{Compute, Guard, Operation};
+
+use super::{KeyState, KeyedLimiter};
+use crate::algorithm::{Algorithm, Log};
+use crate::clock::Clock;
+use crate::error::ConfigError;
+use crate::key_size::KeySize;
+use crate::link::Link;
+use crate::policy::Quota;
+use crate::ring::Shape;
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+
+/// What a keyed limiter's configuration is now, beyond its builder's.
+pub(super) struct Reconfig<K> {
+    /// The default policies since the last `reconfigure` (empty: the
+    /// builder's).
+    default: Link<Shape>,
+    /// Per-key quotas set at run time; they take precedence over the
+    /// builder's quota function.
+    overrides: papaya::HashMap<K, Arc<Shape>>,
+    /// Whether anything was ever changed: while not, the fast paths that
+    /// assume the builder's policies for an absent key stay on.
+    changed: AtomicBool,
+    /// Bumped by every change, so that an insert racing one notices.
+    epoch: AtomicU64,
+    /// Successors of states closed for reconfiguration, by the closed
+    /// state's address, until swapped into the map.
+    moving: papaya::HashMap<usize, Arc<KeyState>>,
+    lock: Mutex<()>,
+}
+
+impl<K: Hash + Eq> Reconfig<K> {
+    pub(super) fn new() -> Self {
+        Reconfig {
+            default: Link::empty(),
+            overrides: papaya::HashMap::new(),
+            changed: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
+            moving: papaya::HashMap::new(),
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// Whether the builder's configuration still holds for every key
+    /// without a quota function's own.
+    #[inline]
+    pub(super) fn unchanged(&self) -> bool {
+        // Relaxed: a change is published by `bump`'s SeqCst epoch; a check
+        // racing it may judge by either configuration.
+        !self.changed.load(Ordering::Relaxed)
+    }
+
+    /// The epoch an insert starts from (read before it chooses policies).
+    #[inline]
+    pub(super) fn epoch(&self) -> u64 {
+        // SeqCst: one side of the handshake in `raced`.
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// **The insert handshake**: whether a change began after an insert
+    /// that read `epoch` chose its policies. The inserter fences after its
+    /// insertion, `bump` fences after the new epoch: of two SeqCst fences
+    /// one comes first, so either this load sees the new epoch, or the
+    /// change's walk over the map (after its fence) sees the inserted key.
+    /// Either way the key is moved to the new policies.
+    #[inline]
+    pub(super) fn raced(&self, epoch: u64) -> bool {
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence above (see the handshake).
+        self.epoch.load(Ordering::Relaxed) != epoch
+    }
+
+    /// Publishes a change (after its new policies are linked): the other
+    /// side of the handshake in [`raced`](Self::raced).
+    fn bump(&self) {
+        // Relaxed: a hint for `unchanged`; the SeqCst epoch below
+        // publishes the change itself.
+        self.changed.store(true, Ordering::Relaxed);
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The current default, if a `reconfigure` replaced the builder's.
+    pub(super) fn default(&self) -> Option<Arc<Shape>> {
+        self.default.get().clone()
+    }
+
+    /// A per-key quota set at run time.
+    pub(super) fn override_for(&self, key: &K) -> Option<Arc<Shape>> {
+        if self.unchanged() {
+            return None;
+        }
+        self.overrides.pin().get(key).cloned()
+    }
+
+    /// The successor parked for the closed `state`, if it was closed for
+    /// reconfiguration. Read after seeing the state closed (an Acquire slot
+    /// load): the successor was parked before the close.
+    pub(super) fn successor(&self, state: &KeyState) -> Option<Arc<KeyState>> {
+        if self.unchanged() {
+            return None;
+        }
+        self.moving.pin().get(&address(state)).cloned()
+    }
+}
+
+fn address(state: &KeyState) -> usize {
+    core::ptr::from_ref(state) as usize
+}
+
+impl<K, C, S, A> KeyedLimiter<K, C, S, A>
+where
+    K: Hash + Eq + KeySize,
+    C: Clock,
+    S: BuildHasher,
+    A: Algorithm,
+{
+    /// Swaps `successor` into the map in place of `old` (and nothing else):
+    /// by the migrating thread, or by a check that met `old` closed.
+    pub(super) fn relink(&self, key: K, old: &KeyState, successor: &KeyState, guard: &impl Guard) {
+        let swapped = self.map.compute(
+            key,
+            |entry| match entry {
+                Some((_, current)) if core::ptr::eq(current, old) => {
+                    Operation::Insert(successor.copy())
+                }
+                _ => Operation::Abort(()),
+            },
+            guard,
+        );
+        if let Compute::Updated {
+            old: (key, old),
+            new: (_, new),
+        } = swapped
+        {
+            // Relaxed: see `reserve`. The key keeps its place; its bytes
+            // follow its new ring (which may exceed the budget a little:
+            // a reconfiguration never drops a live key).
+            let house = &*self.house;
+            house
+                .bytes
+                .fetch_add(self.cost(key, new.quota()), Ordering::Relaxed);
+            house
+                .bytes
+                .fetch_sub(self.cost(key, old.quota()), Ordering::Relaxed);
+        }
+    }
+
+    /// Moves `key`'s live `state` to the policies it should have now
+    /// (`owned` makes the copy of the key the map needs). Called with
+    /// `config.lock` held.
+    fn migrate(&self, key: &K, owned: impl FnOnce() -> K, state: &KeyState, guard: &impl Guard) {
+        let desired = self.quota_for(key);
+        let same = match (&desired, state.quota()) {
+            (None, None) => true,
+            (Some(want), Some(have)) => want.policies() == have.policies(),
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        let moving = self.config.moving.pin();
+        let at = address(state);
+        let closed = self.algorithm.close_into(
+            &state.words,
+            state.quota(),
+            desired.as_deref(),
+            &mut |words| {
+                // Parked before the close (papaya's insert is a Release
+                // store, the close a Release CAS after it): whoever sees the
+                // state closed finds its successor. An earlier attempt's is
+                // replaced unread: nobody looks before the close.
+                moving.insert(
+                    at,
+                    Arc::new(KeyState {
+                        words,
+                        quota: desired.clone(),
+                    }),
+                );
+            },
+        );
+        if closed {
+            if let Some(successor) = moving.get(&at).cloned() {
+                self.relink(owned(), state, &successor, guard);
+            }
+        }
+        // (Closed for eviction first: the next insert of the key gets the
+        // desired policies.)
+        moving.remove(&at);
+    }
+
+    /// Moves the key an insert just created, if a change raced that insert
+    /// (see [`Reconfig::raced`]).
+    pub(super) fn migrate_raced<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let _one_at_a_time = self.config.lock();
+        let guard = self.map.guard();
+        if let Some((stored, state)) = self.map.get_key_value(key, &guard) {
+            self.migrate(stored, || key.to_owned(), state, &guard);
+        }
+    }
+}
+
+/// Live reconfiguration (exact log only: [`Log`]).
+impl<K, C, S> KeyedLimiter<K, C, S, Log>
+where
+    K: Hash + Eq + KeySize + Clone,
+    C: Clock,
+    S: BuildHasher,
+{
+    /// Changes the default policies — those of every key without its own
+    /// quota, live keys included — while other threads check, keeping each
+    /// key's log.
+    ///
+    /// The contract is [`Limiter::reconfigure`](crate::Limiter::reconfigure)'s,
+    /// per key: a key's new policies judge the newest `L` admissions its old
+    /// ring kept and everything after, never a mix; every check that starts
+    /// after this returns is judged by the new policies. Keys with their
+    /// own quota (from [`KeyedBuilder::quota`](crate::KeyedBuilder::quota)
+    /// or [`set_quota`](Self::set_quota)) keep it.
+    ///
+    /// Live keys are moved before this returns (a walk over the map,
+    /// `O(keys · L)`); a key inserted while it runs moves itself. Checks
+    /// never wait for it. A key's bytes follow its new ring: growing limits
+    /// can take the map past [`max_bytes`](Self::max_bytes) (no live key is
+    /// dropped for it; new keys are refused until it fits again).
+    ///
+    /// # Errors
+    ///
+    /// None for a [`Quota`], which is validated when made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = KeyedLimiter::<&str, ManualClock>::with_clock(
+    ///     100, Duration::from_secs(60), ManualClock::new())?;
+    /// limiter.check_n(&"tenant", 80).unwrap();
+    /// limiter.reconfigure(Quota::new(50, Duration::from_secs(60))?)?;
+    /// assert!(limiter.check(&"tenant").is_err()); // 80 in the window
+    /// assert_eq!(limiter.check(&"other").unwrap().remaining(), 49);
+    /// assert_eq!(limiter.policies()[0].limit, 50);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn reconfigure(&self, default: Quota) -> Result<(), ConfigError> {
+        let _one_at_a_time = self.config.lock();
+        self.config.default.set(Some(default.shape));
+        self.config.bump();
+        self.migrate_all();
+        Ok(())
+    }
+
+    /// Gives `key` its own quota from now on, live or not: above the
+    /// builder's [`quota`](crate::KeyedBuilder::quota) function and the
+    /// default, until [`clear_quota`](Self::clear_quota). A live key keeps
+    /// its log (as [`reconfigure`](Self::reconfigure) does).
+    ///
+    /// Run-time quotas are kept in a map of their own until cleared (they
+    /// are not evicted with idle keys, and not counted in
+    /// [`max_bytes`](Self::max_bytes)).
+    ///
+    /// # Errors
+    ///
+    /// None for a [`Quota`], which is validated when made.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock, Quota};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(
+    ///     10, Duration::from_secs(1), ManualClock::new())?;
+    /// limiter.check_n(&7, 10).unwrap();
+    /// limiter.set_quota(7, Quota::new(100, Duration::from_secs(1))?)?; // upgraded
+    /// assert_eq!(limiter.check(&7).unwrap().remaining(), 89);
+    /// assert!(limiter.clear_quota(&7));
+    /// assert!(limiter.check(&7).is_err()); // back to 10 a second
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn set_quota(&self, key: K, quota: Quota) -> Result<(), ConfigError> {
+        let _one_at_a_time = self.config.lock();
+        self.config.overrides.pin().insert(key.clone(), quota.shape);
+        self.config.bump();
+        self.migrate_key(&key);
+        Ok(())
+    }
+
+    /// Removes the quota [`set_quota`](Self::set_quota) gave `key`: it goes
+    /// back to the builder's quota function or the default, keeping its
+    /// log. `false` if it had none.
+    pub fn clear_quota<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let _one_at_a_time = self.config.lock();
+        let Some((key, _)) = self
+            .config
+            .overrides
+            .pin()
+            .remove_entry(key)
+            .map(|(k, v)| (k.clone(), v.clone()))
+        else {
+            return false;
+        };
+        self.config.bump();
+        self.migrate_key(&key);
+        true
+    }
+
+    fn migrate_key(&self, key: &K) {
+        let guard = self.map.guard();
+        if let Some(state) = self.map.get(key, &guard) {
+            self.migrate(key, || key.clone(), state, &guard);
+        }
+    }
+
+    fn migrate_all(&self) {
+        let guard = self.map.guard();
+        for (key, state) in self.map.iter(&guard) {
+            self.migrate(key, || key.clone(), state, &guard);
+        }
+    }
+}

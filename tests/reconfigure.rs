@@ -1,0 +1,447 @@
+//! Live reconfiguration (P9): after a change, every decision is the new
+//! policies' over the history the old configuration kept — the newest
+//! `L_old` admissions and everything after — against the deque model with
+//! reconfigurations interleaved (grow, shrink, add and drop policies; keyed,
+//! with evictions and per-key quotas), and on racing threads.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use common::max_in_window;
+use common::multi::{MultiModel, observed_multi};
+use proptest::prelude::*;
+use slidelog::{KeyedLimiter, Limiter, ManualClock, Policy, Quota};
+
+/// 1 to 3 policies of small limits and windows.
+fn policies() -> impl Strategy<Value = Vec<(u32, u64)>> {
+    prop::collection::vec((1..=6u32, 1..=40u64), 1..=3)
+}
+
+fn quota(policies: &[(u32, u64)]) -> Quota {
+    let mut quota = Quota::new(policies[0].0, Duration::from_nanos(policies[0].1)).unwrap();
+    for &(limit, window) in &policies[1..] {
+        quota = quota.and(limit, Duration::from_nanos(window)).unwrap();
+    }
+    quota
+}
+
+fn as_policies(policies: &[(u32, u64)]) -> Vec<Policy> {
+    policies
+        .iter()
+        .map(|&(l, w)| Policy::new(l, Duration::from_nanos(w)))
+        .collect()
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Move the clock by `dt` (backwards if negative), then `n` units.
+    Check(i64, u32),
+    /// What a check would answer, recording nothing.
+    Peek(u32),
+    /// New policies.
+    Reconfigure(Vec<(u32, u64)>),
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    let dt = prop_oneof![4 => Just(0i64), 4 => 0..=12i64, 1 => Just(40i64), 1 => -15..0i64];
+    let n = prop_oneof![6 => Just(1u32), 2 => 0..=7u32];
+    let op = prop_oneof![
+        12 => (dt, n.clone()).prop_map(|(dt, n)| Op::Check(dt, n)),
+        2 => n.prop_map(Op::Peek),
+        2 => policies().prop_map(Op::Reconfigure),
+    ];
+    prop::collection::vec(op, 1..150)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// One key: every answer (decision, effective time, remaining, retry
+    /// time, deciding policy) equals the model's, across reconfigurations.
+    #[test]
+    fn limiter_equals_the_model_across_reconfigurations(
+        initial in policies(),
+        ops in ops(),
+    ) {
+        let clock = ManualClock::new();
+        let limiter = Limiter::with_clock(initial[0].0, Duration::from_nanos(initial[0].1), clock)
+            .unwrap();
+        limiter.reconfigure(quota(&initial)).unwrap();
+        let mut model = MultiModel::new(&initial);
+        let mut now = 100i64;
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Op::Check(dt, n) => {
+                    now = (now + dt).max(0);
+                    let t = now as u64;
+                    let got = observed_multi(t, limiter.check_n_at(*n, t));
+                    prop_assert_eq!(got, model.decide(t, *n), "step {} at {} n {}", i, t, n);
+                }
+                Op::Peek(n) => {
+                    let t = now as u64;
+                    let got = observed_multi(t, limiter.peek_n_at(*n, t));
+                    prop_assert_eq!(got, model.clone().decide(t, *n), "peek, step {}", i);
+                }
+                Op::Reconfigure(policies) => {
+                    limiter.reconfigure(quota(policies)).unwrap();
+                    model.reconfigure(policies);
+                    prop_assert_eq!(limiter.policies(), as_policies(policies));
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum KeyedOp {
+    /// Advance the clock by `dt`, then `n` units for `key`.
+    Check { key: u64, dt: u64, n: u32 },
+    /// New default policies.
+    Reconfigure(Vec<(u32, u64)>),
+    /// A run-time quota for `key`.
+    SetQuota(u64, Vec<(u32, u64)>),
+    /// Back to the quota function or the default.
+    ClearQuota(u64),
+    /// Evict idle keys.
+    Sweep,
+}
+
+fn keyed_ops() -> impl Strategy<Value = Vec<KeyedOp>> {
+    let check = (
+        0..5u64,
+        prop_oneof![3 => 0..=6u64, 1 => 20..=60u64],
+        0..=6u32,
+    )
+        .prop_map(|(key, dt, n)| KeyedOp::Check { key, dt, n });
+    let op = prop_oneof![
+        14 => check,
+        2 => policies().prop_map(KeyedOp::Reconfigure),
+        2 => (0..5u64, policies()).prop_map(|(k, p)| KeyedOp::SetQuota(k, p)),
+        1 => (0..5u64).prop_map(KeyedOp::ClearQuota),
+        1 => Just(KeyedOp::Sweep),
+    ];
+    prop::collection::vec(op, 1..160)
+}
+
+/// The keyed model: one deque per key, each key's policies chosen as the
+/// limiter chooses them (run-time quota, then the quota function, then the
+/// default), eviction mirrored (a key idle for its longest window plus the
+/// margin is forgotten).
+struct KeyedModel {
+    default: Vec<(u32, u64)>,
+    tier: Vec<(u32, u64)>,
+    overrides: HashMap<u64, Vec<(u32, u64)>>,
+    keys: HashMap<u64, MultiModel>,
+    margin: u64,
+}
+
+impl KeyedModel {
+    /// Keys 3 and 4 are on the quota function's tier.
+    fn desired(&self, key: u64) -> Vec<(u32, u64)> {
+        match self.overrides.get(&key) {
+            Some(p) => p.clone(),
+            None if key >= 3 => self.tier.clone(),
+            None => self.default.clone(),
+        }
+    }
+
+    fn follow(&mut self) {
+        let desired: Vec<(u64, Vec<(u32, u64)>)> =
+            self.keys.keys().map(|&k| (k, self.desired(k))).collect();
+        for (key, policies) in desired {
+            let model = self.keys.get_mut(&key).unwrap();
+            if model.policies != policies {
+                model.reconfigure(&policies);
+            }
+        }
+    }
+
+    fn sweep(&mut self, now: u64) {
+        let margin = self.margin;
+        self.keys.retain(|_, m| {
+            let longest = m.policies.iter().map(|p| p.1).max().unwrap();
+            m.newest().is_some_and(|t| t + longest + margin > now)
+        });
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Many keys: default reconfigurations, run-time quotas set and cleared,
+    /// a quota function's tier and sweeps in between; each key's answers
+    /// equal its own model's.
+    #[test]
+    fn keyed_equals_the_model_across_reconfigurations(
+        default in policies(),
+        tier in policies(),
+        ops in keyed_ops(),
+    ) {
+        let clock = ManualClock::new();
+        let tier_quota = quota(&tier);
+        let mut builder = KeyedLimiter::<u64>::builder(default[0].0, Duration::from_nanos(default[0].1));
+        for &(limit, window) in &default[1..] {
+            builder = builder.and(limit, Duration::from_nanos(window));
+        }
+        let limiter = builder
+            .quota(move |k: &u64| (*k >= 3).then(|| tier_quota.clone()))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let margin = default.iter().map(|p| p.1).max().unwrap();
+        let mut model = KeyedModel {
+            default: default.clone(),
+            tier,
+            overrides: HashMap::new(),
+            keys: HashMap::new(),
+            margin,
+        };
+        let mut now = 0;
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                KeyedOp::Check { key, dt, n } => {
+                    now += dt;
+                    clock.set(now);
+                    let got = observed_multi(now, limiter.check_n_at(key, *n, now));
+                    let desired = model.desired(*key);
+                    // The limiter keeps no state for a key it never
+                    // admitted anything for (zero units, or more than the
+                    // smallest limit).
+                    let want = match model.keys.get_mut(key) {
+                        Some(m) => m.decide(now, *n),
+                        None => {
+                            let mut m = MultiModel::new(&desired);
+                            let want = m.decide(now, *n);
+                            if *n > 0 && want != common::multi::MultiDecision::ExceedsLimit {
+                                model.keys.insert(*key, m);
+                            }
+                            want
+                        }
+                    };
+                    prop_assert_eq!(got, want, "op {} key {} at {} n {}", i, key, now, n);
+                    prop_assert_eq!(
+                        limiter.policies_for(key).to_vec(),
+                        as_policies(&model.desired(*key))
+                    );
+                }
+                KeyedOp::Reconfigure(policies) => {
+                    limiter.reconfigure(quota(policies)).unwrap();
+                    model.default = policies.clone();
+                    model.follow();
+                    prop_assert_eq!(limiter.policies(), as_policies(policies));
+                }
+                KeyedOp::SetQuota(key, policies) => {
+                    limiter.set_quota(*key, quota(policies)).unwrap();
+                    model.overrides.insert(*key, policies.clone());
+                    model.follow();
+                }
+                KeyedOp::ClearQuota(key) => {
+                    let had = limiter.clear_quota(key);
+                    prop_assert_eq!(had, model.overrides.remove(key).is_some());
+                    model.follow();
+                }
+                KeyedOp::Sweep => {
+                    limiter.retain_recent();
+                    model.sweep(now);
+                    prop_assert_eq!(limiter.len(), model.keys.len(), "op {}: live keys", i);
+                }
+            }
+        }
+    }
+}
+
+/// Shrinking under load: threads admit at increasing times while the limit
+/// is cut from 100 to 10 per window; every window ending at an admission
+/// that started after `reconfigure` returned holds at most 10 admissions
+/// (old and new alike), and before it at most 100.
+#[test]
+fn shrinking_under_racing_threads_holds_the_new_limit() {
+    const WINDOW: u64 = 10_000;
+    for round in 0..20 {
+        let limiter = Arc::new(
+            Limiter::with_clock(100, Duration::from_nanos(WINDOW), ManualClock::new()).unwrap(),
+        );
+        let time = Arc::new(AtomicU64::new(1));
+        let done = Arc::new(AtomicBool::new(false));
+        let start = Arc::new(Barrier::new(3));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (limiter, time, done, start) = (
+                    Arc::clone(&limiter),
+                    Arc::clone(&time),
+                    Arc::clone(&done),
+                    Arc::clone(&start),
+                );
+                std::thread::spawn(move || {
+                    start.wait();
+                    let mut admitted = Vec::new();
+                    let mut after_change = 0;
+                    while after_change < 3_000 {
+                        let after = done.load(Ordering::SeqCst);
+                        after_change += u32::from(after);
+                        let t = time.fetch_add(3, Ordering::SeqCst);
+                        if let Ok(a) = limiter.check_at(t) {
+                            admitted.push((a.at(), after));
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        start.wait();
+        // Let some admissions through first, at a varying point.
+        while time.load(Ordering::SeqCst) < 300 + 200 * round {
+            std::hint::spin_loop();
+        }
+        limiter
+            .reconfigure(Quota::new(10, Duration::from_nanos(WINDOW)).unwrap())
+            .unwrap();
+        done.store(true, Ordering::SeqCst);
+        let admitted: Vec<(u64, bool)> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        let mut all: Vec<u64> = admitted.iter().map(|&(t, _)| t).collect();
+        all.sort_unstable();
+        assert!(max_in_window(&mut all.clone(), WINDOW) <= 100);
+        let post: Vec<u64> = admitted.iter().filter(|a| a.1).map(|a| a.0).collect();
+        assert!(
+            !post.is_empty(),
+            "round {round}: nothing admitted after the change"
+        );
+        for &end in &post {
+            let in_window = all
+                .iter()
+                .filter(|&&t| t + WINDOW > end && t <= end)
+                .count();
+            assert!(
+                in_window <= 10,
+                "round {round}: {in_window} admissions in the window ending at {end}, after the cut to 10"
+            );
+        }
+    }
+}
+
+/// The keyed limiter under the same race: two threads on a handful of keys
+/// while the default is cut; per key, windows ending after the change hold
+/// at most the new limit.
+#[test]
+fn keyed_shrinking_under_racing_threads_holds_the_new_limit() {
+    const WINDOW: u64 = 10_000;
+    let limiter = Arc::new(
+        KeyedLimiter::<u64, ManualClock>::with_clock(
+            50,
+            Duration::from_nanos(WINDOW),
+            ManualClock::new(),
+        )
+        .unwrap(),
+    );
+    let time = Arc::new(AtomicU64::new(1));
+    let done = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(3));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (limiter, time, done, start) = (
+                Arc::clone(&limiter),
+                Arc::clone(&time),
+                Arc::clone(&done),
+                Arc::clone(&start),
+            );
+            std::thread::spawn(move || {
+                start.wait();
+                let mut admitted = Vec::new();
+                let mut after_change = 0;
+                let mut i = 0u64;
+                while after_change < 20_000 {
+                    i += 1;
+                    let key = i % 4;
+                    let after = done.load(Ordering::SeqCst);
+                    after_change += u32::from(after);
+                    let t = time.fetch_add(1, Ordering::SeqCst);
+                    if let Ok(a) = limiter.check_at(&key, t) {
+                        admitted.push((key, a.at(), after));
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    start.wait();
+    while time.load(Ordering::SeqCst) < 2_000 {
+        std::hint::spin_loop();
+    }
+    limiter
+        .reconfigure(Quota::new(5, Duration::from_nanos(WINDOW)).unwrap())
+        .unwrap();
+    done.store(true, Ordering::SeqCst);
+    let admitted: Vec<(u64, u64, bool)> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    for key in 0..4 {
+        let all: Vec<u64> = admitted
+            .iter()
+            .filter(|a| a.0 == key)
+            .map(|a| a.1)
+            .collect();
+        assert!(max_in_window(&mut all.clone(), WINDOW) <= 50, "key {key}");
+        let post: Vec<u64> = admitted
+            .iter()
+            .filter(|a| a.0 == key && a.2)
+            .map(|a| a.1)
+            .collect();
+        assert!(
+            !post.is_empty(),
+            "key {key}: nothing admitted after the change"
+        );
+        for &end in &post {
+            let in_window = all
+                .iter()
+                .filter(|&&t| t + WINDOW > end && t <= end)
+                .count();
+            assert!(
+                in_window <= 5,
+                "key {key}: {in_window} in the window ending at {end}"
+            );
+        }
+    }
+}
+
+/// Growing keeps what the old ring kept: a client that used 3 of 3 and is
+/// raised to 5 gets exactly 2 more in the same window.
+#[test]
+fn growing_counts_what_was_kept() {
+    let limiter = Limiter::with_clock(3, Duration::from_secs(1), ManualClock::new()).unwrap();
+    for _ in 0..3 {
+        limiter.check_at(0).unwrap();
+    }
+    limiter
+        .reconfigure(Quota::new(5, Duration::from_secs(1)).unwrap())
+        .unwrap();
+    assert_eq!(limiter.check_at(1).unwrap().remaining(), 1);
+    assert_eq!(limiter.check_at(2).unwrap().remaining(), 0);
+    let denied = limiter.check_at(3).unwrap_err();
+    // The oldest of the five (at 0) leaves at 1 s.
+    assert_eq!(denied.retry_after_nanos(), 1_000_000_000 - 3);
+    assert_eq!(limiter.limit(), 5);
+}
+
+/// An added policy judges the kept history at once, and `Denied::policy`
+/// names it by the new configuration's order.
+#[test]
+fn an_added_policy_decides_at_once() {
+    let limiter = Limiter::with_clock(10, Duration::from_secs(1), ManualClock::new()).unwrap();
+    limiter.check_n_at(4, 0).unwrap();
+    let quota = Quota::new(10, Duration::from_secs(1))
+        .unwrap()
+        .and(4, Duration::from_secs(60))
+        .unwrap();
+    limiter.reconfigure(quota).unwrap();
+    let denied = limiter.check_at(2_000_000_000).unwrap_err();
+    assert_eq!(denied.policy(), 1);
+    assert_eq!(denied.retry_after_nanos(), 58_000_000_000);
+}
