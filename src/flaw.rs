@@ -32,6 +32,10 @@ pub enum Flaw {
     /// (Reconfiguration) Build the successor with the old policies: checks
     /// after the change are judged by the configuration it replaced.
     OldPolicies,
+    /// (Reconfiguration) A sweep takes a ring closed by a reconfiguration
+    /// for an idle one and forgets it (a keyed sweep must leave it to its
+    /// mover).
+    EvictMoving,
 
     // --- The ring (docs/design.md §4) ---
     /// Skip the seqlock re-validation of `head`.

@@ -307,6 +307,7 @@ pub mod loom_hooks {
     //! Only under `--cfg slidelog_loom`: the deliberately broken variants.
     pub use crate::flaw::Flaw;
     pub use crate::floor::Floor;
+    pub use crate::limiter::Swept;
 }
 
 #[cfg(all(test, not(slidelog_loom)))]

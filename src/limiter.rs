@@ -928,6 +928,41 @@ impl<C: Clock> Limiter<C> {
     pub fn close_if_idle(&self, now: u64, margin: u64, floor: &crate::floor::Floor) -> bool {
         self.with_current(|g| g.ring().close_if_idle(now, margin, floor).is_ok())
     }
+
+    /// A keyed sweep's step on this limiter's current generation: close it
+    /// if idle, then tell an eviction from a ring a reconfiguration closed
+    /// (which a keyed sweep leaves to its mover).
+    pub fn sweep_step(&self, now: u64, margin: u64, floor: &crate::floor::Floor) -> Swept {
+        let held = self.current.get();
+        let generation = held.as_deref().unwrap_or(&self.first);
+        if generation.ring().close_if_idle(now, margin, floor).is_err() {
+            return Swept::Busy;
+        }
+        let moving = generation.next.get().is_some()
+            || self
+                .current
+                .get()
+                .as_deref()
+                .is_some_and(|current| !core::ptr::eq(current, generation));
+        if moving && generation.shape.geometry.flaw() != crate::flaw::Flaw::EvictMoving {
+            Swept::Moving
+        } else {
+            Swept::Evicted
+        }
+    }
+}
+
+/// What a keyed sweep did with a ring (model checker only).
+#[cfg(slidelog_loom)]
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swept {
+    /// Still in use: left open.
+    Busy,
+    /// Closed by a reconfiguration: left to its mover.
+    Moving,
+    /// Closed and forgotten.
+    Evicted,
 }
 
 impl<C: Clock + fmt::Debug> fmt::Debug for Limiter<C> {

@@ -101,7 +101,7 @@ impl Geometry {
 
     /// The protocol variant: [`Flaw::None`] outside the model checker.
     #[inline]
-    pub(super) fn flaw(&self) -> Flaw {
+    pub(crate) fn flaw(&self) -> Flaw {
         self.flaw.active()
     }
 
