@@ -77,6 +77,13 @@ pub trait RateLimit: Send + Sync {
         vec![Policy::new(self.limit(), self.window())]
     }
 
+    /// A number that changes when the policies change at run time (a
+    /// reconfiguration), so that a cache of [`policies`](Self::policies)
+    /// knows to refresh; 0 by default (never changes).
+    fn generation(&self) -> u64 {
+        0
+    }
+
     /// Checks one request now.
     fn check(&self) -> Result<Admitted, Denied> {
         self.check_n_at(1, self.now())
@@ -143,7 +150,10 @@ impl<C: Clock> RateLimit for Limiter<C> {
         Limiter::window(self)
     }
     fn policies(&self) -> Vec<Policy> {
-        Limiter::policies(self).to_vec()
+        Limiter::policies(self)
+    }
+    fn generation(&self) -> u64 {
+        Limiter::generation(self)
     }
 }
 
@@ -164,5 +174,8 @@ impl<C: Clock> RateLimit for SlidingCounter<C> {
     }
     fn window(&self) -> Duration {
         SlidingCounter::window(self)
+    }
+    fn generation(&self) -> u64 {
+        SlidingCounter::generation(self)
     }
 }

@@ -12,7 +12,7 @@ use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
 use crate::flaw::Flaw;
 use crate::floor::Floor;
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The largest limit of a [`SlidingCounter`]: counts are 24-bit fields.
 ///
@@ -164,6 +164,8 @@ pub struct SlidingCounter<C: Clock = QuantaClock> {
     summary: AtomicU64,
     /// Past slots, `epoch << count_bits | count`, at `epoch mod N`.
     archive: Box<[AtomicU64]>,
+    /// The limit now (`config`'s until [`reconfigure`](Self::reconfigure)d).
+    limit: AtomicU32,
     config: CounterConfig,
     clock: C,
 }
@@ -252,6 +254,12 @@ impl CounterConfig {
     #[inline]
     pub(crate) fn limit(&self) -> u32 {
         self.limit
+    }
+
+    /// The largest limit the count field holds: counts stay below the
+    /// all-ones value (which marks `CLOSED`).
+    pub(crate) fn max_limit(&self) -> u32 {
+        ((1u64 << self.count_bits) - 2).min(u64::from(MAX_COUNTER_LIMIT)) as u32
     }
 
     #[cfg_attr(slidelog_loom, allow(dead_code))]
@@ -406,6 +414,10 @@ impl CounterConfig {
 #[derive(Clone, Copy)]
 pub(crate) struct CounterRef<'a> {
     pub(crate) config: &'a CounterConfig,
+    /// The limit this call judges by, read once: the configuration's, or a
+    /// reconfigured [`SlidingCounter`]'s current one (within the count
+    /// field's width, see [`CounterConfig::max_limit`]).
+    pub(crate) limit: u32,
     pub(crate) head: &'a AtomicU64,
     /// The absolute sub-window of the newest head word, or of a move to it
     /// under way: raised (`fetch_max`) **before** every head CAS that moves
@@ -446,7 +458,7 @@ impl CounterRef<'_> {
     pub(crate) fn check(&self, n: u32, asked: u64, floor: u64) -> Option<Result<Admitted, Denied>> {
         let cfg = self.config;
         let now = asked.max(floor);
-        let limit = u64::from(cfg.limit);
+        let limit = u64::from(self.limit);
         let n64 = u64::from(n);
         loop {
             // Acquire pairs with the Release head CASes: the archive written
@@ -539,7 +551,7 @@ impl CounterRef<'_> {
         let head = self.head_absolute(hw);
         let (epoch, absolute, at) = cfg.locate(hw, head, now);
         let (used, retry_at) = self.estimate(hw, head, epoch, absolute, at);
-        let (limit, n) = (u64::from(cfg.limit), u64::from(n));
+        let (limit, n) = (u64::from(self.limit), u64::from(n));
         Some(if n > 0 && used + n > limit {
             let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
             Err(Denied::rate_limited(retry_at.saturating_sub(asked).max(1)))
@@ -907,15 +919,17 @@ impl<C: Clock> SlidingCounter<C> {
             archive: (0..config.cells)
                 .map(|_| AtomicU64::new(config.initial_cell(now)))
                 .collect(),
+            limit: AtomicU32::new(limit),
             config,
             clock,
         })
     }
 
     #[inline]
-    fn state(&self) -> CounterRef<'_> {
+    fn state(&self, limit: u32) -> CounterRef<'_> {
         CounterRef {
             config: &self.config,
+            limit,
             head: &self.head[0],
             absolute: &self.head[1],
             summary: self.config.summarised().then_some(&self.summary),
@@ -1016,10 +1030,11 @@ impl<C: Clock> SlidingCounter<C> {
     /// ```
     #[must_use = "a denied request must not go ahead: use the result"]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        if n > self.config.limit {
-            return Err(Denied::exceeds_limit(n, self.config.limit));
+        let limit = self.current_limit();
+        if n > limit {
+            return Err(Denied::exceeds_limit(n, limit));
         }
-        self.state()
+        self.state(limit)
             .check(n, now, 0)
             .expect("a SlidingCounter is never closed")
     }
@@ -1071,10 +1086,11 @@ impl<C: Clock> SlidingCounter<C> {
     }
 
     fn peek_inner(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        if n > self.config.limit {
-            return Err(Denied::exceeds_limit(n, self.config.limit));
+        let limit = self.current_limit();
+        if n > limit {
+            return Err(Denied::exceeds_limit(n, limit));
         }
-        self.state()
+        self.state(limit)
             .peek(n, now, 0)
             .expect("a SlidingCounter is never closed")
     }
@@ -1087,7 +1103,86 @@ impl<C: Clock> SlidingCounter<C> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn limit(&self) -> u32 {
-        self.config.limit
+        self.current_limit()
+    }
+
+    /// The limit a check judges by now.
+    #[inline]
+    fn current_limit(&self) -> u32 {
+        // Relaxed: the limit is one word, judged alone (no other data is
+        // published with it): a check racing `reconfigure` judges by the old
+        // or the new limit, and one that starts after it returned (so after
+        // it, in happens-before) reads the new one.
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Changes the limit while other threads check, keeping the counts:
+    /// every check that starts after this returns judges the counted
+    /// window by the new limit (a smaller one applies at once over what was
+    /// admitted, as [`Limiter::reconfigure`](crate::Limiter::reconfigure)
+    /// does; the counter stays approximate as documented above).
+    ///
+    /// # Errors
+    ///
+    /// The window and the slots stay: [`ConfigError::CounterPolicies`] for a
+    /// quota of more than one policy, [`ConfigError::CounterWindow`] for
+    /// another window, and [`ConfigError::LimitTooLarge`] above
+    /// [`max_limit`](Self::max_limit) (the count field is sized when the
+    /// counter is built: build with the largest limit you will need).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{ManualClock, Quota, SlidingCounter};
+    /// let counter = SlidingCounter::with_clock(100, Duration::from_secs(1), 10, ManualClock::new())?;
+    /// counter.check_n_at(80, 0).unwrap();
+    /// counter.reconfigure(Quota::new(50, Duration::from_secs(1))?)?;
+    /// assert!(counter.check_at(1).is_err()); // 80 counted, the limit is 50
+    /// assert!(counter.reconfigure(Quota::new(10, Duration::from_secs(2))?).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn reconfigure(&self, quota: crate::Quota) -> Result<(), ConfigError> {
+        let [policy] = quota.policies() else {
+            return Err(ConfigError::CounterPolicies);
+        };
+        let window = config::window_nanos(policy.window)?;
+        if window != self.config.window {
+            return Err(ConfigError::CounterWindow {
+                window: policy.window,
+                counter: Duration::from_nanos(self.config.window),
+            });
+        }
+        let max = self.max_limit();
+        if policy.limit > max {
+            return Err(ConfigError::LimitTooLarge {
+                limit: policy.limit,
+                max,
+            });
+        }
+        // Relaxed: see `current_limit`.
+        self.limit.store(policy.limit, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Changes with every [`reconfigure`](Self::reconfigure) to a new limit
+    /// (it is the limit): a cache of the policies is current while this is
+    /// unchanged.
+    pub fn generation(&self) -> u64 {
+        u64::from(self.current_limit())
+    }
+
+    /// The largest limit [`reconfigure`](Self::reconfigure) accepts: what
+    /// the count field sized for the limit the counter was built with
+    /// holds (at least that limit; `2^k - 2` for the `k` bits that limit
+    /// needs).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let counter = slidelog::SlidingCounter::new(100, Duration::from_secs(1), 10)?;
+    /// assert_eq!(counter.max_limit(), 126);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn max_limit(&self) -> u32 {
+        self.config.max_limit()
     }
 
     /// The window.
@@ -1179,11 +1274,13 @@ impl<C: Clock> SlidingCounter<C> {
         now: u64,
         floor: &Floor,
     ) -> Option<Result<Admitted, Denied>> {
-        self.state().check(n, now, floor.get())
+        self.state(self.current_limit()).check(n, now, floor.get())
     }
 
     pub fn close_if_idle(&self, now: u64, margin: u64, floor: &Floor) -> bool {
-        self.state().close_if_idle(now, margin, floor).is_ok()
+        self.state(self.current_limit())
+            .close_if_idle(now, margin, floor)
+            .is_ok()
     }
 }
 
@@ -1217,6 +1314,7 @@ mod tests {
     fn view<'a>(cfg: &'a CounterConfig, words: &'a [AtomicU64]) -> CounterRef<'a> {
         CounterRef {
             config: cfg,
+            limit: cfg.limit,
             head: &words[0],
             absolute: &words[1],
             summary: Some(&words[2]),
@@ -1399,7 +1497,7 @@ mod tests {
 impl<C: Clock + fmt::Debug> fmt::Debug for SlidingCounter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlidingCounter")
-            .field("limit", &self.config.limit)
+            .field("limit", &self.current_limit())
             .field("window", &self.window())
             .field("mode", &self.config.mode)
             .field("clock", &self.clock)

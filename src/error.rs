@@ -67,6 +67,15 @@ pub enum ConfigError {
         /// The largest number of slots for this window.
         max: u32,
     },
+    /// A [`SlidingCounter`](crate::SlidingCounter) was reconfigured to
+    /// another window: its slots are laid out for its own window, so only
+    /// the limit can change at run time.
+    CounterWindow {
+        /// The window asked for.
+        window: Duration,
+        /// The counter's window.
+        counter: Duration,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -98,6 +107,10 @@ impl fmt::Display for ConfigError {
                     "{slots} slots is more than the maximum of {max} for this window"
                 )
             }
+            ConfigError::CounterWindow { window, counter } => write!(
+                f,
+                "a sliding counter keeps its window ({counter:?}) when reconfigured, not {window:?}: build a new one"
+            ),
         }
     }
 }

@@ -1550,7 +1550,13 @@ where
     /// Whether a per-key quota function was given.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn has_quotas(&self) -> bool {
-        self.quota.is_some() || !self.config.unchanged()
+        self.quota.is_some() || self.config.has_quotas()
+    }
+
+    /// See `generation` (keyed/reconfig.rs); 0 for a keyed counter.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn config_generation(&self) -> u64 {
+        self.config.generation()
     }
 
     /// The window (the first policy's).

@@ -12,7 +12,7 @@ use crate::link::Link;
 use crate::policy::{Policy, Quota};
 use crate::ring::{Now, RingRef, Shape};
 use crate::sync::Mutex;
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// `head` and the expiry hint, on one padded line: the hint is read only
@@ -86,9 +86,9 @@ pub struct Limiter<C: Clock = QuantaClock> {
     first: Generation,
     /// The current generation once reconfigured (empty: `first`).
     current: Link<Generation>,
-    /// Whether `current` was ever set: limiters never reconfigured answer
-    /// `limit()` and the like without loading it.
-    reconfigured: AtomicBool,
+    /// How many reconfigurations completed (0: `current` was never set, and
+    /// `limit()` and the like answer without loading it).
+    generation: AtomicU64,
     /// One reconfiguration at a time: the close of a generation has one
     /// writer of its `next`.
     reconfiguring: Mutex<()>,
@@ -323,7 +323,7 @@ impl<C: Clock> Limiter<C> {
         Limiter {
             first: Generation::new(shape),
             current: Link::empty(),
-            reconfigured: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
             reconfiguring: Mutex::new(()),
             clock,
         }
@@ -383,7 +383,7 @@ impl<C: Clock> Limiter<C> {
     #[inline]
     fn with_current<T>(&self, f: impl FnOnce(&Generation) -> T) -> T {
         // Relaxed: a hint to skip the load; `current` is empty until set.
-        if !self.reconfigured.load(Ordering::Relaxed) {
+        if self.generation.load(Ordering::Relaxed) == 0 {
             return f(&self.first);
         }
         let held = self.current.get();
@@ -458,10 +458,11 @@ impl<C: Clock> Limiter<C> {
             old.next.set(Some(Arc::new(Generation::new(shape))));
         }
         let next = old.next.get().clone();
-        // Relaxed: only a hint for `with_current`, which falls back to
-        // `first` while `current` is empty.
-        self.reconfigured.store(true, Ordering::Relaxed);
         self.current.set(next);
+        // Relaxed: a count for `generation`, and a hint for `with_current`
+        // (which falls back to `first` while `current` is empty); the new
+        // policies themselves are published by `current`.
+        self.generation.fetch_add(1, Ordering::Relaxed);
         // `current` points past `old` now: unlink its successor so that the
         // generations before do not stay chained (see `after`).
         old.next.set(None);
@@ -730,6 +731,24 @@ impl<C: Clock> Limiter<C> {
         &self.clock
     }
 
+    /// How many times [`reconfigure`](Self::reconfigure) changed this
+    /// limiter: a cache of [`policies`](Self::policies) (such as the tower
+    /// layer's `RateLimit-Policy`) is current while this is unchanged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, Quota};
+    /// let limiter = Limiter::new(10, Duration::from_secs(1))?;
+    /// assert_eq!(limiter.generation(), 0);
+    /// limiter.reconfigure(Quota::new(20, Duration::from_secs(1))?)?;
+    /// assert_eq!(limiter.generation(), 1);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn generation(&self) -> u64 {
+        // Relaxed: see `reconfigure`.
+        self.generation.load(Ordering::Relaxed)
+    }
+
     /// Every policy this limiter checks now, in the order given (one for
     /// [`Limiter::new`]; the latest [`reconfigure`](Self::reconfigure)'s
     /// once reconfigured).
@@ -854,7 +873,7 @@ impl<C: Clock> Limiter<C> {
         // runs meanwhile, and no reader holds a generation.
         self.first = Generation::with_log(shape, &times);
         self.current.set(None);
-        self.reconfigured = AtomicBool::new(false);
+        self.generation = AtomicU64::new(0);
         Ok(crate::snapshot::Restored {
             admissions: times.len().saturating_sub(already),
             expired,

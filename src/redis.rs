@@ -197,12 +197,15 @@ for i = 1, P do
   local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
   local inw = total
   if W < longest then inw = redis.call('ZCOUNT', KEYS[1], '(' .. (now - W), '+inf') end
-  if inw + n > L then
+  if n > 0 and inw + n > L then
     local e = redis.call('ZRANGE', KEYS[1], total + n - L - 1, total + n - L - 1, 'WITHSCORES')
     local w = tonumber(e[2]) + W - now
     if w > wait then wait, wp = w, i - 1 end
-  elseif rem < 0 or L - inw - n < rem then
-    rem, rp = L - inw - n, i - 1
+  else
+    -- (Zero units are always admitted; after a cut the window may hold
+    -- more than the new limit: no room, not less.)
+    local left = math.max(L - inw - n, 0)
+    if rem < 0 or left < rem then rem, rp = left, i - 1 end
   end
 end
 if wait >= 0 then return {0, wait, now, wp, 0} end
@@ -219,32 +222,63 @@ if oldest[2] then grows = tonumber(oldest[2]) + Wr - now end
 return {1, rem, now, rp, grows}
 "#;
 
-/// The ring of docs/design.md §2 in one string: an 8-byte head (admissions so
-/// far), then `L` 8-byte deadlines (`t_eff + W`, the base window),
-/// big-endian doubles (exact for integers below 2^53 µs). Policy `i`
-/// admits `n` units iff admission `head + n - 1 - L_i` has left its window
-/// (docs/design.md §4, several policies).
+/// The ring of docs/design.md §2 in one string: a header of three 8-byte
+/// words — the head (admissions so far), `-W` (negative: it marks the
+/// header) and `L`, the ring's size and base window as written — then `L`
+/// 8-byte deadlines (`t_eff + W`), big-endian doubles (exact for integers
+/// below 2^53 µs). Policy `i` admits `n` units iff admission
+/// `head + n - 1 - L_i` has left its window (docs/design.md §4, several
+/// policies). A ring written under another `L` or `W` (a reconfigured
+/// limiter), or before the header existed, is rebuilt first: its newest
+/// `L` admissions, as effective times, under the new window.
 const RING: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if ARGV[3] ~= '' then now = tonumber(ARGV[3]) end
 local n, P = tonumber(ARGV[1]), tonumber(ARGV[4])
 local L, W = tonumber(ARGV[5]), tonumber(ARGV[6])
+local longest = W
+for i = 1, P do
+  local Wi = tonumber(ARGV[6 + 2 * i])
+  if Wi > longest then longest = Wi end
+end
 local raw = redis.call('GET', KEYS[1])
-local function word(off)
+local function num(off)
   if (not raw) or #raw < off + 8 then return 0 end
   return (struct.unpack('>d', raw, off + 1))
 end
-local head = word(0)
-local function slot(i) return word(8 + 8 * (i % L)) end
+local head, Ws, Ls, base = num(0), W, L, 24
+if raw then
+  if num(8) < 0 then
+    Ws, Ls = -num(8), num(16)
+  else
+    base = 8
+  end
+end
+if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
+  local kept = {}
+  local from = head - Ls
+  if from < 0 then from = 0 end
+  for i = from, head - 1 do
+    local d = num(base + 8 * (i % Ls))
+    if d ~= 0 then kept[#kept + 1] = d - Ws end
+  end
+  local first = #kept - L + 1
+  if first < 1 then first = 1 end
+  head = #kept - first + 1
+  local parts = {struct.pack('>d', head), struct.pack('>d', -W), struct.pack('>d', L)}
+  for j = first, #kept do parts[#parts + 1] = struct.pack('>d', kept[j] + W) end
+  raw = table.concat(parts)
+  redis.call('SET', KEYS[1], raw)
+  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
+end
+local function slot(i) return num(24 + 8 * (i % L)) end
 local teff = now
 local prev = slot(head + L - 1)
 if prev - W > teff then teff = prev - W end
-local longest = W
 local wait, wp, rem, rp, grows = -1, 0, -1, 0, 0
 for i = 1, P do
   local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
-  if Wi > longest then longest = Wi end
   local function alive(d) return d ~= 0 and d - W + Wi > teff end
   if n > 0 then
     local d = slot(head + n - 1 + L - Li)
@@ -272,9 +306,9 @@ if wait >= 0 then return {0, wait, now, wp, 0} end
 if n > 0 then
   local d = struct.pack('>d', teff + W)
   for i = 0, n - 1 do
-    redis.call('SETRANGE', KEYS[1], 8 + 8 * ((head + i) % L), d)
+    redis.call('SETRANGE', KEYS[1], 24 + 8 * ((head + i) % L), d)
   end
-  redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n))
+  redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n) .. struct.pack('>d', -W) .. struct.pack('>d', L))
   redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
 end
 return {1, rem, teff, rp, grows}
@@ -433,25 +467,7 @@ impl RedisBuilder {
     /// # });
     /// ```
     pub async fn connect(self) -> Result<RedisLimiter, RedisLimitError> {
-        // Validates every policy, and finds the ring's (largest limit,
-        // longest window among those) and the smallest limit.
-        let shape = Shape::new(&self.policies)?;
-        let us = |w: Duration| u64::try_from(w.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
-        let rules: Vec<(u32, u64)> = self
-            .policies
-            .iter()
-            .map(|p| (p.limit, us(p.window)))
-            .collect();
-        let ring = *rules
-            .iter()
-            .max_by_key(|&&(limit, window)| (limit, window))
-            .expect("at least one policy");
-        let (min_policy, &(min_limit, _)) = rules
-            .iter()
-            .enumerate()
-            .min_by_key(|&(i, &(limit, _))| (limit, i))
-            .expect("at least one policy");
-        drop(shape);
+        let rules = Rules::new(self.policies, 0)?;
         let conn = match &self.target {
             Target::Node(url) => {
                 let client = Client::open(url.as_str())?;
@@ -492,11 +508,7 @@ impl RedisBuilder {
             conn,
             shared: std::sync::Arc::new(Shared {
                 script,
-                policies: self.policies,
-                rules,
-                ring,
-                min_limit,
-                min_policy: min_policy as u8,
+                rules: arc_swap::ArcSwap::from_pointee(rules),
                 layout: self.layout,
                 prefix: match self.layout {
                     Layout::SortedSet => self.prefix,
@@ -508,6 +520,7 @@ impl RedisBuilder {
                 precheck: self.precheck.then(papaya::HashMap::new),
                 clock: QuantaClock::new(),
                 member: format!("{:016x}", RandomState::new().hash_one(std::process::id())),
+                reconfiguring: std::sync::Mutex::new(()),
                 sequence: AtomicU64::new(0),
                 round_trips: AtomicU64::new(0),
                 local_denials: AtomicU64::new(0),
@@ -563,26 +576,66 @@ impl Conn {
     }
 }
 
-/// Everything but the connection, shared by clones.
-struct Shared {
-    script: Script,
+/// The policies as the scripts take them: replaced whole by
+/// [`RedisLimiter::reconfigure`].
+struct Rules {
     /// The policies as given, and in microseconds.
     policies: Vec<Policy>,
     rules: Vec<(u32, u64)>,
-    /// The ring's size and base window (µs).
+    /// The ring's size and base window (µs): the largest limit, with the
+    /// longest window among those.
     ring: (u32, u64),
     min_limit: u32,
     min_policy: u8,
+    /// How many reconfigurations made these (a pre-check entry of another
+    /// generation is ignored).
+    generation: u64,
+}
+
+impl Rules {
+    fn new(policies: Vec<Policy>, generation: u64) -> Result<Rules, ConfigError> {
+        // Validates every policy (as the in-process limiters do).
+        Shape::new(&policies)?;
+        let us = |w: Duration| u64::try_from(w.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
+        let rules: Vec<(u32, u64)> = policies.iter().map(|p| (p.limit, us(p.window))).collect();
+        let ring = *rules
+            .iter()
+            .max_by_key(|&&(limit, window)| (limit, window))
+            .expect("at least one policy");
+        let (min_policy, &(min_limit, _)) = rules
+            .iter()
+            .enumerate()
+            .min_by_key(|&(i, &(limit, _))| (limit, i))
+            .expect("at least one policy");
+        Ok(Rules {
+            policies,
+            rules,
+            ring,
+            min_limit,
+            min_policy: min_policy as u8,
+            generation,
+        })
+    }
+}
+
+/// Everything but the connection, shared by clones.
+struct Shared {
+    script: Script,
+    /// The policies now (SeqCst loads and stores, see `arc_swap`).
+    rules: arc_swap::ArcSwap<Rules>,
     layout: Layout,
     prefix: String,
     policy: FailurePolicy,
     timeout: Duration,
     max_key_len: usize,
     /// Per key: the local time before which `units` (or more) are
-    /// certainly denied, and the policy Redis said denied them.
-    precheck: Option<papaya::HashMap<String, (u64, u32, u8)>>,
+    /// certainly denied, the policy Redis said denied them, and the
+    /// generation of the rules it judged by.
+    precheck: Option<papaya::HashMap<String, (u64, u32, u8, u64)>>,
     clock: QuantaClock,
     member: String,
+    /// One reconfiguration at a time (so generations count up by one).
+    reconfiguring: std::sync::Mutex<()>,
     sequence: AtomicU64,
     round_trips: AtomicU64,
     local_denials: AtomicU64,
@@ -592,7 +645,7 @@ struct Shared {
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
-            .field("policies", &self.shared.policies)
+            .field("policies", &self.shared.rules.load().policies)
             .field("layout", &self.shared.layout)
             .field("prefix", &self.shared.prefix)
             .field("policy", &self.shared.policy)
@@ -788,19 +841,19 @@ impl RedisLimiter {
                 max: self.shared.max_key_len,
             });
         }
-        if n > self.shared.min_limit {
-            return Ok(untimed(Err(Denied::exceeds_limit(
-                n,
-                self.shared.min_limit,
-            )
-            .with_policy(self.shared.min_policy))));
+        // One configuration for the whole call, even if `reconfigure` races.
+        let rules = self.shared.rules.load_full();
+        if n > rules.min_limit {
+            return Ok(untimed(Err(
+                Denied::exceeds_limit(n, rules.min_limit).with_policy(rules.min_policy)
+            )));
         }
         let full_key = format!("{}{}", self.shared.prefix, key);
         let local_now = self.shared.clock.now();
         if let Some(map) = &self.shared.precheck {
             if now_us.is_none() {
-                if let Some(&(until, units, policy)) = map.pin().get(&full_key) {
-                    if n >= units && local_now < until {
+                if let Some(&(until, units, policy, generation)) = map.pin().get(&full_key) {
+                    if n >= units && local_now < until && generation == rules.generation {
                         // Relaxed: a statistic.
                         self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
                         #[cfg(feature = "metrics")]
@@ -830,10 +883,10 @@ impl RedisLimiter {
             None => invocation.arg(""),
         };
         invocation
-            .arg(self.shared.rules.len())
-            .arg(self.shared.ring.0)
-            .arg(self.shared.ring.1);
-        for &(limit, window) in &self.shared.rules {
+            .arg(rules.rules.len())
+            .arg(rules.ring.0)
+            .arg(rules.ring.1);
+        for &(limit, window) in &rules.rules {
             invocation.arg(limit).arg(window);
         }
         let answer = tokio::time::timeout(self.shared.timeout, self.conn.invoke(&invocation)).await;
@@ -855,7 +908,7 @@ impl RedisLimiter {
         let at_ns = u64::try_from(at).unwrap_or(0).saturating_mul(1_000);
         let policy = u8::try_from(policy)
             .ok()
-            .filter(|&p| usize::from(p) < self.shared.rules.len())
+            .filter(|&p| usize::from(p) < rules.rules.len())
             .unwrap_or(0);
         if admitted == 1 {
             let grows = Duration::from_micros(u64::try_from(grows).unwrap_or(0));
@@ -872,11 +925,19 @@ impl RedisLimiter {
             if let Some(map) = &self.shared.precheck {
                 let map = map.pin();
                 if map.len() > PRECHECK_CAP {
-                    map.retain(|_, &(until, _, _)| until > local_now);
+                    map.retain(|_, &(until, _, _, _)| until > local_now);
                 }
                 // From the time we *sent* the request: Redis judged it
                 // later, so the true retry time is no earlier than this.
-                map.insert(full_key, (local_now.saturating_add(retry_ns), n, policy));
+                map.insert(
+                    full_key,
+                    (
+                        local_now.saturating_add(retry_ns),
+                        n,
+                        policy,
+                        rules.generation,
+                    ),
+                );
             }
             Ok(untimed(Err(
                 Denied::rate_limited(retry_ns.max(1)).with_policy(policy)
@@ -934,7 +995,7 @@ impl RedisLimiter {
     /// # fn f(limiter: &slidelog::redis::RedisLimiter) { assert!(limiter.limit() >= 1); }
     /// ```
     pub fn limit(&self) -> u32 {
-        self.shared.rules[0].0
+        self.shared.rules.load().rules[0].0
     }
 
     /// The window (the first policy's; microsecond precision).
@@ -943,16 +1004,65 @@ impl RedisLimiter {
     /// # fn f(limiter: &slidelog::redis::RedisLimiter) { let _ = limiter.window(); }
     /// ```
     pub fn window(&self) -> Duration {
-        Duration::from_micros(self.shared.rules[0].1)
+        Duration::from_micros(self.shared.rules.load().rules[0].1)
     }
 
-    /// Every policy, in the order given.
+    /// Every policy now, in the order given.
     ///
     /// ```
     /// # fn f(limiter: &slidelog::redis::RedisLimiter) { assert!(!limiter.policies().is_empty()); }
     /// ```
-    pub fn policies(&self) -> &[Policy] {
-        &self.shared.policies
+    pub fn policies(&self) -> Vec<Policy> {
+        self.shared.rules.load().policies.clone()
+    }
+
+    /// Changes the policies of every key, for this limiter and its clones,
+    /// keeping what Redis holds. Other processes sharing the keys judge by
+    /// their own configuration until they change it too.
+    ///
+    /// The contract is [`Limiter::reconfigure`](crate::Limiter::reconfigure)'s:
+    /// every call that starts after this returns sends the new policies, and
+    /// Redis judges them over the key's history, never a mix. In the ring
+    /// layout the script rebuilds a key's ring the first time it meets it
+    /// under the new size or base window (its newest `L` admissions, moved to
+    /// the new window); the sorted set keeps every admission within the old
+    /// longest window, so growing the window recalls nothing older than
+    /// that. Local pre-check denials of the old policies are dropped.
+    ///
+    /// # Errors
+    ///
+    /// None for a [`Quota`](crate::Quota), which is validated when made.
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// limiter.reconfigure(slidelog::Quota::new(50, Duration::from_secs(60))?)?;
+    /// assert_eq!(limiter.limit(), 50);
+    /// # Ok(()) }
+    /// ```
+    pub fn reconfigure(&self, quota: crate::Quota) -> Result<(), ConfigError> {
+        let _one_at_a_time = self
+            .shared
+            .reconfiguring
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let generation = self.shared.rules.load().generation + 1;
+        let rules = Rules::new(quota.policies().to_vec(), generation)?;
+        self.shared.rules.store(std::sync::Arc::new(rules));
+        if let Some(map) = &self.shared.precheck {
+            map.pin().clear();
+        }
+        Ok(())
+    }
+
+    /// How many times [`reconfigure`](Self::reconfigure) changed this
+    /// limiter (and its clones).
+    ///
+    /// ```
+    /// # fn f(limiter: &slidelog::redis::RedisLimiter) { let _ = limiter.generation(); }
+    /// ```
+    pub fn generation(&self) -> u64 {
+        self.shared.rules.load().generation
     }
 
     /// The storage layout.
@@ -998,6 +1108,10 @@ impl crate::tower::Backend<String> for RedisLimiter {
     }
 
     fn policies(&self) -> Vec<Policy> {
-        self.shared.policies.clone()
+        RedisLimiter::policies(self)
+    }
+
+    fn generation(&self) -> u64 {
+        RedisLimiter::generation(self)
     }
 }

@@ -11,12 +11,16 @@ pub(crate) mod atomic {
     // The keyed limiter (which uses the bool and usize) is not compiled for
     // the model checker.
     #[allow(unused_imports)]
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use loom::sync::atomic::{
+        AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    };
 }
 
 #[cfg(not(slidelog_loom))]
 pub(crate) mod atomic {
-    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+    pub(crate) use core::sync::atomic::{
+        AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    };
 }
 
 #[cfg(slidelog_loom)]

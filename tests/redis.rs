@@ -129,6 +129,28 @@ fn several_policies_equal_the_model() {
     });
 }
 
+/// Live reconfiguration (P9 on Redis), both layouts, against the model
+/// with reconfigurations interleaved: the ring layout's script rebuilds a
+/// key's ring under a new size or window, keeping its newest admissions.
+#[test]
+fn reconfigurations_equal_the_model() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    let url = server.url.clone();
+    common::redis_model::reconfigurations_equal_the_model(&rt, 64, |policies, layout, id| {
+        let url = url.clone();
+        async move {
+            let mut b = RedisLimiter::builder(url.as_str(), policies[0].0, policies[0].1)
+                .layout(layout)
+                .prefix(format!("reconf{id}:"));
+            for &(limit, window) in &policies[1..] {
+                b = b.and(limit, window);
+            }
+            (b.connect().await.unwrap(), "k".to_string())
+        }
+    });
+}
+
 /// Many clients (tasks with their own connections) on one key: no window
 /// holds more than the limit, on the server's clock.
 #[test]
@@ -555,5 +577,51 @@ fn precheck_denials_name_the_policy_and_layouts_switch_cleanly() {
             .await
             .unwrap();
         assert_ne!(ring.redis_key("k"), "switch:k");
+    });
+}
+
+/// A ring written before the ring kept its size and window in a header
+/// (head, then the deadlines) is read as written under the current
+/// configuration and carried over: a full ring stays full.
+#[test]
+fn a_ring_in_the_headerless_format_is_carried_over() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let l = RedisLimiter::builder(server.url.clone(), 2, Duration::from_secs(10))
+            .layout(Layout::Ring)
+            .prefix("legacy:")
+            .connect()
+            .await
+            .unwrap();
+        // Two admissions at 1 s and 2 s (µs), window 10 s, head = 2.
+        let mut raw = Vec::new();
+        for word in [2.0f64, 11_000_000.0, 12_000_000.0] {
+            raw.extend_from_slice(&word.to_be_bytes());
+        }
+        let client = redis::Client::open(server.url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(l.redis_key("k"))
+            .arg(raw)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let denied = l
+            .check_n_at_server_time_override("k", 1, 3_000_000)
+            .await
+            .unwrap()
+            .unwrap_err();
+        // The oldest (at 1 s) leaves at 11 s.
+        assert_eq!(denied.retry_after(), Duration::from_secs(8));
+        // Raised to 3: one more fits, over the two carried.
+        l.reconfigure(slidelog::Quota::new(3, Duration::from_secs(10)).unwrap())
+            .unwrap();
+        let admitted = l
+            .check_n_at_server_time_override("k", 1, 3_000_000)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(admitted.remaining(), 0);
     });
 }

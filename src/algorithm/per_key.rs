@@ -350,6 +350,7 @@ impl Counter {
         };
         CounterRef {
             config: &self.config,
+            limit: self.config.limit(),
             head,
             absolute,
             summary,

@@ -38,6 +38,8 @@ pub(super) struct Reconfig<K> {
     /// Whether anything was ever changed: while not, the fast paths that
     /// assume the builder's policies for an absent key stay on.
     changed: AtomicBool,
+    /// Whether a run-time quota was ever set.
+    quotas_set: AtomicBool,
     /// Bumped by every change, so that an insert racing one notices.
     epoch: AtomicU64,
     /// Successors of states closed for reconfiguration, by the closed
@@ -52,6 +54,7 @@ impl<K: Hash + Eq> Reconfig<K> {
             default: Link::empty(),
             overrides: papaya::HashMap::new(),
             changed: AtomicBool::new(false),
+            quotas_set: AtomicBool::new(false),
             epoch: AtomicU64::new(0),
             moving: papaya::HashMap::new(),
             lock: Mutex::new(()),
@@ -65,6 +68,18 @@ impl<K: Hash + Eq> Reconfig<K> {
         // Relaxed: a change is published by `bump`'s SeqCst epoch; a check
         // racing it may judge by either configuration.
         !self.changed.load(Ordering::Relaxed)
+    }
+
+    /// Whether some key may have a run-time quota.
+    pub(super) fn has_quotas(&self) -> bool {
+        // Relaxed: a hint; see `unchanged`.
+        self.quotas_set.load(Ordering::Relaxed)
+    }
+
+    /// Changes so far (see [`KeyedLimiter::generation`]).
+    pub(super) fn generation(&self) -> u64 {
+        // Relaxed: a count for caches of the policies (see `bump`).
+        self.epoch.load(Ordering::Relaxed)
     }
 
     /// The epoch an insert starts from (read before it chooses policies).
@@ -305,6 +320,8 @@ where
     pub fn set_quota(&self, key: K, quota: Quota) -> Result<(), ConfigError> {
         let _one_at_a_time = self.config.lock();
         self.config.overrides.pin().insert(key.clone(), quota.shape);
+        // Relaxed: a hint for the tower layer; `bump` publishes.
+        self.config.quotas_set.store(true, Ordering::Relaxed);
         self.config.bump();
         self.migrate_key(&key);
         Ok(())
@@ -331,6 +348,24 @@ where
         self.config.bump();
         self.migrate_key(&key);
         true
+    }
+
+    /// How many times the policies were changed at run time
+    /// ([`reconfigure`](Self::reconfigure), [`set_quota`](Self::set_quota),
+    /// [`clear_quota`](Self::clear_quota)): a cache of
+    /// [`policies`](KeyedLimiter::policies) is current while this is
+    /// unchanged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, Quota};
+    /// let limiter = KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
+    /// limiter.reconfigure(Quota::new(5, Duration::from_secs(1))?)?;
+    /// assert_eq!(limiter.generation(), 1);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn generation(&self) -> u64 {
+        self.config.generation()
     }
 
     fn migrate_key(&self, key: &K) {

@@ -75,6 +75,12 @@ pub trait Backend<K>: Send + Sync + 'static {
         let _ = key;
         None
     }
+    /// A number that changes when [`policies`](Self::policies) change at run
+    /// time (a reconfiguration): the layer re-reads them when it does. 0 by
+    /// default (never changes).
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 impl<K, C, S, A> Backend<K> for KeyedLimiter<K, C, S, A>
@@ -106,13 +112,17 @@ where
     }
 
     fn policies(&self) -> Vec<Policy> {
-        KeyedLimiter::policies(self).to_vec()
+        KeyedLimiter::policies(self)
     }
 
     fn key_policies(&self, key: &K) -> Option<Vec<Policy>> {
         self.has_quotas()
             .then(|| self.policies_for(key).to_vec())
-            .filter(|p| p.as_slice() != KeyedLimiter::policies(self))
+            .filter(|p| *p != KeyedLimiter::policies(self))
+    }
+
+    fn generation(&self) -> u64 {
+        self.config_generation()
     }
 }
 
@@ -167,6 +177,10 @@ impl<K, C: Clock + 'static> Backend<K> for SlidingCounter<C> {
     fn policy(&self) -> (u32, Duration) {
         (self.limit(), self.window())
     }
+
+    fn generation(&self) -> u64 {
+        SlidingCounter::generation(self)
+    }
 }
 
 /// A single-key exact log as a backend: one limit shared by every key.
@@ -195,7 +209,11 @@ impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
     }
 
     fn policies(&self) -> Vec<Policy> {
-        Limiter::policies(self).to_vec()
+        Limiter::policies(self)
+    }
+
+    fn generation(&self) -> u64 {
+        Limiter::generation(self)
     }
 }
 
@@ -231,6 +249,10 @@ impl<K> Backend<K> for dyn SingleKey {
 
     fn policies(&self) -> Vec<Policy> {
         SingleKey::policies(self)
+    }
+
+    fn generation(&self) -> u64 {
+        SingleKey::generation(self)
     }
 }
 

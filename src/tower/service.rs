@@ -46,8 +46,11 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     missing: MissingKey,
     headers: HeaderStyle,
     deny: DenyStyle,
-    /// The backend's policies, for the headers (asked once).
+    /// The backend's policies, for the headers (asked again when the
+    /// backend's `generation` moves: a reconfiguration).
     policies: PolicyList,
+    /// The backend's generation `policies` were read at.
+    generation: u64,
     /// Builds the denial response instead of the default body.
     on_deny: Option<DenyHook>,
     /// Whether a request without a key was logged yet (once per layer and
@@ -65,6 +68,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
             headers: self.headers,
             deny: self.deny,
             policies: self.policies,
+            generation: self.generation,
             on_deny: self.on_deny.clone(),
             missing_logged: Arc::clone(&self.missing_logged),
         }
@@ -106,6 +110,7 @@ where
     pub fn new(backend: Arc<L>, extractor: X) -> Self {
         RateLimitLayer {
             policies: PolicyList::new(&backend.policies()),
+            generation: backend.generation(),
             backend,
             extractor,
             fallback: None,
@@ -308,6 +313,12 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The backend was reconfigured: describe its policies now.
+        let generation = self.layer.backend.generation();
+        if generation != self.layer.generation {
+            self.layer.policies = PolicyList::new(&self.layer.backend.policies());
+            self.layer.generation = generation;
+        }
         let key = self
             .layer
             .extractor

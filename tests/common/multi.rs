@@ -28,6 +28,9 @@ pub struct MultiModel {
     log: VecDeque<u64>,
     /// The newest admission's time: the clamp.
     newest: u64,
+    /// Keep only the newest `L` (a ring's history); `false`: keep every
+    /// admission (a Redis sorted set's, trimmed by age instead).
+    truncating: bool,
 }
 
 impl MultiModel {
@@ -36,6 +39,7 @@ impl MultiModel {
             policies: policies.to_vec(),
             log: VecDeque::new(),
             newest: 0,
+            truncating: true,
         }
     }
 
@@ -45,6 +49,7 @@ impl MultiModel {
             policies: policies.to_vec(),
             log: prefix.iter().copied().collect(),
             newest: prefix.last().copied().unwrap_or(0),
+            truncating: true,
         }
     }
 
@@ -57,7 +62,20 @@ impl MultiModel {
         self.policies.iter().map(|p| p.0).max().unwrap() as usize
     }
 
-    fn truncate(&mut self, keep: usize) {
+    /// A model that keeps every admission (see `truncating`).
+    pub fn keeping_all(mut self) -> Self {
+        self.truncating = false;
+        self
+    }
+
+    /// New policies, the history untouched (a Redis key not yet called
+    /// under them).
+    pub fn set_policies(&mut self, policies: &[(u32, u64)]) {
+        self.policies = policies.to_vec();
+    }
+
+    /// Keeps the newest `keep` admissions.
+    pub fn truncate(&mut self, keep: usize) {
         while self.log.len() > keep {
             self.log.pop_front();
         }
@@ -69,6 +87,14 @@ impl MultiModel {
     pub fn reconfigure(&mut self, policies: &[(u32, u64)]) {
         self.truncate(self.largest_limit());
         self.policies = policies.to_vec();
+    }
+
+    /// Drops the admissions at or before `t` (what a Redis sorted set's trim
+    /// removes); the clamp stays.
+    pub fn forget_up_to(&mut self, t: u64) {
+        while self.log.front().is_some_and(|&e| e <= t) {
+            self.log.pop_front();
+        }
     }
 
     /// `n` units at caller time `now` (judged at `max(now, newest)`).
@@ -83,7 +109,9 @@ impl MultiModel {
         // log never holds more than `L_i` in one of its windows), so the
         // older ones decide nothing — and these are exactly what a ring of
         // `L` slots keeps, which a reconfiguration hands on.
-        self.truncate(self.largest_limit());
+        if self.truncating {
+            self.truncate(self.largest_limit());
+        }
         let len = self.log.len();
         let mut denied: Option<(u64, usize)> = None;
         let mut left: Option<(u32, usize)> = None;

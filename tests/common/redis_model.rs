@@ -145,3 +145,126 @@ where
         })
         .unwrap();
 }
+
+/// Live reconfiguration through Redis, both layouts, against the
+/// multi-policy model with reconfigurations interleaved. Redis meets a
+/// key's new policies at the key's next call: the ring layout then rebuilds
+/// a ring written under another size or base window, keeping its newest
+/// admissions (several changes between two calls act as one); the sorted
+/// set keeps every admission its calls have not trimmed by age (within the
+/// longest window at the call's time). `connect(policies, layout, case)`
+/// builds the limiter.
+pub fn reconfigurations_equal_the_model<F, Fut>(
+    rt: &tokio::runtime::Runtime,
+    cases: u32,
+    connect: F,
+) where
+    F: Fn(Vec<(u32, Duration)>, Layout, u64) -> Fut,
+    Fut: Future<Output = (RedisLimiter, String)>,
+{
+    use super::multi::{MultiDecision, MultiModel, observed_multi};
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let policies = || prop::collection::vec((1..5u32, 1..40u64), 1..=3);
+    let step = prop_oneof![
+        6 => (prop_oneof![Just(0u64), 0..3_000_000u64, 0..40_000_000u64], 0..=5u32)
+            .prop_map(|(dt, n)| (dt, n, None)),
+        1 => policies().prop_map(|p| (0, 0, Some(p))),
+    ];
+    let strategy = (
+        policies(),
+        any::<bool>(),
+        prop::collection::vec(step, 1..40),
+    );
+    let in_us = |p: &[(u32, u64)]| -> Vec<(u32, u64)> {
+        p.iter().map(|&(l, s)| (l, s * 1_000_000)).collect()
+    };
+    // A ring's size and base window: the largest limit, the longest window
+    // among those.
+    let dims = |p: &[(u32, u64)]| *p.iter().max_by_key(|&&(l, w)| (l, w)).unwrap();
+    runner
+        .run(&strategy, |(policies, ring, ops)| {
+            let layout = if ring {
+                Layout::Ring
+            } else {
+                Layout::SortedSet
+            };
+            let id = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let us = in_us(&policies);
+            let given = us
+                .iter()
+                .map(|&(l, w)| (l, Duration::from_micros(w)))
+                .collect();
+            rt.block_on(async {
+                let (l, key) = connect(given, layout, id).await;
+                let mut model = if ring {
+                    MultiModel::new(&us)
+                } else {
+                    MultiModel::new(&us).keeping_all()
+                };
+                // The ring's dimensions as the key's last call wrote it.
+                let mut written: Option<(u32, u64)> = None;
+                let mut t = 1_000_000u64;
+                for (dt, n, change) in ops {
+                    if let Some(policies) = change {
+                        let us = in_us(&policies);
+                        let mut quota =
+                            slidelog::Quota::new(us[0].0, Duration::from_micros(us[0].1)).unwrap();
+                        for &(limit, window) in &us[1..] {
+                            quota = quota.and(limit, Duration::from_micros(window)).unwrap();
+                        }
+                        l.reconfigure(quota).unwrap();
+                        prop_assert_eq!(l.policies()[0].limit, us[0].0);
+                        model.set_policies(&us);
+                        continue;
+                    }
+                    t += dt;
+                    // A request above the smallest limit is refused before
+                    // Redis is asked: the key is not touched.
+                    let reaches = n <= model.policies.iter().map(|p| p.0).min().unwrap();
+                    if !reaches {
+                    } else if ring {
+                        let now = dims(&model.policies);
+                        if let Some(old) = written.filter(|&old| old != now) {
+                            model.truncate(old.0 as usize);
+                        }
+                        written = Some(now);
+                    } else {
+                        let longest = model.policies.iter().map(|p| p.1).max().unwrap();
+                        model.forget_up_to(t.saturating_sub(longest));
+                    }
+                    let got = l.check_n_at_server_time_override(&key, n, t).await.unwrap();
+                    let want = match model.decide(t, n) {
+                        MultiDecision::Admitted {
+                            at,
+                            remaining,
+                            policy,
+                        } => MultiDecision::Admitted {
+                            at: at * 1_000,
+                            remaining,
+                            policy,
+                        },
+                        MultiDecision::Denied { until, policy } => MultiDecision::Denied {
+                            until: until * 1_000,
+                            policy,
+                        },
+                        other => other,
+                    };
+                    prop_assert_eq!(
+                        observed_multi(t * 1_000, got),
+                        want,
+                        "{:?} t={} n={} policies {:?}",
+                        layout,
+                        t,
+                        n,
+                        &model.policies
+                    );
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
