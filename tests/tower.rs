@@ -710,3 +710,73 @@ async fn forwarded_chains_key_by_the_rightmost_untrusted_address() {
     assert!(limiter.peek(&key("2.2.2.2")).is_err(), "keyed by 2.2.2.2");
     assert_eq!(limiter.len(), 1);
 }
+
+/// A backend reconfigured between requests: the next responses send the
+/// new `RateLimit-Policy` and are judged by the new limit over the kept
+/// history — for the keyed limiter (default policies and a run-time quota)
+/// and for a single-key limiter behind the same layer type.
+#[tokio::test]
+async fn reconfigured_backends_send_the_new_policy_and_deny_by_it() {
+    let limiter = manual::<String>(5, 10);
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(RateLimitLayer::new(
+            Arc::clone(&limiter),
+            HeaderKey::new("x-api-key"),
+        ));
+    let addr = serve(app).await;
+    let key = [("x-api-key", "tenant")];
+    for _ in 0..3 {
+        assert_eq!(get_path(addr, "/", &key).await.status, 200);
+    }
+    // Cut to 2 per 10 s: 3 already in the window, so denied at once.
+    limiter
+        .reconfigure(slidelog::Quota::new(2, Duration::from_secs(10)).unwrap())
+        .unwrap();
+    let r = get_path(addr, "/", &key).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=2;w=10"));
+    assert_eq!(r.header("ratelimit"), Some("\"default\";r=0;t=10"));
+    // A tenant upgraded at run time: its own policy, over the history the
+    // cut kept (its ring of 2 kept the newest 2 of the 3).
+    limiter
+        .set_quota(
+            "tenant".to_string(),
+            slidelog::Quota::new(4, Duration::from_secs(10)).unwrap(),
+        )
+        .unwrap();
+    let r = get_path(addr, "/", &key).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=4;w=10"));
+    assert_eq!(r.header("ratelimit"), Some("\"default\";r=1;t=10"));
+    // Another key follows the default.
+    let other = get_path(addr, "/", &[("x-api-key", "other")]).await;
+    assert_eq!(other.header("ratelimit-policy"), Some("\"default\";q=2;w=10"));
+
+    let single = Arc::new(
+        slidelog::Limiter::with_clock(3, Duration::from_secs(10), ManualClock::new()).unwrap(),
+    );
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(RateLimitLayer::<_, _, ()>::new(
+            Arc::clone(&single),
+            slidelog::tower::GlobalKey,
+        ));
+    let addr = serve(app).await;
+    assert_eq!(get_path(addr, "/", &[]).await.status, 200);
+    assert_eq!(get_path(addr, "/", &[]).await.status, 200);
+    single
+        .reconfigure(
+            slidelog::Quota::new(2, Duration::from_secs(10))
+                .unwrap()
+                .and(5, Duration::from_secs(60))
+                .unwrap(),
+        )
+        .unwrap();
+    let r = get_path(addr, "/", &[]).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"10s\";q=2;w=10, \"1m\";q=5;w=60")
+    );
+}
