@@ -95,6 +95,14 @@
 //!   stands at a time): if that thread is descheduled between its two
 //!   steps, other weighted checks on the key back off until it resumes or
 //!   a single check takes the announced slot. Singles never wait.
+//! * **P9, live reconfiguration keeps the history.** After
+//!   [`Limiter::reconfigure`] (or [`KeyedLimiter::reconfigure`],
+//!   [`KeyedLimiter::set_quota`], [`SlidingCounter::reconfigure`],
+//!   `RedisLimiter::reconfigure`) returns, every check is judged entirely
+//!   by the new policies — never a mix — over the admissions the old
+//!   configuration kept (its newest `L_old`) and everything after; a
+//!   racing check is judged by exactly one of the two. Racing checks never
+//!   wait for it (see "Changing limits at run time").
 //! * **Denials record nothing** and write nothing: an overloaded key does not
 //!   bounce its cache line between cores.
 //!
@@ -104,6 +112,68 @@
 //! tests: docs/design.md §5 maps each label to its checks. Loom does not
 //! cover `papaya` (real-thread stress tests do) nor real clocks (the ring
 //! never reads one).
+//!
+//! # Changing limits at run time
+//!
+//! A tenant upgraded, an incident that tightens every limit, a config file
+//! reloaded: change the policies of a running limiter with `&self`, while
+//! other threads check it, without a restart and without forgetting what
+//! was admitted a second ago.
+//!
+//! ```
+//! use std::time::Duration;
+//! use slidelog::{KeyedLimiter, ManualClock, Quota};
+//!
+//! let limiter = KeyedLimiter::<String, ManualClock>::with_clock(
+//!     100, Duration::from_secs(60), ManualClock::new())?;
+//! limiter.check_n("alice", 80).unwrap();
+//! // Incident: everyone is cut to 50 a minute, at once, over their history.
+//! limiter.reconfigure(Quota::new(50, Duration::from_secs(60))?)?;
+//! assert!(limiter.check("alice").is_err());
+//! // Alice upgrades: her own quota from now on. Her ring of 50 kept her
+//! // newest 50 admissions, and those still count.
+//! limiter.set_quota("alice".to_string(), Quota::new(1_000, Duration::from_secs(60))?)?;
+//! assert_eq!(limiter.check("alice").unwrap().remaining(), 949);
+//! # Ok::<(), slidelog::ConfigError>(())
+//! ```
+//!
+//! **The contract.** A limiter keeps the newest `L` admissions, `L` the
+//! largest limit of its current policies. After a reconfiguration, every
+//! check is judged entirely by the new policies over the retained history:
+//! the admissions the old configuration kept (its newest `min(count,
+//! L_old)`), then everything after. [`Admitted::remaining`],
+//! [`Denied::retry_after`] and [`Denied::policy`] answer for the new
+//! policies at once (a request of zero units is always admitted, with
+//! `remaining` 0 while a cut leaves the window over the new limit).
+//!
+//! * **Shrinking** — a smaller limit, a shorter window, an added policy —
+//!   is exact in every window: a client that used 80 of 100 and is cut to
+//!   50 is denied until its window holds fewer than 50.
+//! * **Growing** forgets only what the old configuration had already let
+//!   go: a limit raised beyond the old largest limit cannot count more
+//!   than the `L_old` admissions the old ring kept, and a window grown
+//!   beyond the old longest one cannot recall an admission that was
+//!   already older than `L_old` newer ones. Two reconfigurations in a row
+//!   compose: a cut to 2 then a raise to 4 keeps the newest 2.
+//! * A keyed limiter evicts a key idle for its longest window plus the
+//!   idle margin, as always: an evicted key starts afresh under the
+//!   current policies.
+//!
+//! **Progress.** Checks never wait for a reconfiguration: the old ring is
+//! closed by one compare-and-swap at its frontier after its successor is
+//! linked, and a check that meets the closed ring moves to the successor
+//! (a keyed check swaps the key's successor into the map itself).
+//! Reconfigurations are serialised with each other; each copies a log once
+//! per attempt and retries only when an admission landed meanwhile. A
+//! limiter never reconfigured pays nothing for the possibility (its first
+//! ring is inline); a reconfigured one pays one shared-pointer load per
+//! check. [`KeyedLimiter::reconfigure`] moves every live key before it
+//! returns (`O(keys · L)`); a key inserted while it runs moves itself.
+//! A [`SlidingCounter`] changes only its limit (up to
+//! [`SlidingCounter::max_limit`]), keeping its counts; the Redis limiter
+//! sends the new policies with every call, and its ring script rebuilds a
+//! key's ring the first time it meets it under a new size or window.
+//! The tower layer's `RateLimit-Policy` follows every change.
 //!
 //! # Clocks
 //!
