@@ -110,9 +110,71 @@ struct Generation {
     next: Link<Generation>,
 }
 
-/// One decision on a generation: `None` if its ring was closed.
-trait Judge<T>: Fn(&Shape, RingRef<'_>, Now) -> Option<Result<T, Denied>> {}
-impl<T, F: Fn(&Shape, RingRef<'_>, Now) -> Option<Result<T, Denied>>> Judge<T> for F {}
+/// One decision on a generation: `None` if its ring was closed. (Types,
+/// not closures, so that `#[inline(always)]` keeps each check one
+/// straight-line body on the hot path.)
+trait Judge<T> {
+    fn judge(&self, shape: &Shape, ring: RingRef<'_>, now: Now) -> Option<Result<T, Denied>>;
+}
+
+/// `check`: one unit, counting `remaining`.
+struct CheckOne;
+/// `admit`: one unit.
+struct AdmitOne;
+/// `check_n`: `n` units.
+struct CheckN(u32);
+/// `peek_n`: what `check_n` would answer.
+struct PeekN(u32);
+
+impl Judge<Admitted> for CheckOne {
+    #[inline(always)]
+    fn judge(
+        &self,
+        shape: &Shape,
+        ring: RingRef<'_>,
+        now: Now,
+    ) -> Option<Result<Admitted, Denied>> {
+        shape.check_at(ring, now, 1)
+    }
+}
+
+impl Judge<()> for AdmitOne {
+    #[inline(always)]
+    fn judge(&self, shape: &Shape, ring: RingRef<'_>, now: Now) -> Option<Result<(), Denied>> {
+        shape.admit_at(ring, now)
+    }
+}
+
+impl Judge<Admitted> for CheckN {
+    #[inline(always)]
+    fn judge(
+        &self,
+        shape: &Shape,
+        ring: RingRef<'_>,
+        now: Now,
+    ) -> Option<Result<Admitted, Denied>> {
+        match shape.exceeds(self.0) {
+            // Never by a closed ring's limits: its successor answers.
+            Some(denied) => (!ring.is_closed()).then_some(Err(denied)),
+            None => shape.check_at(ring, now, self.0),
+        }
+    }
+}
+
+impl Judge<Admitted> for PeekN {
+    #[inline(always)]
+    fn judge(
+        &self,
+        shape: &Shape,
+        ring: RingRef<'_>,
+        now: Now,
+    ) -> Option<Result<Admitted, Denied>> {
+        match shape.exceeds(self.0) {
+            Some(denied) => (!ring.is_closed()).then_some(Err(denied)),
+            None => shape.peek_at(ring, now, self.0),
+        }
+    }
+}
 
 impl Generation {
     fn new(shape: Shape) -> Self {
@@ -334,9 +396,9 @@ impl<C: Clock> Limiter<C> {
     /// generations that followed (out of line: only a reconfigured limiter
     /// pays for the pin and the pointer).
     #[inline(always)]
-    fn decide<T>(&self, read: u64, op: impl Judge<T>) -> Result<T, Denied> {
+    fn decide<T, J: Judge<T>>(&self, read: u64, op: J) -> Result<T, Denied> {
         let first = &self.first;
-        match op(&first.shape, first.ring(), first.shape.now(read, 0)) {
+        match op.judge(&first.shape, first.ring(), first.shape.now(read, 0)) {
             Some(answer) => answer,
             None => self.decide_moved(read, &op),
         }
@@ -344,12 +406,12 @@ impl<C: Clock> Limiter<C> {
 
     #[cold]
     #[inline(never)]
-    fn decide_moved<T>(&self, read: u64, op: &dyn Judge<T>) -> Result<T, Denied> {
+    fn decide_moved<T, J: Judge<T>>(&self, read: u64, op: &J) -> Result<T, Denied> {
         let mut held = self.current.get();
         loop {
             let generation = held.as_deref().unwrap_or(&self.first);
             let shape = &generation.shape;
-            if let Some(answer) = op(shape, generation.ring(), shape.now(read, 0)) {
+            if let Some(answer) = op.judge(shape, generation.ring(), shape.now(read, 0)) {
                 return answer;
             }
             held = self.after(generation);
@@ -528,7 +590,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
-        self.decide(now, |shape, ring, now| shape.check_at(ring, now, 1))
+        self.decide(now, CheckOne)
     }
 
     /// Admits one request now or denies it, like [`check`](Self::check) but
@@ -576,7 +638,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn admit_at(&self, now: u64) -> Result<(), Denied> {
-        self.decide(now, |shape, ring, now| shape.admit_at(ring, now))
+        self.decide(now, AdmitOne)
     }
 
     /// Checks a request of `n` units now: all `n` are admitted or none.
@@ -624,11 +686,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        self.decide(now, |shape, ring, now| match shape.exceeds(n) {
-            // Never by a closed ring's limits: its successor answers.
-            Some(denied) => (!ring.is_closed()).then_some(Err(denied)),
-            None => shape.check_at(ring, now, n),
-        })
+        self.decide(now, CheckN(n))
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording
@@ -683,10 +741,7 @@ impl<C: Clock> Limiter<C> {
     }
 
     fn peek_inner(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        self.decide(now, |shape, ring, now| match shape.exceeds(n) {
-            Some(denied) => (!ring.is_closed()).then_some(Err(denied)),
-            None => shape.peek_at(ring, now, n),
-        })
+        self.decide(now, PeekN(n))
     }
 
     /// The limit: admissions allowed in any window (the first policy's,

@@ -445,3 +445,48 @@ fn an_added_policy_decides_at_once() {
     assert_eq!(denied.policy(), 1);
     assert_eq!(denied.retry_after_nanos(), 58_000_000_000);
 }
+
+/// Keys created while `reconfigure` walks the map: none keeps the old
+/// policies (the insert handshake). Each key holds one admission; under the
+/// new limit of 2, two more units never fit, under the old limit of 5 they
+/// would.
+#[test]
+fn keys_inserted_during_a_reconfiguration_follow_it() {
+    for round in 0..10u64 {
+        let limiter = Arc::new(
+            KeyedLimiter::<u64, ManualClock>::with_clock(
+                5,
+                Duration::from_secs(60),
+                ManualClock::new(),
+            )
+            .unwrap(),
+        );
+        let start = Arc::new(Barrier::new(3));
+        let inserters: Vec<_> = (0..2u64)
+            .map(|thread| {
+                let (limiter, start) = (Arc::clone(&limiter), Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..5_000u64 {
+                        limiter.check_at(&(i * 2 + thread), 1).unwrap();
+                    }
+                })
+            })
+            .collect();
+        start.wait();
+        // Some keys exist already, some come after: vary the point.
+        std::thread::sleep(Duration::from_micros(50 * round));
+        limiter
+            .reconfigure(Quota::new(2, Duration::from_secs(60)).unwrap())
+            .unwrap();
+        for inserter in inserters {
+            inserter.join().unwrap();
+        }
+        for key in 0..10_000u64 {
+            assert!(
+                limiter.peek_n_at(&key, 2, 2).is_err(),
+                "round {round}: key {key} still has the old limit"
+            );
+        }
+    }
+}

@@ -751,17 +751,21 @@ async fn reconfigured_backends_send_the_new_policy_and_deny_by_it() {
     assert_eq!(r.header("ratelimit"), Some("\"default\";r=1;t=10"));
     // Another key follows the default.
     let other = get_path(addr, "/", &[("x-api-key", "other")]).await;
-    assert_eq!(other.header("ratelimit-policy"), Some("\"default\";q=2;w=10"));
+    assert_eq!(
+        other.header("ratelimit-policy"),
+        Some("\"default\";q=2;w=10")
+    );
 
     let single = Arc::new(
         slidelog::Limiter::with_clock(3, Duration::from_secs(10), ManualClock::new()).unwrap(),
     );
-    let app = Router::new()
-        .route("/", get(|| async { "hello" }))
-        .layer(RateLimitLayer::<_, _, ()>::new(
-            Arc::clone(&single),
-            slidelog::tower::GlobalKey,
-        ));
+    let app =
+        Router::new()
+            .route("/", get(|| async { "hello" }))
+            .layer(RateLimitLayer::<_, _, ()>::new(
+                Arc::clone(&single),
+                slidelog::tower::GlobalKey,
+            ));
     let addr = serve(app).await;
     assert_eq!(get_path(addr, "/", &[]).await.status, 200);
     assert_eq!(get_path(addr, "/", &[]).await.status, 200);
