@@ -123,6 +123,11 @@ pub enum DenyReason {
     /// could be evicted, so a new key was refused (existing keys are
     /// unaffected).
     KeyCapacity,
+    /// The limiter could not decide — its store (Redis) failed or timed out
+    /// — and its failure policy denies: not rate limiting, so the tower
+    /// layer answers `503 Service Unavailable` by default.
+    /// [`Denied::retry_after`] is the store's timeout.
+    Unavailable,
 }
 
 /// A request that was denied. A denial records nothing.
@@ -164,6 +169,16 @@ impl Denied {
         Denied {
             retry_after: u64::MAX,
             reason: DenyReason::ExceedsLimit { requested, limit },
+            policy: 0,
+        }
+    }
+
+    /// The store could not decide (see [`DenyReason::Unavailable`]).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn unavailable(retry_after: u64) -> Self {
+        Denied {
+            retry_after,
+            reason: DenyReason::Unavailable,
             policy: 0,
         }
     }
@@ -336,6 +351,11 @@ impl fmt::Display for Denied {
             DenyReason::KeyCapacity => write!(
                 f,
                 "too many live keys: new key refused, retry after {:?}",
+                self.retry_after()
+            ),
+            DenyReason::Unavailable => write!(
+                f,
+                "the limiter's store could not decide: retry after {:?}",
                 self.retry_after()
             ),
         }

@@ -91,7 +91,10 @@ pub enum FailurePolicy {
     Error,
     /// Fail open: admit (with `remaining` 0 and `at` 0).
     Open,
-    /// Fail closed: deny, with `retry_after` equal to the timeout.
+    /// Fail closed: deny with [`DenyReason::Unavailable`](crate::DenyReason::Unavailable)
+    /// and `retry_after` equal to the timeout (the tower layer answers
+    /// `503 Service Unavailable`, see
+    /// [`unavailable_status`](crate::tower::RateLimitLayer::unavailable_status)).
     Closed,
 }
 
@@ -834,6 +837,22 @@ impl RedisLimiter {
         n: u32,
         now_us: Option<u64>,
     ) -> Result<(Result<Admitted, Denied>, Duration), RedisLimitError> {
+        match self.ask(key, n, now_us).await {
+            Err(e) if !matches!(e, RedisLimitError::KeyTooLong { .. }) => {
+                self.fail(e).map(|d| (d, Duration::ZERO))
+            }
+            answer => answer,
+        }
+    }
+
+    /// [`run_timed`](Self::run_timed) without the failure policy: a failed
+    /// or timed-out round trip is an `Err`.
+    async fn ask(
+        &self,
+        key: &str,
+        n: u32,
+        now_us: Option<u64>,
+    ) -> Result<(Result<Admitted, Denied>, Duration), RedisLimitError> {
         let untimed = |d: Result<Admitted, Denied>| (d, Duration::ZERO);
         if key.len() > self.shared.max_key_len {
             return Err(RedisLimitError::KeyTooLong {
@@ -892,17 +911,11 @@ impl RedisLimiter {
         let answer = tokio::time::timeout(self.shared.timeout, self.conn.invoke(&invocation)).await;
         let answer = match answer {
             Ok(Ok(values)) => values,
-            Ok(Err(e)) => return self.fail(RedisLimitError::Redis(e)).map(untimed),
-            Err(_) => {
-                return self
-                    .fail(RedisLimitError::Timeout(self.shared.timeout))
-                    .map(untimed);
-            }
+            Ok(Err(e)) => return Err(RedisLimitError::Redis(e)),
+            Err(_) => return Err(RedisLimitError::Timeout(self.shared.timeout)),
         };
         let [admitted, value, at, policy, grows] = answer[..] else {
-            return self
-                .fail(RedisLimitError::Protocol(format!("{answer:?}")))
-                .map(untimed);
+            return Err(RedisLimitError::Protocol(format!("{answer:?}")));
         };
         let value = u64::try_from(value).unwrap_or(0);
         let at_ns = u64::try_from(at).unwrap_or(0).saturating_mul(1_000);
@@ -945,9 +958,10 @@ impl RedisLimiter {
         }
     }
 
-    /// The denial of a failed check: retry after the timeout.
+    /// The denial of a failed check: the store could not decide; retry
+    /// after the timeout.
     fn timeout_denial(&self) -> Denied {
-        Denied::rate_limited(
+        Denied::unavailable(
             u64::try_from(self.shared.timeout.as_nanos())
                 .unwrap_or(u64::MAX)
                 .max(1),
@@ -1093,13 +1107,30 @@ impl crate::tower::Backend<String> for RedisLimiter {
     fn check(&self, key: String) -> Self::Future {
         let limiter = self.clone();
         Box::pin(async move {
-            let (decision, wait) = match limiter.run_timed(&key, 1, None).await {
-                Ok(timed) => timed,
-                // FailurePolicy::Error behind HTTP: deny (a 429 is safer than
-                // letting a request through unlimited).
-                Err(_) => (Err(limiter.timeout_denial()), Duration::ZERO),
+            let ((decision, wait), degraded) = match limiter.ask(&key, 1, None).await {
+                Ok(timed) => (timed, false),
+                // A client's key too long to store: refused as over the
+                // limit would be (it can never be counted).
+                Err(RedisLimitError::KeyTooLong { .. }) => {
+                    let retry = limiter.timeout_denial().retry_after_nanos();
+                    ((Err(Denied::rate_limited(retry)), Duration::ZERO), false)
+                }
+                // The store failed: the failure policy answers, and
+                // `FailurePolicy::Error` behind HTTP denies (refusing is
+                // safer than letting a request through unlimited).
+                Err(e) => {
+                    let decision = match limiter.fail(e) {
+                        Ok(decision) => decision,
+                        Err(_) => Err(limiter.timeout_denial()),
+                    };
+                    ((decision, Duration::ZERO), true)
+                }
             };
-            crate::tower::Verdict { decision, wait }
+            crate::tower::Verdict {
+                decision,
+                wait,
+                degraded,
+            }
         })
     }
 

@@ -283,13 +283,60 @@ fn faults_follow_the_policy() {
         let start = Instant::now();
         assert!(error.check("k").await.is_err());
         assert!(open.check("k").await.unwrap().is_ok());
-        assert!(closed.check("k").await.unwrap().is_err());
+        let denied = closed.check("k").await.unwrap().unwrap_err();
+        assert_eq!(denied.reason(), slidelog::DenyReason::Unavailable);
+        assert_eq!(denied.retry_after(), Duration::from_millis(300));
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "no hang: {:?}",
             start.elapsed()
         );
         assert!(error.stats().failures >= 1);
+
+        // Behind the tower layer: a store that cannot decide is not rate
+        // limiting. Fail closed answers 503 with Retry-After (429 on
+        // request), fail open passes; neither claims `RateLimit` fields.
+        #[cfg(feature = "tower")]
+        {
+            use slidelog::tower::{Backend, RateLimitLayer};
+            use tower::{Layer, ServiceExt};
+            let app = tower::service_fn(|_: http::Request<String>| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new("ok".to_string()))
+            });
+            let header_key = slidelog::tower::HeaderKey::new("x-key");
+            let send = |layer: RateLimitLayer<RedisLimiter, _, String>| {
+                let service = layer.layer(app);
+                async move {
+                    let request = http::Request::builder()
+                        .header("x-key", "k")
+                        .body(String::new())
+                        .unwrap();
+                    service.oneshot(request).await.unwrap()
+                }
+            };
+            let closed = Arc::new(closed);
+            let r = send(RateLimitLayer::new(Arc::clone(&closed), header_key.clone())).await;
+            assert_eq!(r.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(r.headers()["retry-after"], "1");
+            assert!(r.headers().get("ratelimit").is_none());
+            assert!(r.headers().get("ratelimit-policy").is_none());
+            let r = send(
+                RateLimitLayer::new(Arc::clone(&closed), header_key.clone())
+                    .unavailable_status(http::StatusCode::TOO_MANY_REQUESTS),
+            )
+            .await;
+            assert_eq!(r.status(), http::StatusCode::TOO_MANY_REQUESTS);
+            assert!(r.headers().get("ratelimit").is_none());
+            let open = Arc::new(open);
+            let verdict = Backend::check(&*open, "k".to_string()).await;
+            assert!(verdict.degraded && verdict.decision.is_ok());
+            let r = send(RateLimitLayer::new(open, header_key)).await;
+            assert_eq!(r.status(), http::StatusCode::OK);
+            assert!(
+                r.headers().get("ratelimit").is_none(),
+                "fail open claims no r=0"
+            );
+        }
     });
 }
 

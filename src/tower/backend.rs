@@ -39,6 +39,11 @@ pub struct Verdict {
     /// zero only for an empty window. (While `remaining > 0` a request fits
     /// now; at `remaining == 0` this is also the wait for the next one.)
     pub wait: Duration,
+    /// Whether the backend could not decide and its failure policy
+    /// answered (Redis down: fail open admits, fail closed denies with
+    /// [`DenyReason::Unavailable`](crate::DenyReason::Unavailable)). The
+    /// layer then sends no `RateLimit` fields: nothing was counted.
+    pub degraded: bool,
 }
 
 /// A limiter the layer can ask: the in-process [`KeyedLimiter`] (exact log
@@ -98,10 +103,12 @@ where
             Ok((admitted, peeked)) => Verdict {
                 decision: Ok(admitted),
                 wait: wait_of(peeked),
+                degraded: false,
             },
             Err(denied) => Verdict {
                 decision: Err(denied),
                 wait: Duration::ZERO,
+                degraded: false,
             },
         };
         core::future::ready(verdict)
@@ -140,7 +147,11 @@ pub(super) fn verdict(
         Ok(a) if a.remaining() < u32::MAX => wait_of(Some(peek(a.remaining() + 1))),
         _ => Duration::ZERO,
     };
-    Verdict { decision, wait }
+    Verdict {
+        decision,
+        wait,
+        degraded: false,
+    }
 }
 
 /// The wait of a dry run of `remaining + 1` units: how long until

@@ -129,10 +129,41 @@ pub(super) fn missing_key<B>(deny: DenyStyle, status: StatusCode) -> Response<Ra
     refusal(deny, status, &format!("{} {reason}", status.as_u16()), grpc)
 }
 
+/// The answer when the backend could not decide and its failure policy
+/// denies ([`DenyReason::Unavailable`]): `status` (503 by default, see
+/// [`unavailable_status`](super::RateLimitLayer::unavailable_status)) with
+/// a `Retry-After` and no `RateLimit` fields (nothing was counted); gRPC
+/// `UNAVAILABLE`.
+fn unavailable<B>(
+    deny: DenyStyle,
+    status: StatusCode,
+    denied: &Denied,
+) -> Response<RateLimitBody<B>> {
+    let reason = status.canonical_reason().unwrap_or("Unavailable");
+    let mut response = refusal(
+        deny,
+        status,
+        &format!(
+            "{} {reason}: the rate limiter cannot decide now",
+            status.as_u16()
+        ),
+        ("14", "rate%20limiter%20unavailable"),
+    );
+    response.headers_mut().insert(
+        RETRY_AFTER,
+        HeaderValue::from(ceil_seconds(denied.retry_after()).max(1)),
+    );
+    response
+}
+
 /// The 429 (or gRPC `RESOURCE_EXHAUSTED`) answer for a denial.
 pub(super) fn denial<B>(style: &Style, denied: Denied) -> Response<RateLimitBody<B>> {
-    let (headers, deny, policies, hook) = style;
+    let (headers, deny, policies, hook, unavailable_status) = style;
     let (headers, deny) = (*headers, *deny);
+    if denied.reason() == DenyReason::Unavailable && hook.is_none() {
+        observe_denial(&denied, "");
+        return unavailable(deny, *unavailable_status, &denied);
+    }
     let which = denied.policy().min(policies.len().saturating_sub(1));
     let wait = if denied.reason() == DenyReason::RateLimited {
         denied.retry_after()
@@ -144,6 +175,7 @@ pub(super) fn denial<B>(style: &Style, denied: Denied) -> Response<RateLimitBody
     let message = match denied.reason() {
         DenyReason::RateLimited => "Too Many Requests: rate limit exceeded",
         DenyReason::KeyCapacity => "Too Many Requests: too many clients",
+        DenyReason::Unavailable => "the rate limiter cannot decide now",
         _ => "Too Many Requests: the request can never fit the limit",
     };
     let mut response = match (hook, deny) {
@@ -168,9 +200,12 @@ pub(super) fn denial<B>(style: &Style, denied: Denied) -> Response<RateLimitBody
     if !h.contains_key(RETRY_AFTER) {
         h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
     }
-    for (name, value) in rate_limit_headers(headers, policies, which, 0, wait).0 {
-        if !h.contains_key(&name) {
-            h.insert(name, value);
+    // Nothing was counted when the store failed: no `RateLimit` fields.
+    if denied.reason() != DenyReason::Unavailable {
+        for (name, value) in rate_limit_headers(headers, policies, which, 0, wait).0 {
+            if !h.contains_key(&name) {
+                h.insert(name, value);
+            }
         }
     }
     response
@@ -208,6 +243,7 @@ pub(super) fn observe_denial(denied: &Denied, policy: &str) {
     let reason = match denied.reason() {
         DenyReason::RateLimited => "rate_limited",
         DenyReason::KeyCapacity => "key_capacity",
+        DenyReason::Unavailable => "unavailable",
         _ => "exceeds_limit",
     };
     tracing::debug!(

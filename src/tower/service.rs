@@ -53,6 +53,8 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     generation: u64,
     /// Builds the denial response instead of the default body.
     on_deny: Option<DenyHook>,
+    /// The status when the backend cannot decide (503 by default).
+    unavailable: http::StatusCode,
     /// Whether a request without a key was logged yet (once per layer and
     /// its clones).
     missing_logged: Arc<AtomicBool>,
@@ -70,6 +72,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
             policies: self.policies,
             generation: self.generation,
             on_deny: self.on_deny.clone(),
+            unavailable: self.unavailable,
             missing_logged: Arc::clone(&self.missing_logged),
         }
     }
@@ -118,6 +121,7 @@ where
             headers: HeaderStyle::default(),
             deny: DenyStyle::default(),
             on_deny: None,
+            unavailable: http::StatusCode::SERVICE_UNAVAILABLE,
             missing_logged: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -180,6 +184,28 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// ```
     pub fn no_fallback_key(mut self) -> Self {
         self.fallback = None;
+        self
+    }
+
+    /// The status answered when the backend cannot decide (Redis down or
+    /// slow, and its [`FailurePolicy`](crate::redis::FailurePolicy) denies):
+    /// `503 Service Unavailable` by default, with `Retry-After` (the
+    /// store's timeout) and no `RateLimit` fields, since nothing was
+    /// counted; `429` if clients should treat it as rate limiting. gRPC:
+    /// `UNAVAILABLE` either way. A [`deny_with`](Self::deny_with) hook, if
+    /// set, answers these too (its [`Denial`](super::Denial) says
+    /// [`DenyReason::Unavailable`](crate::DenyReason::Unavailable)).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use std::time::Duration;
+    /// # use slidelog::{KeyedLimiter, tower::{GlobalKey, RateLimitLayer}};
+    /// # let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+    /// let _ = RateLimitLayer::new(limiter, GlobalKey)
+    ///     .unavailable_status(http::StatusCode::TOO_MANY_REQUESTS);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn unavailable_status(mut self, status: http::StatusCode) -> Self {
+        self.unavailable = status;
         self
     }
 
@@ -341,6 +367,7 @@ where
             self.layer.deny,
             policies,
             self.layer.on_deny.clone(),
+            self.layer.unavailable,
         );
         match key {
             Some(key) => ResponseFuture {
@@ -387,7 +414,13 @@ where
 
 /// The header style, the denial style, the policies and the denial hook,
 /// for one response.
-pub(super) type Style = (HeaderStyle, DenyStyle, PolicyList, Option<DenyHook>);
+pub(super) type Style = (
+    HeaderStyle,
+    DenyStyle,
+    PolicyList,
+    Option<DenyHook>,
+    http::StatusCode,
+);
 
 pin_project! {
     /// The future of [`RateLimitService`]: checks the limiter, then calls the
@@ -440,19 +473,25 @@ where
                     let Some((request, mut inner)) = request.take() else {
                         unreachable!("polled after completion")
                     };
-                    let (style, _, policies, _) = &*this.style;
+                    let (style, _, policies, _, _) = &*this.style;
                     match verdict.decision {
                         Ok(admitted) => {
                             #[cfg(feature = "metrics")]
                             metrics::counter!("slidelog_requests_total", "decision" => "admitted")
                                 .increment(1);
-                            let headers = rate_limit_headers(
-                                *style,
-                                policies,
-                                admitted.policy(),
-                                admitted.remaining(),
-                                verdict.wait,
-                            );
+                            // Admitted by a failure policy (fail open):
+                            // nothing was counted, so no `RateLimit` fields.
+                            let headers = if verdict.degraded {
+                                Headers(Vec::new())
+                            } else {
+                                rate_limit_headers(
+                                    *style,
+                                    policies,
+                                    admitted.policy(),
+                                    admitted.remaining(),
+                                    verdict.wait,
+                                )
+                            };
                             let call = inner.call(request);
                             this.state.set(State::Calling { call, headers });
                         }
