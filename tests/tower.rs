@@ -784,3 +784,45 @@ async fn reconfigured_backends_send_the_new_policy_and_deny_by_it() {
         Some("\"10s\";q=2;w=10, \"1m\";q=5;w=60")
     );
 }
+
+/// A `deny_with` hook sees the request's head and the key: it can log the
+/// client and vary the answer by route.
+#[tokio::test]
+async fn deny_hooks_see_the_request_and_the_key() {
+    let limiter = manual::<String>(1, 60);
+    let layer = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key")).deny_with(
+        |d: &slidelog::tower::Denial<'_>| {
+            let key = d.key::<String>().cloned().unwrap_or_default();
+            let request = d.request.expect("the layer passes the request head");
+            let body = format!(
+                "{} {} by {key} ({} agent)",
+                request.method,
+                request.uri.path(),
+                request.headers.get("user-agent").map_or("no", |_| "an")
+            );
+            let status = if request.uri.path().starts_with("/api") {
+                http::StatusCode::TOO_MANY_REQUESTS
+            } else {
+                http::StatusCode::SERVICE_UNAVAILABLE
+            };
+            http::Response::builder()
+                .status(status)
+                .body(bytes::Bytes::from(body))
+                .unwrap()
+        },
+    );
+    let app = Router::new()
+        .route("/api/x", get(|| async { "x" }))
+        .route("/page", get(|| async { "page" }))
+        .layer(layer);
+    let addr = serve(app).await;
+    let key = [("x-api-key", "alice"), ("user-agent", "test")];
+    assert_eq!(get_path(addr, "/api/x", &key).await.status, 200);
+    let r = get_path(addr, "/api/x", &key).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.body, "GET /api/x by alice (an agent)");
+    assert_eq!(r.header("retry-after"), Some("60"));
+    let r = get_path(addr, "/page", &[("x-api-key", "alice")]).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.body, "GET /page by alice (no agent)");
+}

@@ -46,6 +46,29 @@ pub struct Denial<'a> {
     pub policies: &'a [Policy],
     /// The deciding policy's name in the `RateLimit` headers.
     pub policy_name: String,
+    /// The denied request's head: method, URI, headers, extensions.
+    pub request: Option<&'a http::request::Parts>,
+    /// The key the request was limited under (see [`key`](Self::key)).
+    key_any: Option<&'a (dyn core::any::Any + Send)>,
+}
+
+impl Denial<'_> {
+    /// The key the request was limited under, as the layer's key type `K`
+    /// (`None` for another type).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use std::time::Duration;
+    /// # use slidelog::{KeyedLimiter, tower::{Denial, HeaderKey, RateLimitLayer}};
+    /// # let limiter = Arc::new(KeyedLimiter::<String>::new(10, Duration::from_secs(1))?);
+    /// let _ = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key")).deny_with(|d: &Denial<'_>| {
+    ///     let key = d.key::<String>().map_or("?", String::as_str);
+    ///     http::Response::new(bytes::Bytes::from(format!("{key}: slow down")))
+    /// });
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn key<K: 'static>(&self) -> Option<&K> {
+        self.key_any?.downcast_ref()
+    }
 }
 
 /// A denial-response builder.
@@ -157,7 +180,12 @@ fn unavailable<B>(
 }
 
 /// The 429 (or gRPC `RESOURCE_EXHAUSTED`) answer for a denial.
-pub(super) fn denial<B>(style: &Style, denied: Denied) -> Response<RateLimitBody<B>> {
+pub(super) fn denial<B>(
+    style: &Style,
+    denied: Denied,
+    request: Option<&http::request::Parts>,
+    key: Option<&(dyn core::any::Any + Send)>,
+) -> Response<RateLimitBody<B>> {
     let (headers, deny, policies, hook, unavailable_status) = style;
     let (headers, deny) = (*headers, *deny);
     if denied.reason() == DenyReason::Unavailable && hook.is_none() {
@@ -184,6 +212,8 @@ pub(super) fn denial<B>(style: &Style, denied: Denied) -> Response<RateLimitBody
                 denied,
                 policies,
                 policy_name: name,
+                request,
+                key_any: key,
             })
             .into_parts();
             Response::from_parts(parts, RateLimitBody::full(body))

@@ -238,10 +238,12 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     }
 
     /// Builds every denial's response with `hook` instead of the
-    /// [`DenyStyle`]'s body (a JSON error of your API's shape, say). The
-    /// layer then adds `Retry-After` and the rate-limit headers unless the
-    /// hook set them. Requests without a key are still answered by the
-    /// layer (a 500 that explains the misconfiguration).
+    /// [`DenyStyle`]'s body (a JSON error of your API's shape, say, or one
+    /// that varies by route). The hook is told the denial, the policies,
+    /// the request's head ([`Denial::request`]: method, URI, headers) and
+    /// the key ([`Denial::key`]). The layer then adds `Retry-After` and the
+    /// rate-limit headers unless the hook set them. Requests without a key
+    /// are answered as [`on_missing_key`](Self::on_missing_key) says.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -253,8 +255,9 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     ///
     /// let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
     /// let _layer = RateLimitLayer::new(limiter, GlobalKey).deny_with(|denial: &Denial<'_>| {
+    ///     let path = denial.request.map_or("", |r| r.uri.path());
     ///     let body = format!(
-    ///         r#"{{"error":"slow down","retry_after_ms":{}}}"#,
+    ///         r#"{{"error":"slow down","path":"{path}","retry_after_ms":{}}}"#,
     ///         denial.denied.retry_after().as_millis()
     ///     );
     ///     Response::builder()
@@ -328,7 +331,7 @@ where
     S: tower::Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     L: Backend<K>,
     X: KeyExtractor<ReqBody, Key = K>,
-    K: Clone,
+    K: Clone + Send + 'static,
 {
     type Response = Response<RateLimitBody<ResBody>>;
     type Error = S::Error;
@@ -372,6 +375,10 @@ where
         match key {
             Some(key) => ResponseFuture {
                 state: State::Checking {
+                    key: style
+                        .3
+                        .as_ref()
+                        .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
                     check: self.layer.backend.check(key),
                     request: Some((request, inner)),
                 },
@@ -442,7 +449,12 @@ pin_project! {
     where
         S: tower::Service<Request<ReqBody>>,
     {
-        Checking { #[pin] check: F, request: Option<(Request<ReqBody>, S)> },
+        Checking {
+            #[pin] check: F,
+            request: Option<(Request<ReqBody>, S)>,
+            // A copy of the key, kept only for a `deny_with` hook.
+            key: Option<Box<dyn core::any::Any + Send>>,
+        },
         Calling { #[pin] call: S::Future, headers: Headers },
         Done { response: Option<Response<RateLimitBody<ResBody>>> },
     }
@@ -468,7 +480,11 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Checking { check, request } => {
+                StateProj::Checking {
+                    check,
+                    request,
+                    key,
+                } => {
                     let verdict = core::task::ready!(check.poll(cx));
                     let Some((request, mut inner)) = request.take() else {
                         unreachable!("polled after completion")
@@ -496,7 +512,10 @@ where
                             this.state.set(State::Calling { call, headers });
                         }
                         Err(denied) => {
-                            let response = denial(this.style, denied);
+                            // The hook sees the request's head and key.
+                            let (parts, _body) = request.into_parts();
+                            let key = key.take();
+                            let response = denial(this.style, denied, Some(&parts), key.as_deref());
                             this.state.set(State::Done {
                                 response: Some(response),
                             });
