@@ -176,7 +176,8 @@ impl From<ConfigError> for RedisLimitError {
 /// Both scripts take `KEYS[1]` and `ARGV`: `n`, a unique member prefix, a
 /// server-time override (`''` for none, tests only), the number of policies
 /// `P`, the ring's size `L` and base window `W` (the policy of the largest
-/// limit, the longest such), then `P` pairs `limit, window`; times are in
+/// limit, the longest such), then `P` pairs `limit, window`, then `'1'` for
+/// a dry run (a peek: decide, record nothing); times are in
 /// microseconds. Every policy is checked against the one log, all or
 /// nothing. They answer `{1, remaining, t_eff, policy, grows}` (the least
 /// room, the first policy with it, and the time until that policy's oldest
@@ -212,10 +213,12 @@ for i = 1, P do
   end
 end
 if wait >= 0 then return {0, wait, now, wp, 0} end
+local dry = ARGV[7 + 2 * P] == '1'
 for i = 1, n do
+  if dry then break end
   redis.call('ZADD', KEYS[1], now, ARGV[2] .. ':' .. i)
 end
-if n > 0 then
+if n > 0 and not dry then
   redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
 end
 local Wr = tonumber(ARGV[8 + 2 * rp])
@@ -306,7 +309,7 @@ for i = 1, P do
   end
 end
 if wait >= 0 then return {0, wait, now, wp, 0} end
-if n > 0 then
+if n > 0 and ARGV[7 + 2 * P] ~= '1' then
   local d = struct.pack('>d', teff + W)
   for i = 0, n - 1 do
     redis.call('SETRANGE', KEYS[1], 24 + 8 * ((head + i) % L), d)
@@ -577,6 +580,16 @@ impl Conn {
             Conn::Cluster(c) => on(c.clone(), invocation).await,
         }
     }
+
+    /// `DEL key`: how many keys it removed.
+    async fn delete(&self, key: &str) -> ::redis::RedisResult<i64> {
+        let mut command = ::redis::cmd("DEL");
+        command.arg(key);
+        match self {
+            Conn::Node(c) => command.query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => command.query_async(&mut c.clone()).await,
+        }
+    }
 }
 
 /// The policies as the scripts take them: replaced whole by
@@ -759,6 +772,83 @@ impl RedisLimiter {
         self.run(key, n, None).await
     }
 
+    /// What [`check`](Self::check) would answer for `key` now, recording
+    /// nothing (one round trip; the local pre-check may answer a denial
+    /// without it).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// if let Ok(room) = limiter.peek("user:42").await? {
+    ///     println!("{} more requests fit now", room.remaining() + 1);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn peek(&self, key: &str) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        self.peek_n(key, 1).await
+    }
+
+    /// [`peek`](Self::peek) for `n` units.
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    pub async fn peek_n(
+        &self,
+        key: &str,
+        n: u32,
+    ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
+        match self.ask(key, n, None, true).await {
+            Err(e) if !matches!(e, RedisLimitError::KeyTooLong { .. }) => self.fail(e),
+            answer => answer.map(|(decision, _)| decision),
+        }
+    }
+
+    /// Forgets `key`'s history (e.g. after a successful login, clear the
+    /// failed attempts): deletes its Redis key, for every process sharing
+    /// it, and this limiter's pre-check entry. `true` if it existed.
+    ///
+    /// # Errors
+    ///
+    /// A key longer than the limit, or a failed or timed-out round trip
+    /// (whatever the [`FailurePolicy`]: a reset that did not happen must
+    /// not look done).
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// limiter.remove("login:alice").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn remove(&self, key: &str) -> Result<bool, RedisLimitError> {
+        if key.len() > self.shared.max_key_len {
+            return Err(RedisLimitError::KeyTooLong {
+                len: key.len(),
+                max: self.shared.max_key_len,
+            });
+        }
+        let full_key = self.redis_key(key);
+        if let Some(map) = &self.shared.precheck {
+            map.pin().remove(&full_key);
+        }
+        match tokio::time::timeout(self.shared.timeout, self.conn.delete(&full_key)).await {
+            Ok(Ok(removed)) => Ok(removed > 0),
+            Ok(Err(e)) => Err(RedisLimitError::Redis(e)),
+            Err(_) => Err(RedisLimitError::Timeout(self.shared.timeout)),
+        }
+    }
+
+    /// [`remove`](Self::remove), for callers that only want the key fresh.
+    ///
+    /// # Errors
+    ///
+    /// As for [`remove`](Self::remove).
+    pub async fn reset(&self, key: &str) -> Result<(), RedisLimitError> {
+        self.remove(key).await.map(drop)
+    }
+
     /// Waits until one request for `key` is admitted: sleeps each denial's
     /// exact `retry_after` (tokio timers), as the in-process limiters'
     /// `until_ready` do, and returns the admission. Cancel-safe: dropping
@@ -837,7 +927,7 @@ impl RedisLimiter {
         n: u32,
         now_us: Option<u64>,
     ) -> Result<(Result<Admitted, Denied>, Duration), RedisLimitError> {
-        match self.ask(key, n, now_us).await {
+        match self.ask(key, n, now_us, false).await {
             Err(e) if !matches!(e, RedisLimitError::KeyTooLong { .. }) => {
                 self.fail(e).map(|d| (d, Duration::ZERO))
             }
@@ -852,6 +942,7 @@ impl RedisLimiter {
         key: &str,
         n: u32,
         now_us: Option<u64>,
+        dry: bool,
     ) -> Result<(Result<Admitted, Denied>, Duration), RedisLimitError> {
         let untimed = |d: Result<Admitted, Denied>| (d, Duration::ZERO);
         if key.len() > self.shared.max_key_len {
@@ -908,6 +999,7 @@ impl RedisLimiter {
         for &(limit, window) in &rules.rules {
             invocation.arg(limit).arg(window);
         }
+        invocation.arg(if dry { "1" } else { "0" });
         let answer = tokio::time::timeout(self.shared.timeout, self.conn.invoke(&invocation)).await;
         let answer = match answer {
             Ok(Ok(values)) => values,
@@ -1107,7 +1199,7 @@ impl crate::tower::Backend<String> for RedisLimiter {
     fn check(&self, key: String) -> Self::Future {
         let limiter = self.clone();
         Box::pin(async move {
-            let ((decision, wait), degraded) = match limiter.ask(&key, 1, None).await {
+            let ((decision, wait), degraded) = match limiter.ask(&key, 1, None, false).await {
                 Ok(timed) => (timed, false),
                 // A client's key too long to store: refused as over the
                 // limit would be (it can never be counted).

@@ -672,3 +672,57 @@ fn a_ring_in_the_headerless_format_is_carried_over() {
         assert_eq!(admitted.remaining(), 0);
     });
 }
+
+/// `peek` answers what `check` would and records nothing; `remove` /
+/// `reset` forget a key for every client (both layouts), and its local
+/// pre-check entry too.
+#[test]
+fn peek_remove_and_reset() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let l = RedisLimiter::builder(server.url.clone(), 2, Duration::from_secs(60))
+                .layout(layout)
+                .prefix(format!("reset-{layout:?}:"))
+                .local_precheck(true)
+                .connect()
+                .await
+                .unwrap();
+            assert_eq!(l.peek("k").await.unwrap().unwrap().remaining(), 1);
+            assert_eq!(l.peek_n("k", 2).await.unwrap().unwrap().remaining(), 0);
+            assert_eq!(
+                l.check("k").await.unwrap().unwrap().remaining(),
+                1,
+                "{layout:?}"
+            );
+            assert_eq!(l.peek("k").await.unwrap().unwrap().remaining(), 0);
+            assert!(l.peek_n("k", 2).await.unwrap().is_err());
+            assert_eq!(l.check("k").await.unwrap().unwrap().remaining(), 0);
+            assert!(l.check("k").await.unwrap().is_err());
+            assert!(l.peek("k").await.unwrap().is_err());
+            // Another client sees the same key; one reset frees it for all.
+            let other = RedisLimiter::builder(server.url.clone(), 2, Duration::from_secs(60))
+                .layout(layout)
+                .prefix(format!("reset-{layout:?}:"))
+                .connect()
+                .await
+                .unwrap();
+            assert!(other.check("k").await.unwrap().is_err());
+            assert!(l.remove("k").await.unwrap());
+            assert!(!l.remove("k").await.unwrap(), "already gone");
+            assert_eq!(
+                l.check("k").await.unwrap().unwrap().remaining(),
+                1,
+                "pre-check entry gone"
+            );
+            assert_eq!(other.check("k").await.unwrap().unwrap().remaining(), 0);
+            l.reset("k").await.unwrap();
+            assert_eq!(other.peek("k").await.unwrap().unwrap().remaining(), 1);
+            assert!(matches!(
+                l.remove(&"x".repeat(10_000)).await,
+                Err(RedisLimitError::KeyTooLong { .. })
+            ));
+        }
+    });
+}
