@@ -5,9 +5,14 @@
 //!
 //! ```sh
 //! cargo bench --bench side_by_side          # writes target/side_by_side.csv
-//! cargo run --example bench_chart           # writes docs/benchmarks.svg
+//! cargo run --example bench_chart           # writes target/benchmarks.svg
 //! cargo run --example bench_chart -- IN.csv OUT.svg
+//! cargo run --example bench_chart -- --docs # replaces the tracked docs/benchmarks.svg
 //! ```
+//!
+//! The tracked chart is only replaced when asked (`--docs`, or naming it as
+//! the output): a partial run (`SIDE_BY_SIDE_ONLY=...`) must not silently
+//! overwrite the full picture.
 
 use plotters::prelude::*;
 
@@ -24,12 +29,49 @@ const SERIES: [(&str, RGBColor); 4] = [
     ("Mutex<VecDeque> log", RGBColor(127, 127, 127)),
 ];
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let input = args
+/// The chart BENCHMARKS.md shows.
+const TRACKED: &str = "docs/benchmarks.svg";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("bench_chart: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let mut docs = false;
+    let mut paths = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--docs" => docs = true,
+            "-h" | "--help" => {
+                println!("usage: bench_chart [IN.csv [OUT.svg]] [--docs]");
+                return Ok(());
+            }
+            flag if flag.starts_with('-') => {
+                return Err(format!(
+                    "unknown option {flag} (usage: bench_chart [IN.csv [OUT.svg]] [--docs])"
+                )
+                .into());
+            }
+            _ => paths.push(arg),
+        }
+    }
+    if paths.len() > 2 {
+        return Err("at most two paths: IN.csv OUT.svg".into());
+    }
+    let mut paths = paths.into_iter();
+    let input = paths
         .next()
         .unwrap_or_else(|| "target/side_by_side.csv".into());
-    let output = args.next().unwrap_or_else(|| "docs/benchmarks.svg".into());
+    let output = paths.next().unwrap_or_else(|| {
+        if docs {
+            TRACKED.into()
+        } else {
+            "target/benchmarks.svg".into()
+        }
+    });
     let mut rows = Vec::new();
     let mut reader = csv::Reader::from_path(&input)
         .map_err(|e| format!("{input}: {e} (run `cargo bench --bench side_by_side` first)"))?;
@@ -43,6 +85,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if rows.is_empty() {
         return Err(format!("{input} holds no scenario").into());
+    }
+    if let Some(dir) = std::path::Path::new(&output).parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
     }
     let max = rows
         .iter()
