@@ -380,6 +380,12 @@ pub mod loom_hooks {
     pub use crate::limiter::Swept;
 }
 
+/// The README's Rust blocks, compiled and run as doc tests (with the
+/// features their examples use).
+#[cfg(all(doctest, feature = "tower", feature = "redis"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(all(test, not(slidelog_loom)))]
 mod tests {
     use super::*;
