@@ -201,6 +201,8 @@ pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState, A = Log> {
     house: CachePadded<Housekeeping>,
     /// Run-time changes of the policies (`keyed/reconfig.rs`).
     config: reconfig::Reconfig<K>,
+    /// The `limiter` label of its metrics.
+    name: crate::observe::Name,
 }
 
 impl<K: Hash + Eq + KeySize> KeyedLimiter<K, QuantaClock, RandomState> {
@@ -253,6 +255,7 @@ impl<K: Hash + Eq + KeySize> KeyedLimiter<K, QuantaClock, RandomState> {
             clock: QuantaClock::new(),
             hasher: RandomState::new(),
             mode: CounterMode::Slots(DEFAULT_SLOTS),
+            name: crate::observe::Name::default(),
             _marker: core::marker::PhantomData,
         }
     }
@@ -309,6 +312,8 @@ pub struct KeyedBuilder<K, C, S, A = Log> {
     hasher: S,
     /// The counter's mode (unused by the log).
     mode: CounterMode,
+    /// The `limiter` label of its metrics.
+    name: crate::observe::Name,
     _marker: core::marker::PhantomData<fn(K) -> A>,
 }
 
@@ -324,6 +329,7 @@ impl<K, C: Clone, S: Clone, A> Clone for KeyedBuilder<K, C, S, A> {
             clock: self.clock.clone(),
             hasher: self.hasher.clone(),
             mode: self.mode,
+            name: self.name.clone(),
             _marker: core::marker::PhantomData,
         }
     }
@@ -344,6 +350,23 @@ impl<K, C, S, A> fmt::Debug for KeyedBuilder<K, C, S, A> {
 }
 
 impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilder<K, C, S, A> {
+    /// The `limiter` label of this limiter's metrics (feature `metrics`),
+    /// so that two limiters in one process are told apart; `"default"`
+    /// otherwise.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let logins = slidelog::KeyedLimiter::<String>::builder(5, Duration::from_secs(60))
+    ///     .name("logins")
+    ///     .build()?;
+    /// assert_eq!(logins.name(), "logins");
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = crate::observe::Name::new(name);
+        self
+    }
+
     /// The most keys held at once (the memory bound). Default: as many as
     /// fit in 256 MiB at this limit (at most 1,048,576, at least 1): the
     /// budget holds whatever the limit.
@@ -521,6 +544,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             clock: clock(self.clock),
             hasher: hasher(self.hasher),
             mode,
+            name: self.name,
             _marker: core::marker::PhantomData,
         }
     }
@@ -623,6 +647,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             .map(|m| u64::try_from(m.as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or(window)
             .max(window);
+        crate::observe::describe();
         let map = HashMap::builder()
             .hasher(self.hasher)
             .capacity(self.capacity.min(max_keys))
@@ -642,6 +667,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             floor: Floor::new(),
             house: CachePadded::new(Housekeeping::default()),
             config: reconfig::Reconfig::new(),
+            name: self.name,
         })
     }
 }
@@ -1048,7 +1074,8 @@ where
                     "new key refused: the key cap or memory budget is full"
                 );
                 #[cfg(feature = "metrics")]
-                metrics::counter!("slidelog_keys_refused_total").increment(1);
+                metrics::counter!("slidelog_keys_refused_total", "limiter" => self.name.label())
+                    .increment(1);
                 let next_idle = self.house.next_idle.load(Ordering::Relaxed);
                 let next_sweep = self
                     .house
@@ -1070,6 +1097,7 @@ where
         };
         match self.map.try_insert_with(owned, make, guard) {
             Ok(ring) => {
+                self.observe_live();
                 // Relaxed: a heuristic counter.
                 let inserts = self.house.inserts.fetch_add(1, Ordering::Relaxed) + 1;
                 let live = self.house.live.load(Ordering::Relaxed);
@@ -1286,8 +1314,9 @@ where
         }
         #[cfg(feature = "metrics")]
         {
-            metrics::counter!("slidelog_keys_evicted_total").increment(evicted as u64);
-            metrics::gauge!("slidelog_keys_live").set(self.map.len() as f64);
+            metrics::counter!("slidelog_keys_evicted_total", "limiter" => self.name.label())
+                .increment(evicted as u64);
+            self.observe_live();
         }
     }
 
@@ -1371,6 +1400,7 @@ where
         match self.map.remove_entry(key, &guard) {
             Some((removed, state)) => {
                 self.release(self.cost(removed, state.quota()));
+                self.observe_live();
                 true
             }
             None => false,
@@ -1545,6 +1575,22 @@ where
             Some(shape) => std::borrow::Cow::Owned(shape.policies().to_vec()),
             None => std::borrow::Cow::Borrowed(self.algorithm.policies()),
         }
+    }
+
+    /// Sets the live-key gauge (feature `metrics`) from the count of keys
+    /// held, after an insertion or a removal.
+    #[inline]
+    fn observe_live(&self) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("slidelog_keys_live", "limiter" => self.name.label())
+            // Relaxed: a statistic.
+            .set(self.house.live.load(Ordering::Relaxed) as f64);
+    }
+
+    /// The name this limiter's metrics carry as their `limiter` label
+    /// ([`KeyedBuilder::name`]; `"default"` when none was given).
+    pub fn name(&self) -> &str {
+        self.name.as_str()
     }
 
     /// Whether a per-key quota function was given.

@@ -323,9 +323,16 @@
 //!   denials the tower layer answers, sweeps that evict, new keys refused at
 //!   the cap and failed Redis checks; never on the in-process check path
 //!   (implied by `tower`).
-//! * `metrics`: counters and gauges through the `metrics` facade (requests
-//!   by decision in the tower layer, keys live, evicted and refused, Redis
-//!   round trips, local pre-check denials and failures).
+//! * `metrics`: counters, gauges and a histogram through the `metrics`
+//!   facade, one label set per family, each described, labelled by the
+//!   `limiter` that emitted them (`name(..)` on the layer and builders):
+//!   `slidelog_requests_total{limiter, decision}`,
+//!   `slidelog_denials_total{limiter, reason, policy}`,
+//!   `slidelog_keys_live{limiter}` (current on every insert and eviction),
+//!   `slidelog_keys_evicted_total`, `slidelog_keys_refused_total`,
+//!   `slidelog_redis_round_trips_total`, `slidelog_redis_local_denials_total`,
+//!   `slidelog_redis_failures_total`, `slidelog_redis_round_trip_seconds`
+//!   (see `examples/prometheus.rs`, which serves `/metrics`).
 //! * `serde`: snapshot and restore (module `slidelog::snapshot`): a limiter's live
 //!   admissions as a serde value, so a restart is not a free burst; and
 //!   `Serialize`/`Deserialize` on [`Policy`].
@@ -347,6 +354,8 @@ mod key_size;
 mod keyed;
 mod limiter;
 mod link;
+#[cfg(not(slidelog_loom))]
+mod observe;
 mod policy;
 #[cfg(all(feature = "redis", not(slidelog_loom)))]
 pub mod redis;

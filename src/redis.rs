@@ -355,6 +355,7 @@ pub struct RedisBuilder {
     timeout: Duration,
     precheck: bool,
     max_key_len: usize,
+    name: crate::observe::Name,
 }
 
 /// Where a [`RedisBuilder`] connects.
@@ -404,6 +405,18 @@ impl RedisBuilder {
     /// ```
     pub fn layout(mut self, layout: Layout) -> Self {
         self.layout = layout;
+        self
+    }
+
+    /// The `limiter` label of this limiter's metrics (feature `metrics`);
+    /// `"default"` otherwise.
+    ///
+    /// ```
+    /// # let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 1, std::time::Duration::from_secs(1));
+    /// let _ = b.name("api");
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = crate::observe::Name::new(name);
         self
     }
 
@@ -474,6 +487,7 @@ impl RedisBuilder {
     /// ```
     pub async fn connect(self) -> Result<RedisLimiter, RedisLimitError> {
         let rules = Rules::new(self.policies, 0)?;
+        crate::observe::describe();
         let conn = match &self.target {
             Target::Node(url) => {
                 let client = Client::open(url.as_str())?;
@@ -527,6 +541,7 @@ impl RedisBuilder {
                 clock: QuantaClock::new(),
                 member: format!("{:016x}", RandomState::new().hash_one(std::process::id())),
                 reconfiguring: std::sync::Mutex::new(()),
+                name: self.name,
                 sequence: AtomicU64::new(0),
                 round_trips: AtomicU64::new(0),
                 local_denials: AtomicU64::new(0),
@@ -652,6 +667,9 @@ struct Shared {
     member: String,
     /// One reconfiguration at a time (so generations count up by one).
     reconfiguring: std::sync::Mutex<()>,
+    /// The `limiter` label of its metrics.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    name: crate::observe::Name,
     sequence: AtomicU64,
     round_trips: AtomicU64,
     local_denials: AtomicU64,
@@ -730,6 +748,7 @@ impl RedisBuilder {
             timeout: Duration::from_secs(1),
             precheck: false,
             max_key_len: DEFAULT_MAX_KEY_LEN,
+            name: crate::observe::Name::default(),
         }
     }
 }
@@ -967,7 +986,11 @@ impl RedisLimiter {
                         // Relaxed: a statistic.
                         self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
                         #[cfg(feature = "metrics")]
-                        metrics::counter!("slidelog_redis_local_denials_total").increment(1);
+                        metrics::counter!(
+                            "slidelog_redis_local_denials_total",
+                            "limiter" => self.shared.name.label()
+                        )
+                        .increment(1);
                         // The policy Redis named: the same answer, without
                         // the round trip.
                         return Ok(untimed(Err(
@@ -980,7 +1003,8 @@ impl RedisLimiter {
         // Relaxed: statistics and a unique-member counter.
         self.shared.round_trips.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "metrics")]
-        metrics::counter!("slidelog_redis_round_trips_total").increment(1);
+        metrics::counter!("slidelog_redis_round_trips_total", "limiter" => self.shared.name.label())
+            .increment(1);
         let member = format!(
             "{}:{}",
             self.shared.member,
@@ -1000,7 +1024,12 @@ impl RedisLimiter {
             invocation.arg(limit).arg(window);
         }
         invocation.arg(if dry { "1" } else { "0" });
+        #[cfg(feature = "metrics")]
+        let sent = std::time::Instant::now();
         let answer = tokio::time::timeout(self.shared.timeout, self.conn.invoke(&invocation)).await;
+        #[cfg(feature = "metrics")]
+        metrics::histogram!("slidelog_redis_round_trip_seconds", "limiter" => self.shared.name.label())
+            .record(sent.elapsed().as_secs_f64());
         let answer = match answer {
             Ok(Ok(values)) => values,
             Ok(Err(e)) => return Err(RedisLimitError::Redis(e)),
@@ -1066,7 +1095,8 @@ impl RedisLimiter {
         #[cfg(feature = "tracing")]
         tracing::debug!(target: "slidelog", error = %error, policy = ?self.shared.policy, "Redis check failed");
         #[cfg(feature = "metrics")]
-        metrics::counter!("slidelog_redis_failures_total").increment(1);
+        metrics::counter!("slidelog_redis_failures_total", "limiter" => self.shared.name.label())
+            .increment(1);
         match self.shared.policy {
             FailurePolicy::Error => Err(error),
             FailurePolicy::Open => Ok(Ok(Admitted {

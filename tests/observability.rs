@@ -145,6 +145,18 @@ async fn counters_events_and_denial_bodies() {
         StatusCode::TOO_MANY_REQUESTS
     );
 
+    // A second limiter and layer, named.
+    let admin_keys = Arc::new(
+        KeyedLimiter::<IpAddr>::builder(5, Duration::from_secs(1))
+            .name("admin-keys")
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
+    let admin = app(admin_keys, |l| l.name("admin"));
+    assert_eq!(get_from(&admin, 7).await.status(), StatusCode::OK);
+    assert_eq!(get_from(&admin, 8).await.status(), StatusCode::OK);
+
     // Sweep after the longest window and the margin: one key evicted.
     clock.advance(Duration::from_secs(200));
     assert_eq!(limited.retain_recent(), 1);
@@ -160,17 +172,66 @@ async fn counters_events_and_denial_bodies() {
             .unwrap()
             .to_string()
     };
-    assert_eq!(line(r#"slidelog_requests_total{decision="admitted"}"#), "3");
+    // One label set per family: decisions by limiter, denials by reason
+    // and policy in their own family.
     assert_eq!(
-        line(r#"slidelog_requests_total{decision="denied",reason="rate_limited",policy="1s"}"#),
+        line(r#"slidelog_requests_total{limiter="default",decision="admitted"}"#),
         "3"
     );
     assert_eq!(
-        line(r#"slidelog_requests_total{decision="denied",reason="rate_limited",policy="1m"}"#),
+        line(r#"slidelog_requests_total{limiter="default",decision="denied"}"#),
+        "4"
+    );
+    assert_eq!(
+        line(r#"slidelog_denials_total{limiter="default",reason="rate_limited",policy="1s"}"#),
+        "3"
+    );
+    assert_eq!(
+        line(r#"slidelog_denials_total{limiter="default",reason="rate_limited",policy="1m"}"#),
         "1"
     );
-    assert_eq!(line("slidelog_keys_evicted_total"), "1");
-    assert_eq!(line("slidelog_keys_live"), "0");
+    assert_eq!(
+        line(r#"slidelog_keys_evicted_total{limiter="default"}"#),
+        "1"
+    );
+    assert_eq!(line(r#"slidelog_keys_live{limiter="default"}"#), "0");
+    // A second, named limiter behind a named layer is told apart, and its
+    // live keys are counted as they are created (no sweep needed).
+    assert_eq!(
+        line(r#"slidelog_requests_total{limiter="admin",decision="admitted"}"#),
+        "2"
+    );
+    assert_eq!(line(r#"slidelog_keys_live{limiter="admin-keys"}"#), "2");
+    for family in [
+        "slidelog_requests_total",
+        "slidelog_denials_total",
+        "slidelog_keys_live",
+        "slidelog_keys_evicted_total",
+    ] {
+        assert!(
+            scrape.contains(&format!("# HELP {family} ")),
+            "no help text for {family} in\n{scrape}"
+        );
+    }
+    let label_sets = |family: &str| {
+        scrape
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .map(|l| {
+                l.split('{')
+                    .nth(1)
+                    .unwrap()
+                    .split('}')
+                    .next()
+                    .unwrap()
+                    .split(',')
+                    .map(|kv| kv.split('=').next().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect::<std::collections::HashSet<_>>()
+    };
+    assert_eq!(label_sets("slidelog_requests_total").len(), 1, "{scrape}");
+    assert_eq!(label_sets("slidelog_denials_total").len(), 1, "{scrape}");
 
     let events = events.0.lock().unwrap().clone();
     let denials = events

@@ -726,3 +726,36 @@ fn peek_remove_and_reset() {
         }
     });
 }
+
+/// The Redis round-trip histogram and counters through a real Prometheus
+/// recorder (local to this test), labelled by the limiter's name.
+#[cfg(feature = "metrics")]
+#[test]
+fn round_trips_are_timed_and_labelled() {
+    let Some(server) = server() else { return };
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let rt = runtime();
+    metrics::with_local_recorder(&recorder, || {
+        rt.block_on(async {
+            let l = RedisLimiter::builder(server.url.clone(), 2, Duration::from_secs(60))
+                .name("edge")
+                .prefix("timed:")
+                .connect()
+                .await
+                .unwrap();
+            for _ in 0..3 {
+                let _ = l.check("k").await.unwrap();
+            }
+        })
+    });
+    let scrape = handle.render();
+    assert!(
+        scrape.contains(r#"slidelog_redis_round_trips_total{limiter="edge"} 3"#),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains(r#"slidelog_redis_round_trip_seconds_count{limiter="edge"} 3"#),
+        "{scrape}"
+    );
+}

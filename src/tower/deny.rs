@@ -186,10 +186,17 @@ pub(super) fn denial<B>(
     request: Option<&http::request::Parts>,
     key: Option<&(dyn core::any::Any + Send)>,
 ) -> Response<RateLimitBody<B>> {
-    let (headers, deny, policies, hook, unavailable_status) = style;
+    let Style {
+        headers,
+        deny,
+        policies,
+        hook,
+        unavailable: unavailable_status,
+        name: limiter,
+    } = style;
     let (headers, deny) = (*headers, *deny);
     if denied.reason() == DenyReason::Unavailable && hook.is_none() {
-        observe_denial(&denied, "");
+        observe_denial(limiter, &denied, "");
         return unavailable(deny, *unavailable_status, &denied);
     }
     let which = denied.policy().min(policies.len().saturating_sub(1));
@@ -199,7 +206,7 @@ pub(super) fn denial<B>(
         policies.get(which).map_or(Duration::ZERO, |p| p.window)
     };
     let name = policy_name(policies, which);
-    observe_denial(&denied, &name);
+    observe_denial(limiter, &denied, &name);
     let message = match denied.reason() {
         DenyReason::RateLimited => "Too Many Requests: rate limit exceeded",
         DenyReason::KeyCapacity => "Too Many Requests: too many clients",
@@ -268,8 +275,9 @@ pub(super) fn problem_json<B>(
     response
 }
 
-/// A denial's `tracing` event (debug) and `metrics` counter, if enabled.
-pub(super) fn observe_denial(denied: &Denied, policy: &str) {
+/// A denial's `tracing` event (debug) and `metrics` counters, if enabled.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(super) fn observe_denial(limiter: &crate::observe::Name, denied: &Denied, policy: &str) {
     let reason = match denied.reason() {
         DenyReason::RateLimited => "rate_limited",
         DenyReason::KeyCapacity => "key_capacity",
@@ -284,6 +292,24 @@ pub(super) fn observe_denial(denied: &Denied, policy: &str) {
         "request denied"
     );
     #[cfg(feature = "metrics")]
-    metrics::counter!("slidelog_requests_total", "decision" => "denied", "reason" => reason, "policy" => policy.to_string())
+    {
+        let decision = if denied.reason() == DenyReason::Unavailable {
+            "unavailable"
+        } else {
+            "denied"
+        };
+        metrics::counter!(
+            "slidelog_requests_total",
+            "limiter" => limiter.label(),
+            "decision" => decision
+        )
         .increment(1);
+        metrics::counter!(
+            "slidelog_denials_total",
+            "limiter" => limiter.label(),
+            "reason" => reason,
+            "policy" => policy.to_string()
+        )
+        .increment(1);
+    }
 }

@@ -55,6 +55,8 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     on_deny: Option<DenyHook>,
     /// The status when the backend cannot decide (503 by default).
     unavailable: http::StatusCode,
+    /// The `limiter` label of the layer's metrics.
+    name: crate::observe::Name,
     /// Whether a request without a key was logged yet (once per layer and
     /// its clones).
     missing_logged: Arc<AtomicBool>,
@@ -73,6 +75,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
             generation: self.generation,
             on_deny: self.on_deny.clone(),
             unavailable: self.unavailable,
+            name: self.name.clone(),
             missing_logged: Arc::clone(&self.missing_logged),
         }
     }
@@ -111,6 +114,7 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn new(backend: Arc<L>, extractor: X) -> Self {
+        crate::observe::describe();
         RateLimitLayer {
             policies: PolicyList::new(&backend.policies()),
             generation: backend.generation(),
@@ -122,6 +126,7 @@ where
             deny: DenyStyle::default(),
             on_deny: None,
             unavailable: http::StatusCode::SERVICE_UNAVAILABLE,
+            name: crate::observe::Name::default(),
             missing_logged: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -184,6 +189,22 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// ```
     pub fn no_fallback_key(mut self) -> Self {
         self.fallback = None;
+        self
+    }
+
+    /// The `limiter` label of this layer's metrics (feature `metrics`:
+    /// `slidelog_requests_total`, `slidelog_denials_total`), so that two
+    /// layers in one process are told apart; `"default"` otherwise.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use std::time::Duration;
+    /// # use slidelog::{KeyedLimiter, tower::{GlobalKey, RateLimitLayer}};
+    /// # let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+    /// let _ = RateLimitLayer::new(limiter, GlobalKey).name("api");
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = crate::observe::Name::new(name);
         self
     }
 
@@ -365,18 +386,19 @@ where
             Some(own) => PolicyList::new(&own),
             None => self.layer.policies,
         };
-        let style = (
-            self.layer.headers,
-            self.layer.deny,
+        let style = Style {
+            headers: self.layer.headers,
+            deny: self.layer.deny,
             policies,
-            self.layer.on_deny.clone(),
-            self.layer.unavailable,
-        );
+            hook: self.layer.on_deny.clone(),
+            unavailable: self.layer.unavailable,
+            name: self.layer.name.clone(),
+        };
         match key {
             Some(key) => ResponseFuture {
                 state: State::Checking {
                     key: style
-                        .3
+                        .hook
                         .as_ref()
                         .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
                     check: self.layer.backend.check(key),
@@ -404,11 +426,11 @@ where
                         }
                     }
                     MissingKey::Reject(status) => State::Done {
-                        response: Some(missing_key(style.1, status)),
+                        response: Some(missing_key(style.deny, status)),
                     },
                     MissingKey::ServerError => State::Done {
                         response: Some(missing_key(
-                            style.1,
+                            style.deny,
                             http::StatusCode::INTERNAL_SERVER_ERROR,
                         )),
                     },
@@ -419,15 +441,18 @@ where
     }
 }
 
-/// The header style, the denial style, the policies and the denial hook,
-/// for one response.
-pub(super) type Style = (
-    HeaderStyle,
-    DenyStyle,
-    PolicyList,
-    Option<DenyHook>,
-    http::StatusCode,
-);
+/// How one response is written: the layer's choices and the policies that
+/// describe the request's key.
+pub(super) struct Style {
+    pub(super) headers: HeaderStyle,
+    pub(super) deny: DenyStyle,
+    pub(super) policies: PolicyList,
+    pub(super) hook: Option<DenyHook>,
+    /// The status when the backend cannot decide.
+    pub(super) unavailable: http::StatusCode,
+    /// The `limiter` label of the layer's metrics.
+    pub(super) name: crate::observe::Name,
+}
 
 pin_project! {
     /// The future of [`RateLimitService`]: checks the limiter, then calls the
@@ -489,12 +514,23 @@ where
                     let Some((request, mut inner)) = request.take() else {
                         unreachable!("polled after completion")
                     };
-                    let (style, _, policies, _, _) = &*this.style;
+                    let Style {
+                        headers: style,
+                        policies,
+                        name,
+                        ..
+                    } = &*this.style;
                     match verdict.decision {
                         Ok(admitted) => {
                             #[cfg(feature = "metrics")]
-                            metrics::counter!("slidelog_requests_total", "decision" => "admitted")
-                                .increment(1);
+                            metrics::counter!(
+                                "slidelog_requests_total",
+                                "limiter" => name.label(),
+                                "decision" => "admitted"
+                            )
+                            .increment(1);
+                            #[cfg(not(feature = "metrics"))]
+                            let _ = name;
                             // Admitted by a failure policy (fail open):
                             // nothing was counted, so no `RateLimit` fields.
                             let headers = if verdict.degraded {
