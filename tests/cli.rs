@@ -603,3 +603,238 @@ fn demo_progress_is_plain_off_a_terminal() {
     assert!(!err.contains('\r'), "{err:?}");
     assert!(err.contains("checks/s"), "{err}");
 }
+
+/// A real log is not clean: `--skip-malformed` counts unreadable lines
+/// (bad fields, bad timestamps, truncated combined lines), shows the first
+/// ones with their line numbers, replays the rest to the model's numbers,
+/// and fails only above its limit; a gzip-compressed log is read directly;
+/// `--json` is `--format json`; `--key-column ip` names the combined log's
+/// host.
+#[test]
+fn replay_survives_real_logs() {
+    let (_, events) = traffic(23, 1_500, true);
+    let events: Vec<(u64, String)> = events
+        .into_iter()
+        .map(|(t, k)| (t / 1_000_000_000 * 1_000_000_000, k))
+        .collect();
+    let line_of = |t: u64, key: &str| {
+        let sod = t / 1_000_000_000 - 1_714_521_600;
+        format!(
+            "{key} - - [01/May/2024:{:02}:{:02}:{:02} +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl\"\n",
+            sod / 3600,
+            sod % 3600 / 60,
+            sod % 60
+        )
+    };
+    let mut log = String::new();
+    let mut bad_lines = Vec::new();
+    for (i, (t, key)) in events.iter().enumerate() {
+        if i % 100 == 7 {
+            log.push_str("garbage without any structure\n");
+            bad_lines.push(log.lines().count());
+        }
+        if i % 250 == 3 {
+            log.push_str(&line_of(*t, key).replace("May/2024", "Mai/2024"));
+            bad_lines.push(log.lines().count());
+        }
+        log.push_str(&line_of(*t, key));
+    }
+    let malformed = bad_lines.len() as u64;
+    let (admitted, denied) = model_counts(&events, 3, 2_000_000_000);
+
+    // Without the flag: the first bad line is an error naming it.
+    let path = write_temp("dirty.log", &log);
+    let out = slidelog()
+        .args([
+            "replay",
+            path.to_str().unwrap(),
+            "--input",
+            "combined",
+            "--limit",
+            "3/2s",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("line {}", bad_lines[0])),
+        "{stderr}"
+    );
+
+    // With it: the numbers of the clean lines, the bad ones counted.
+    let out = slidelog()
+        .args([
+            "replay",
+            path.to_str().unwrap(),
+            "--input",
+            "combined",
+            "--json",
+        ])
+        .args([
+            "--limit",
+            "3/2s",
+            "--key-column",
+            "ip",
+            "--skip-malformed",
+            "5%",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        json_number(&json, "requests"),
+        events.len() as u64,
+        "{json}"
+    );
+    assert_eq!(json_number(&json, "admitted"), admitted, "{json}");
+    assert_eq!(json_number(&json, "denied"), denied, "{json}");
+    assert_eq!(json_number(&json, "malformed"), malformed, "{json}");
+    assert!(
+        stderr.contains(&format!("skipped {malformed} malformed lines"))
+            && stderr.contains(&format!("line {}", bad_lines[0])),
+        "{stderr}"
+    );
+    // Above the limit (a count this time): an error that says so.
+    let out = slidelog()
+        .args([
+            "replay",
+            path.to_str().unwrap(),
+            "--input",
+            "combined",
+            "--json",
+        ])
+        .args(["--limit", "3/2s", "--skip-malformed", "3"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("more than 3 malformed lines"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The same log gzip-compressed: read directly, the same numbers.
+    let gz = write_temp("dirty.log.gz", "");
+    {
+        let mut encoder = flate2::write::GzEncoder::new(
+            std::fs::File::create(&gz).unwrap(),
+            flate2::Compression::default(),
+        );
+        encoder.write_all(log.as_bytes()).unwrap();
+        encoder.finish().unwrap();
+    }
+    let json = replay_json(
+        &gz,
+        &[
+            "--input",
+            "combined",
+            "--limit",
+            "3/2s",
+            "--skip-malformed=2%",
+        ],
+    );
+    assert_eq!(json_number(&json, "admitted"), admitted, "{json}");
+    // The default limit without a value is 1%: 21 of 1,521 is above it.
+    let out = slidelog()
+        .args(["replay", gz.to_str().unwrap(), "--input", "combined"])
+        .args(["--limit", "3/2s", "--skip-malformed"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("above --skip-malformed 1%"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json_number(&json, "malformed"), malformed, "{json}");
+}
+
+/// IPv6 clients keyed by prefix as the tower layer's `ipv6_prefix` does;
+/// a policy given twice is refused; a CSV run on a combined log suggests
+/// `--input combined`; a long key does not break the table's columns.
+#[test]
+fn replay_keys_prefixes_and_explains() {
+    let csv = "ts,ip\n0,2001:db8::1\n0,2001:db8::2\n0,2001:db8:0:1::1\n0,10.0.0.1\n";
+    let path = write_temp("v6.csv", csv);
+    let args = [
+        "--time-column",
+        "ts",
+        "--key-column",
+        "ip",
+        "--limit",
+        "1/1s",
+    ];
+    let json = replay_json(&path, &args);
+    assert_eq!(json_number(&json, "denied"), 0, "{json}");
+    let json = replay_json(&path, &[&args[..], &["--ipv6-prefix", "64"]].concat());
+    assert_eq!(
+        json_number(&json, "denied"),
+        1,
+        "one /64, two addresses: {json}"
+    );
+    assert_eq!(json_number(&json, "keys"), 3, "{json}");
+    assert!(json.contains("2001:db8::/64"), "{json}");
+
+    let out = slidelog()
+        .args(["replay", path.to_str().unwrap()])
+        .args(["--time-column", "ts", "--key-column", "ip"])
+        .args(["--limit", "1/1s", "--limit", "5/1m", "--limit", "1/1s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("given twice"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let combined = write_temp(
+        "looks-combined.log",
+        "10.0.0.1 - - [01/May/2024:00:00:00 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl\"\n",
+    );
+    let out = slidelog()
+        .args(["replay", combined.to_str().unwrap()])
+        .args([
+            "--time-column",
+            "ts",
+            "--key-column",
+            "ip",
+            "--limit",
+            "1/1s",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--input combined"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let long = "k".repeat(200);
+    let path = write_temp("long.csv", &format!("ts,ip\n0,{long}\n0,{long}\n"));
+    let out = slidelog()
+        .args(["replay", path.to_str().unwrap()])
+        .args([
+            "--time-column",
+            "ts",
+            "--key-column",
+            "ip",
+            "--limit",
+            "1/1s",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("kkk"))
+        .expect("the offender's row");
+    assert!(row.chars().count() <= 32 + 3 * 13, "{row}");
+    assert!(row.contains('…'), "{row}");
+    assert!(row.trim_end().ends_with('1'), "{row}");
+}

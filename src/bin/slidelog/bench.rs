@@ -12,6 +12,10 @@ use slidelog::{Clock, Limiter, ManualClock, QuantaClock, RateLimit, SlidingCount
 use super::mutex_log::MutexLog;
 use super::progress::{Progress, Unit};
 
+/// Measurements `run` makes: 6 single-key cases x 3 limiters, 3 keyed cases
+/// x 2, 2 references.
+const STEPS: u32 = 26;
+
 /// Nanoseconds per call of `f` run on `threads` threads for about `budget`,
 /// as aggregate wall time / total calls; the median of three rounds.
 fn measure<F>(threads: usize, budget: Duration, f: F) -> f64
@@ -54,14 +58,17 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     if !(seconds.is_finite() && seconds > 0.0 && seconds < 3600.0) {
         return Err("--seconds must be between 0 and 3600".into());
     }
-    let budget = Duration::from_secs_f64(seconds / 12.0);
+    // 26 measurements share the budget (each runs three rounds of a third),
+    // less a tenth for setting up the limiters and threads.
+    let started = Instant::now();
+    let budget = Duration::from_secs_f64(seconds * 0.9 / f64::from(STEPS));
     let clock = QuantaClock::new();
     // 6 single-key cases x 3 limiters, 3 keyed cases x 2, 2 references.
-    let mut progress = Progress::new("bench", Some(26), Unit::Steps);
+    let mut progress = Progress::new("bench", Some(u64::from(STEPS)), Unit::Steps);
     let mut step = 0u64;
     let mut done = |progress: &mut Progress, what: &str| {
         step += 1;
-        progress.update(step, || format!("{step}/26 {what}"));
+        progress.update(step, || format!("{step}/{STEPS} {what}"));
     };
     println!(
         "slidelog bench: ns per call (lower is better) and ratio to the Mutex<VecDeque> log; {threads} threads for the contended rows"
@@ -211,6 +218,10 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
         "for reference: deny with the time passed in {deny_at:.1} ns; one quanta clock read {quanta:.1} ns"
     );
     println!("criterion benches (cargo bench) are the reference; see BENCHMARKS.md");
+    println!(
+        "took {:.1} s of the {seconds} s asked",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

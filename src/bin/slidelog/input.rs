@@ -223,13 +223,17 @@ impl<R: BufRead> Requests<R> {
                         .into(),
                 );
             }
-            let name = columns.key.as_deref().unwrap_or("host");
+            // `ip` (and `client`) name the host field, as users call it.
+            let name = match columns.key.as_deref().unwrap_or("host") {
+                "ip" | "client" | "remote_addr" => "host",
+                name => name,
+            };
             let key = COMBINED_FIELDS
                 .iter()
                 .position(|&f| f == name && f != "time")
                 .ok_or_else(|| {
                     format!(
-                        "--key-column {} is not a field of the combined format (host, ident, user, request, status, bytes, referer, agent)",
+                        "--key-column {} is not a field of the combined format (host or ip, ident, user, request, status, bytes, referer, agent)",
                         quote(name)
                     )
                 })?;
@@ -280,10 +284,18 @@ impl<R: BufRead> Requests<R> {
             let find = |name: &str| {
                 record.iter().position(|f| f.trim() == name).ok_or_else(|| {
                     let columns: Vec<&str> = record.iter().collect();
+                    let line = columns.join(",");
+                    // `1.2.3.4 - - [30/Nov/2026:...] "GET / ..." 200 ...`
+                    let combined = line.contains(" [") && line.contains("] \"");
                     format!(
-                        "line 1: no column named {} (columns: {})",
+                        "line 1: no column named {} (columns: {}){}",
                         quote(name),
-                        quote(&columns.join(", "))
+                        quote(&columns.join(", ")),
+                        if combined {
+                            "; this looks like a combined (nginx/Apache) log: try --input combined"
+                        } else {
+                            ""
+                        }
                     )
                 })
             };

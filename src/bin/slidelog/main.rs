@@ -43,8 +43,9 @@ enum Command {
     /// The one-minute side-by-side of the crate's limiters (exact log,
     /// approximate counter) and a Mutex<VecDeque> log on this machine.
     Bench(BenchArgs),
-    /// Replay a traffic log (CSV/TSV with a header row) through limiters and
-    /// report admitted, denied and the top offenders per policy.
+    /// Replay a traffic log (CSV/TSV, or an nginx/Apache combined log;
+    /// plain or .gz) through the exact limiter and the approximate counter,
+    /// and report admitted, denied and the top offenders per policy.
     Replay(ReplayArgs),
 }
 
@@ -60,10 +61,11 @@ struct BenchArgs {
 
 #[derive(Args, Debug)]
 struct ReplayArgs {
-    /// The traffic log (CSV, TSV or the combined log format); `-` for stdin.
+    /// The traffic log (CSV, TSV or the combined log format), read directly
+    /// when gzip-compressed (`.gz`); `-` for stdin.
     file: String,
     /// A policy N/WINDOW, e.g. `100/1m` (repeat for stacked limits: a request
-    /// must fit all of them).
+    /// must fit all of them; each policy once).
     #[arg(long = "limit", required = true, value_parser = parse::policy)]
     limits: Vec<parse::Policy>,
     /// The column holding timestamps: RFC 3339, a date-time without a zone
@@ -73,8 +75,8 @@ struct ReplayArgs {
     #[arg(long)]
     time_column: Option<String>,
     /// The column holding the key (client IP, API key, user); with --input
-    /// combined a field name (default `host`; also ident, user, request,
-    /// status, bytes, referer, agent).
+    /// combined a field name (default `host`, also called `ip`; or ident,
+    /// user, request, status, bytes, referer, agent).
     #[arg(long)]
     key_column: Option<String>,
     /// The input format: csv (default), tsv, or combined (nginx/Apache
@@ -96,6 +98,21 @@ struct ReplayArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = replay::Format::Table)]
     format: replay::Format,
+    /// Shorthand for `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+    /// Skip lines that cannot be read (bad fields, bad timestamps): count
+    /// them, show the first few, and fail only above LIMIT, a count (`100`)
+    /// or a share of the lines (`0.5%`; the default without a value: `1%`).
+    #[arg(long, value_name = "LIMIT", num_args = 0..=1, default_missing_value = "1%",
+          value_parser = replay::parse_malformed_limit)]
+    skip_malformed: Option<replay::MalformedLimit>,
+    /// Key IPv6 addresses by this prefix length, as the tower layer's
+    /// `PeerIp::ipv6_prefix` does (one client often holds a whole /64);
+    /// 128 (the default) keys each address.
+    #[arg(long, value_name = "BITS", default_value_t = 128,
+          value_parser = clap::value_parser!(u8).range(0..=128))]
+    ipv6_prefix: u8,
     /// Field delimiter (default: tab for .tsv files or a tab-separated
     /// header, comma otherwise).
     #[arg(long)]
@@ -179,7 +196,13 @@ fn main() {
             no_header: args.no_header,
             time_unit: args.time_unit,
             tz: args.tz,
-            format: args.format,
+            format: if args.json {
+                replay::Format::Json
+            } else {
+                args.format
+            },
+            skip_malformed: args.skip_malformed,
+            ipv6_prefix: args.ipv6_prefix,
             delimiter: args.delimiter,
             tolerance: args.tolerance,
             slots: args.slots,

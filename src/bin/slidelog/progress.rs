@@ -57,11 +57,14 @@ impl Progress {
             bar.set_prefix(label.to_string());
             bar
         });
+        // Plain lines start one interval in: a run shorter than that
+        // prints none (no stale "0%" line in a redirected log).
+        let last = bar.is_none().then(Instant::now);
         Progress {
             bar,
             label: label.to_string(),
             every,
-            last: None,
+            last,
         }
     }
 

@@ -37,7 +37,59 @@ pub(crate) struct Options {
     pub(crate) top: usize,
     /// Draw the timeline and the top keys into this SVG.
     pub(crate) plot: Option<std::path::PathBuf>,
+    /// Skip unreadable lines, up to this many.
+    pub(crate) skip_malformed: Option<MalformedLimit>,
+    /// Key IPv6 addresses by this prefix (128: whole).
+    pub(crate) ipv6_prefix: u8,
 }
+
+/// How many unreadable lines `--skip-malformed` tolerates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum MalformedLimit {
+    /// At most this many lines.
+    Count(u64),
+    /// At most this share of the lines, in percent.
+    Percent(f64),
+}
+
+/// `100` or `0.5%`.
+pub(crate) fn parse_malformed_limit(text: &str) -> Result<MalformedLimit, String> {
+    let text = text.trim();
+    match text.strip_suffix('%') {
+        Some(percent) => percent
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
+            .map(MalformedLimit::Percent)
+            .ok_or_else(|| format!("`{text}`: a share from 0% to 100%")),
+        None => text
+            .parse::<u64>()
+            .map(MalformedLimit::Count)
+            .map_err(|_| format!("`{text}`: a number of lines, or a share such as 1%")),
+    }
+}
+
+impl MalformedLimit {
+    fn exceeded(self, malformed: u64, lines: u64) -> bool {
+        match self {
+            MalformedLimit::Count(n) => malformed > n,
+            MalformedLimit::Percent(p) => malformed as f64 > p / 100.0 * lines as f64,
+        }
+    }
+}
+
+impl core::fmt::Display for MalformedLimit {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            MalformedLimit::Count(n) => write!(f, "{n}"),
+            MalformedLimit::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// The malformed lines shown (the rest are counted).
+const MALFORMED_SHOWN: usize = 5;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct KeyStats {
@@ -67,6 +119,9 @@ pub(crate) struct Summary {
     slots: u32,
     /// Per second of the log (from its first record): admitted, denied.
     timeline: std::collections::BTreeMap<u64, (u64, u64)>,
+    /// Lines skipped as unreadable, and the first few errors.
+    malformed: u64,
+    malformed_shown: Vec<String>,
 }
 
 pub(crate) fn run(options: &Options) -> Result<(), String> {
@@ -77,7 +132,18 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         let len = file.metadata().ok().map(|m| m.len());
         (Box::new(file), len)
     };
+    // Progress counts the bytes read from the file (compressed or not).
     let (input, read) = Counting::new(input);
+    let mut input = BufReader::with_capacity(1 << 20, input);
+    let gzip = input
+        .fill_buf()
+        .map_err(|e| format!("{}: {e}", options.file))?
+        .starts_with(&[0x1f, 0x8b]);
+    let input: Box<dyn Read> = if gzip {
+        Box::new(flate2::bufread::MultiGzDecoder::new(input))
+    } else {
+        Box::new(input)
+    };
     let mut progress = Progress::new("replay", total, Unit::Bytes);
     let started = std::time::Instant::now();
     let summary = replay(
@@ -99,6 +165,19 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
     );
     progress.finish();
     let summary = summary?;
+    if summary.malformed > 0 {
+        eprintln!(
+            "replay: skipped {} malformed line{} ({}){}",
+            summary.malformed,
+            if summary.malformed == 1 { "" } else { "s" },
+            summary.malformed_shown.join("; "),
+            if summary.malformed as usize > summary.malformed_shown.len() {
+                "; ..."
+            } else {
+                ""
+            }
+        );
+    }
     match options.format {
         Format::Table => print_table(&summary, options),
         Format::Json => println!("{}", to_json(&summary, options)),
@@ -119,6 +198,13 @@ pub(crate) fn replay<R: BufRead>(
 ) -> Result<Summary, String> {
     if options.policies.is_empty() {
         return Err("give at least one --limit N/WINDOW".into());
+    }
+    for (i, policy) in options.policies.iter().enumerate() {
+        if options.policies[..i].contains(policy) {
+            return Err(format!(
+                "--limit {policy} is given twice (each policy once: a request must fit every one)"
+            ));
+        }
     }
     let delimiter = match options.delimiter {
         Some(d) if d.is_ascii() => d as u8,
@@ -213,13 +299,59 @@ pub(crate) fn replay<R: BufRead>(
         keys: Vec::new(),
         slots: options.slots,
         timeline: std::collections::BTreeMap::new(),
+        malformed: 0,
+        malformed_shown: Vec::new(),
     };
-    while let Some(request) = records.next_request(&columns)? {
+    let mut lines = 0u64;
+    // A line that cannot be read: an error, or (--skip-malformed) counted.
+    let skip = |summary: &mut Summary, error: String| {
+        let Some(limit) = options.skip_malformed else {
+            return Err(error);
+        };
+        summary.malformed += 1;
+        if summary.malformed_shown.len() < MALFORMED_SHOWN {
+            summary.malformed_shown.push(error.clone());
+        }
+        if let MalformedLimit::Count(n) = limit {
+            if summary.malformed > n {
+                return Err(format!(
+                    "more than {n} malformed lines (--skip-malformed {limit}); the last: {error}"
+                ));
+            }
+        }
+        Ok(())
+    };
+    let mut last_error_line = None;
+    loop {
+        let request = match records.next_request(&columns) {
+            Ok(Some(request)) => request,
+            Ok(None) => break,
+            Err(error) => {
+                // A reader error on the line it failed on again cannot be
+                // skipped (it would not move on).
+                let line = error_line(&error);
+                if line.is_some() && line == last_error_line {
+                    return Err(error);
+                }
+                last_error_line = line;
+                lines += 1;
+                skip(&mut summary, error)?;
+                continue;
+            }
+        };
+        lines += 1;
         let line = request.line;
-        let key = request.key;
-        let ts = clock_of_log
-            .parse(&request.time)
-            .map_err(|e| format!("line {line}, column {time_label}: {e}"))?;
+        let key = key_of(request.key, options.ipv6_prefix);
+        let ts = match clock_of_log.parse(&request.time) {
+            Ok(ts) => ts,
+            Err(e) => {
+                skip(
+                    &mut summary,
+                    format!("line {line}, column {time_label}: {e}"),
+                )?;
+                continue;
+            }
+        };
         let latest = newest.unwrap_or(ts);
         if ts < latest - tolerance as i128 {
             return Err(format!(
@@ -301,11 +433,62 @@ pub(crate) fn replay<R: BufRead>(
         }
         summary.differs += u64::from(pass != counter_pass);
     }
+    if let Some(limit) = options.skip_malformed {
+        if limit.exceeded(summary.malformed, lines) {
+            return Err(format!(
+                "{} of {lines} lines are malformed, above --skip-malformed {limit} (first: {})",
+                summary.malformed,
+                summary.malformed_shown.join("; ")
+            ));
+        }
+    }
     summary.policies = lanes.iter().map(|l| (l.policy, l.denied_by)).collect();
     let mut keys: Vec<(String, KeyStats)> = stats.into_iter().collect();
     keys.sort_by(|a, b| b.1.denied.cmp(&a.1.denied).then_with(|| a.0.cmp(&b.0)));
     summary.keys = keys;
     Ok(summary)
+}
+
+/// The line number an error names (`line N...`).
+fn error_line(error: &str) -> Option<u64> {
+    let rest = error.strip_prefix("line ")?;
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// The key as the tower layer's `PeerIp::ipv6_prefix` would make it: an
+/// IPv6 address masked to `prefix` bits (IPv4 and IPv4-mapped whole).
+fn key_of(key: String, prefix: u8) -> String {
+    if prefix >= 128 {
+        return key;
+    }
+    match key
+        .trim()
+        .parse::<std::net::IpAddr>()
+        .map(|ip| ip.to_canonical())
+    {
+        Ok(std::net::IpAddr::V6(v6)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv6Addr::from(u128::from(v6) & mask)
+            )
+        }
+        _ => key,
+    }
+}
+
+/// A key shortened to `width` characters for the table (the JSON keeps it
+/// whole).
+fn shorten(key: &str, width: usize) -> String {
+    if key.chars().count() <= width {
+        return key.to_string();
+    }
+    let mut short: String = key.chars().take(width.saturating_sub(1)).collect();
+    short.push('…');
+    short
 }
 
 /// The top offenders: `(key, admitted, denied)`.
@@ -361,7 +544,7 @@ fn print_table(s: &Summary, options: &Options) {
     {
         println!(
             "{:<32} {:>12} {:>12} {:>12}",
-            key,
+            shorten(key, 32),
             k.admitted + k.denied,
             k.admitted,
             k.denied
@@ -410,6 +593,7 @@ fn to_json(s: &Summary, options: &Options) -> String {
             "differs": s.differs,
         },
         "top_offenders": offenders,
+        "malformed": s.malformed,
     })
     .to_string()
 }
@@ -437,6 +621,8 @@ mod tests {
             slots: 10,
             top: 10,
             plot: None,
+            skip_malformed: None,
+            ipv6_prefix: 128,
         }
     }
 
