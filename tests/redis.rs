@@ -14,6 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::max_in_window;
+
+#[path = "../examples/redis.rs"]
+#[allow(dead_code)]
+mod example;
 use slidelog::redis::{FailurePolicy, Layout, RedisLimitError, RedisLimiter};
 
 /// A Redis for one test: ours (killed on drop) or the one in the environment.
@@ -757,5 +761,49 @@ fn round_trips_are_timed_and_labelled() {
     assert!(
         scrape.contains(r#"slidelog_redis_round_trip_seconds_count{limiter="edge"} 3"#),
         "{scrape}"
+    );
+}
+
+/// `examples/redis.rs` against a real server: two clients share the limit
+/// exactly, a cut and a reset reach both.
+#[test]
+fn the_example_walks_through() {
+    let Some(server) = server() else { return };
+    let out = runtime()
+        .block_on(example::walk_through(&server.url, "example-test:"))
+        .unwrap();
+    assert!(out.contains("5 of 8 admitted across both servers"), "{out}");
+    assert!(out.contains("after the cut to 3: still denied"), "{out}");
+    assert!(out.contains("after the reset, server B: admitted"), "{out}");
+}
+
+/// `slidelog demo --redis URL`: clients with their own connections on one
+/// shared key, both layouts, judged exact on Redis's clock.
+#[cfg(feature = "cli")]
+#[test]
+fn the_demo_runs_against_redis() {
+    let Some(server) = server() else { return };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args([
+            "demo",
+            "--redis",
+            &server.url,
+            "--duration",
+            "300ms",
+            "--limit",
+            "20",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("exact: yes"), "{stdout}");
+    assert!(
+        stdout.contains("Ring") && stdout.contains("SortedSet"),
+        "{stdout}"
     );
 }

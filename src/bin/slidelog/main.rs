@@ -20,6 +20,8 @@ mod mutex_log;
 mod parse;
 mod plot;
 mod progress;
+#[cfg(feature = "redis")]
+mod redis_demo;
 mod replay;
 
 use parse::duration as parse_duration;
@@ -166,6 +168,12 @@ struct DemoArgs {
     /// Sub-windows of the counter (`--algorithm counter`).
     #[arg(long, default_value_t = 10)]
     slots: u32,
+    /// Run against the Redis at this URL instead (e.g.
+    /// `redis://127.0.0.1/`): one client per thread, each with its own
+    /// connection, on one shared key, both layouts (needs a binary built
+    /// with `--features redis`).
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
 }
 
 impl Default for DemoArgs {
@@ -178,6 +186,7 @@ impl Default for DemoArgs {
             duration: Duration::from_secs(2),
             algorithm: Algo::Log,
             slots: 10,
+            redis: None,
         }
     }
 }
@@ -216,6 +225,30 @@ fn main() {
     }
 }
 
+#[cfg(feature = "redis")]
+fn redis_demo(args: &DemoArgs, url: &str) -> Result<(), String> {
+    // Redis's clock has microseconds: a window below 10 ms says little.
+    let window = if args.window == DemoArgs::default().window {
+        Duration::from_millis(100)
+    } else {
+        args.window
+    };
+    redis_demo::run(&redis_demo::Options {
+        url,
+        clients: args.threads.unwrap_or(4),
+        limit: args.limit,
+        window,
+        duration: args.duration,
+    })
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis_demo(_: &DemoArgs, url: &str) -> Result<(), String> {
+    Err(format!(
+        "this slidelog was built without Redis support: cargo run --release --features redis -- demo --redis {url}"
+    ))
+}
+
 /// What one phase measured.
 struct Report {
     checks: u64,
@@ -229,6 +262,9 @@ struct Report {
 }
 
 fn demo(args: &DemoArgs) -> Result<(), String> {
+    if let Some(url) = &args.redis {
+        return redis_demo(args, url);
+    }
     let threads = args.threads.unwrap_or_else(|| {
         thread::available_parallelism()
             .map(|n| n.get())
