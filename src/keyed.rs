@@ -26,8 +26,14 @@ mod reconfig;
 
 /// An admission and a dry run made right after it on the same state (see
 /// `KeyedLimiter::check_then_peek_at`).
+/// An admission, the dry run of `remaining + 1` units after it, and (with
+/// several policies) each policy's room and wait.
 #[cfg(feature = "tower")]
-pub(crate) type Peeked = (Admitted, Option<Result<Admitted, Denied>>);
+pub(crate) type Peeked = (
+    Admitted,
+    Option<Result<Admitted, Denied>>,
+    Option<Vec<(u32, Duration)>>,
+);
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
 /// 256 MiB of rings and map entries, at most 1,048,576 (and at least one).
@@ -807,10 +813,25 @@ where
                     .is_none()
                     .then(|| algorithm.peek(&state.words, quota, more, now, floor))
                     .flatten();
-                Some(Ok((admitted, peeked)))
+                let states = algorithm.policy_states(&state.words, quota, now, floor);
+                Some(Ok((admitted, peeked, states)))
             },
-            |admitted| (admitted, None),
+            |admitted| (admitted, None, None),
         )
+    }
+
+    /// With several policies, each one's room and wait for `key` at `now`
+    /// (for the headers of a denial); `None` otherwise or for an absent key.
+    #[cfg(feature = "tower")]
+    pub(crate) fn policy_states_at<Q>(&self, key: &Q, now: u64) -> Option<Vec<(u32, Duration)>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let guard = self.map.guard();
+        let state = self.map.get(key, &guard)?;
+        self.algorithm
+            .policy_states(&state.words, state.quota(), now, self.floor.get())
     }
 
     /// Admits one request for `key` now or denies it, like

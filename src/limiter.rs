@@ -452,6 +452,13 @@ impl<C: Clock> Limiter<C> {
         f(held.as_deref().unwrap_or(&self.first))
     }
 
+    /// With several policies, each one's room and wait at `now` (for the
+    /// tower layer's `RateLimit` field); `None` with one policy.
+    #[cfg(feature = "tower")]
+    pub(crate) fn policy_states_at(&self, now: u64) -> Option<Vec<(u32, Duration)>> {
+        self.with_current(|g| g.shape.policy_states(g.ring(), g.shape.now(now, 0)))
+    }
+
     /// Changes the policies of this limiter while other threads check it,
     /// keeping what it has admitted.
     ///

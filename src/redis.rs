@@ -1252,6 +1252,7 @@ impl crate::tower::Backend<String> for RedisLimiter {
                 decision,
                 wait,
                 degraded,
+                per_policy: None,
             }
         })
     }

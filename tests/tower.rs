@@ -558,46 +558,71 @@ async fn ietf_t_counts_down_to_the_oldest_admission() {
     );
 }
 
-/// Several policies: one `RateLimit-Policy` item per policy, and
-/// the `RateLimit` item of the policy closest to exhaustion (or the one that
-/// denied, whose wait is the `Retry-After`).
+/// Several policies: one `RateLimit-Policy` item per policy, and one
+/// `RateLimit` item per policy (each policy's own room and wait), so a
+/// client sees the minute's room while the second is spent; with
+/// `HeaderStyle::IetfClosest`, the one item of the policy closest to
+/// exhaustion (or the one that denied, whose wait is the `Retry-After`).
 #[tokio::test]
 async fn one_policy_item_per_policy_and_the_closest_to_exhaustion() {
-    let clock = ManualClock::new();
-    let limiter = Arc::new(
-        KeyedLimiter::<IpAddr>::builder(3, Duration::from_secs(1))
-            .and(4, Duration::from_secs(60))
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-    );
-    let app = Router::new()
-        .route("/", get(|| async { "hello" }))
-        .layer(RateLimitLayer::new(Arc::clone(&limiter), by_peer()));
-    let addr = serve(app).await;
-    let policy = "\"1s\";q=3;w=1, \"1m\";q=4;w=60";
-    // 2 left this second, 3 this minute: the second is closest.
-    let r = get_path(addr, "/", &[]).await;
-    assert_eq!(r.header("ratelimit-policy"), Some(policy));
-    assert_eq!(r.header("ratelimit"), Some("\"1s\";r=2;t=1"));
-    let r = get_path(addr, "/", &[]).await;
-    assert_eq!(r.header("ratelimit"), Some("\"1s\";r=1;t=1"));
-    let r = get_path(addr, "/", &[]).await;
-    assert_eq!(r.header("ratelimit"), Some("\"1s\";r=0;t=1"));
-    let r = get_path(addr, "/", &[]).await;
-    assert_eq!(r.status, 429);
-    assert_eq!(r.header("retry-after"), Some("1"));
-    assert_eq!(r.header("ratelimit"), Some("\"1s\";r=0;t=1"));
-    // A second later the per-second policy has room, the minute has one.
-    clock.advance(Duration::from_secs(1));
-    let r = get_path(addr, "/", &[]).await;
-    assert_eq!(r.status, 200);
-    assert_eq!(r.header("ratelimit"), Some("\"1m\";r=0;t=59"));
-    clock.advance(Duration::from_secs(1));
-    let r = get_path(addr, "/", &[]).await;
-    assert_eq!(r.status, 429, "the minute's four are used");
-    assert_eq!(r.header("retry-after"), Some("58"));
-    assert_eq!(r.header("ratelimit"), Some("\"1m\";r=0;t=58"));
+    let every = [
+        "\"1s\";r=2;t=1, \"1m\";r=3;t=60",
+        "\"1s\";r=1;t=1, \"1m\";r=2;t=60",
+        "\"1s\";r=0;t=1, \"1m\";r=1;t=60",
+        "\"1s\";r=0;t=1, \"1m\";r=1;t=60",
+        "\"1s\";r=2;t=1, \"1m\";r=0;t=59",
+        "\"1s\";r=3;t=0, \"1m\";r=0;t=58",
+    ];
+    let closest = [
+        "\"1s\";r=2;t=1",
+        "\"1s\";r=1;t=1",
+        "\"1s\";r=0;t=1",
+        "\"1s\";r=0;t=1",
+        "\"1m\";r=0;t=59",
+        "\"1m\";r=0;t=58",
+    ];
+    for (style, expected) in [
+        (HeaderStyle::Ietf, every),
+        (HeaderStyle::IetfClosest, closest),
+    ] {
+        let clock = ManualClock::new();
+        let limiter = Arc::new(
+            KeyedLimiter::<IpAddr>::builder(3, Duration::from_secs(1))
+                .and(4, Duration::from_secs(60))
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        );
+        let app = Router::new()
+            .route("/", get(|| async { "hello" }))
+            .layer(RateLimitLayer::new(Arc::clone(&limiter), by_peer()).header_style(style));
+        let addr = serve(app).await;
+        let policy = "\"1s\";q=3;w=1, \"1m\";q=4;w=60";
+        let mut seen = Vec::new();
+        // 2 left this second, 3 this minute; then 1 and 2; then 0 and 1.
+        for _ in 0..3 {
+            let r = get_path(addr, "/", &[]).await;
+            assert_eq!(
+                (r.status, r.header("ratelimit-policy")),
+                (200, Some(policy))
+            );
+            seen.push(r.header("ratelimit").unwrap_or("").to_string());
+        }
+        let r = get_path(addr, "/", &[]).await;
+        assert_eq!((r.status, r.header("retry-after")), (429, Some("1")));
+        seen.push(r.header("ratelimit").unwrap_or("").to_string());
+        // A second later the per-second policy has room, the minute has one.
+        clock.advance(Duration::from_secs(1));
+        let r = get_path(addr, "/", &[]).await;
+        assert_eq!(r.status, 200);
+        seen.push(r.header("ratelimit").unwrap_or("").to_string());
+        clock.advance(Duration::from_secs(1));
+        let r = get_path(addr, "/", &[]).await;
+        assert_eq!(r.status, 429, "the minute's four are used");
+        assert_eq!(r.header("retry-after"), Some("58"));
+        seen.push(r.header("ratelimit").unwrap_or("").to_string());
+        assert_eq!(seen, expected, "{style:?}");
+    }
 }
 
 /// A key with its own quota is described by its own policies
@@ -627,7 +652,10 @@ async fn quota_keys_get_their_own_policy_headers() {
         paid.header("ratelimit-policy"),
         Some("\"1s\";q=4;w=1, \"1m\";q=50;w=60")
     );
-    assert_eq!(paid.header("ratelimit"), Some("\"1s\";r=3;t=1"));
+    assert_eq!(
+        paid.header("ratelimit"),
+        Some("\"1s\";r=3;t=1, \"1m\";r=49;t=60")
+    );
 }
 
 /// Behind trusted proxies over a real socket: the key is the rightmost

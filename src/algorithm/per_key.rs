@@ -118,6 +118,19 @@ pub(crate) mod sealed {
         /// A lower bound on when a key with the default policies admitted
         /// at or after `now` can become idle, before the margin.
         fn earliest_idle(&self, now: u64) -> u64;
+        /// With several policies, each one's room and wait until it grows
+        /// (see `Shape::policy_states`); `None` otherwise.
+        #[cfg(feature = "tower")]
+        fn policy_states(
+            &self,
+            state: &[AtomicU64],
+            quota: Option<&Shape>,
+            now: u64,
+            floor: u64,
+        ) -> Option<Vec<(u32, std::time::Duration)>> {
+            let _ = (state, quota, now, floor);
+            None
+        }
         /// Whether `state` was closed for reconfiguration (an answer that
         /// reads no slot must then come from its successor).
         fn is_closed(&self, state: &[AtomicU64], quota: Option<&Shape>) -> bool;
@@ -281,6 +294,17 @@ impl sealed::Sealed for Log {
     }
     fn is_closed(&self, state: &[AtomicU64], quota: Option<&Shape>) -> bool {
         self.ring(state, quota).1.is_closed()
+    }
+    #[cfg(feature = "tower")]
+    fn policy_states(
+        &self,
+        state: &[AtomicU64],
+        quota: Option<&Shape>,
+        now: u64,
+        floor: u64,
+    ) -> Option<Vec<(u32, std::time::Duration)>> {
+        let (shape, ring) = self.ring(state, quota);
+        shape.policy_states(ring, shape.now(now, floor))
     }
     fn close_into(
         &self,

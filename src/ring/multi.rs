@@ -182,6 +182,51 @@ impl<'a> RingRef<'a> {
     }
 }
 
+impl RingRef<'_> {
+    /// Each policy's room at `now` (judged time) and when it next grows
+    /// (the absolute time the oldest admission in its window leaves it; 0
+    /// for an empty window), into `out`: what the IETF `RateLimit` field
+    /// lists per policy. Read-only and not linearized with racing
+    /// admissions (a header, not a decision). `false` if the ring is
+    /// closed.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn policy_states(
+        &self,
+        now: u64,
+        policies: &[Rule],
+        out: &mut [(u32, u64)],
+    ) -> bool {
+        let g = self.geometry;
+        let Some((view, ())) = self.frontier(|_| Some(())) else {
+            return false;
+        };
+        let t_eff = g.deadline_for(now, view.p) - g.window();
+        for (rule, state) in policies.iter().zip(out.iter_mut()) {
+            let base = g.len() - rule.limit;
+            // Admission `c - L_i + k` (its deadline moved to this policy's
+            // window), as `remaining_multi` reads it.
+            let leaves = |k: u64| {
+                let deadline = slot::deadline(self.load_slot(g.position_plus(view.pos, base + k)));
+                (deadline != 0).then(|| deadline - g.window() + rule.window)
+            };
+            let alive = |k: u64| leaves(k).is_some_and(|at| at > t_eff);
+            let free = rule.limit;
+            let remaining = if !alive(free - 1) {
+                free
+            } else {
+                first_alive(free, alive)
+            };
+            let grows_at = if remaining < free {
+                leaves(remaining).unwrap_or(0)
+            } else {
+                0
+            };
+            *state = (remaining as u32, grows_at);
+        }
+        true
+    }
+}
+
 impl Judged {
     /// The answer, recording nothing (a fit is admitted at its `t_eff`).
     fn outcome(self, window: u64) -> Outcome {

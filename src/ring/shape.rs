@@ -220,6 +220,33 @@ impl Shape {
         self.decide(outcome, now)
     }
 
+    /// With several policies, each one's `(remaining, wait until it next
+    /// grows)` at `now`, in the order given (see `RingRef::policy_states`);
+    /// `None` with one policy or a closed ring.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn policy_states(
+        &self,
+        ring: RingRef<'_>,
+        now: Now,
+    ) -> Option<Vec<(u32, std::time::Duration)>> {
+        let rules = self.rules.as_deref()?;
+        let mut states = [(0u32, 0u64); MAX_POLICIES];
+        if !ring.policy_states(now.judged, rules, &mut states) {
+            return None;
+        }
+        Some(
+            states[..rules.len()]
+                .iter()
+                .map(|&(remaining, at)| {
+                    (
+                        remaining,
+                        std::time::Duration::from_nanos(at.saturating_sub(now.read)),
+                    )
+                })
+                .collect(),
+        )
+    }
+
     /// **The answer** to a request at `now`: the one place an [`Outcome`]
     /// becomes [`Admitted`] or [`Denied`]. A denial's wait counts from the
     /// caller's reading (`now.read`), not from the floored time it was

@@ -44,6 +44,44 @@ pub struct Verdict {
     /// [`DenyReason::Unavailable`](crate::DenyReason::Unavailable)). The
     /// layer then sends no `RateLimit` fields: nothing was counted.
     pub degraded: bool,
+    /// With several policies, each one's room and wait in the order given:
+    /// the IETF `RateLimit` field lists one item per policy from these
+    /// (`None`: one item, for the policy the decision names).
+    pub per_policy: Option<PolicyStates>,
+}
+
+/// Each policy's `remaining` and the wait until it next grows, for the
+/// `RateLimit` field's items (up to [`MAX_POLICIES`](crate::MAX_POLICIES),
+/// inline).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::tower::PolicyStates;
+/// let states = PolicyStates::new(&[(0, Duration::from_secs(1)), (57, Duration::from_secs(40))]);
+/// assert_eq!(states.as_slice()[1], (57, Duration::from_secs(40)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyStates {
+    len: u8,
+    items: [(u32, Duration); crate::MAX_POLICIES],
+}
+
+impl PolicyStates {
+    /// The first `MAX_POLICIES` of `states`: `(remaining, wait)` per policy.
+    pub fn new(states: &[(u32, Duration)]) -> PolicyStates {
+        let mut items = [(0, Duration::ZERO); crate::MAX_POLICIES];
+        let len = states.len().min(items.len());
+        items[..len].copy_from_slice(&states[..len]);
+        PolicyStates {
+            len: len as u8,
+            items,
+        }
+    }
+
+    /// `(remaining, wait)` per policy.
+    pub fn as_slice(&self) -> &[(u32, Duration)] {
+        &self.items[..usize::from(self.len)]
+    }
 }
 
 /// A limiter the layer can ask: the in-process [`KeyedLimiter`] (exact log
@@ -100,15 +138,20 @@ where
     fn check(&self, key: K) -> Self::Future {
         // One lookup for the decision and the wait (see `verdict`).
         let verdict = match self.check_then_peek_at(&key, self.clock().now()) {
-            Ok((admitted, peeked)) => Verdict {
+            Ok((admitted, peeked, states)) => Verdict {
                 decision: Ok(admitted),
                 wait: wait_of(peeked),
                 degraded: false,
+                per_policy: states.as_deref().map(PolicyStates::new),
             },
             Err(denied) => Verdict {
                 decision: Err(denied),
                 wait: Duration::ZERO,
                 degraded: false,
+                per_policy: self
+                    .policy_states_at(&key, self.clock().now())
+                    .as_deref()
+                    .map(PolicyStates::new),
             },
         };
         core::future::ready(verdict)
@@ -151,6 +194,7 @@ pub(super) fn verdict(
         decision,
         wait,
         degraded: false,
+        per_policy: None,
     }
 }
 
@@ -212,7 +256,11 @@ impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, _: K) -> Self::Future {
-        single_key_check(self)
+        let now = self.clock().now();
+        let decision = self.check_n_at(1, now);
+        let mut verdict = verdict(decision, |n| self.peek_n_at(n, now));
+        verdict.per_policy = self.policy_states_at(now).as_deref().map(PolicyStates::new);
+        core::future::ready(verdict)
     }
 
     fn policy(&self) -> (u32, Duration) {

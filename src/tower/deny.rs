@@ -183,6 +183,7 @@ fn unavailable<B>(
 pub(super) fn denial<B>(
     style: &Style,
     denied: Denied,
+    per_policy: Option<&super::PolicyStates>,
     request: Option<&http::request::Parts>,
     key: Option<&(dyn core::any::Any + Send)>,
 ) -> Response<RateLimitBody<B>> {
@@ -239,7 +240,7 @@ pub(super) fn denial<B>(
     }
     // Nothing was counted when the store failed: no `RateLimit` fields.
     if denied.reason() != DenyReason::Unavailable {
-        for (name, value) in rate_limit_headers(headers, policies, which, 0, wait).0 {
+        for (name, value) in rate_limit_headers(headers, policies, which, 0, wait, per_policy).0 {
             if !h.contains_key(&name) {
                 h.insert(name, value);
             }

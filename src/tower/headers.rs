@@ -18,9 +18,15 @@ pub enum HeaderStyle {
     /// `RateLimit-Policy: "default";q=5;w=10` and `RateLimit:
     /// "default";r=4;t=10`, where `t` is the seconds until the quota next
     /// grows (the oldest admission in the window leaves it), 0 only for an
-    /// empty window.
+    /// empty window. With several policies both fields list one item per
+    /// policy — `RateLimit: "1s";r=0;t=1, "1m";r=57;t=40` — so a client
+    /// sees that the minute still has room while the second is spent (a
+    /// backend that cannot tell, Redis, sends the deciding policy's item).
     #[default]
     Ietf,
+    /// As [`Ietf`](Self::Ietf), but `RateLimit` carries one item: the
+    /// policy closest to exhaustion (or the one that denied).
+    IetfClosest,
     /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
     /// (seconds until a request can be admitted).
     Legacy,
@@ -104,6 +110,7 @@ pub(crate) fn rate_limit_headers(
     which: usize,
     remaining: u32,
     wait: Duration,
+    per_policy: Option<&super::PolicyStates>,
 ) -> Headers {
     let num = |n: u64| HeaderValue::from(n);
     let mut out = Vec::with_capacity(3);
@@ -111,8 +118,15 @@ pub(crate) fn rate_limit_headers(
     let Some(reported) = policies.get(which) else {
         return Headers(out);
     };
+    // Every policy's item, if the backend told each one's state.
+    let every = match (style, per_policy) {
+        (HeaderStyle::Ietf, Some(states)) if states.as_slice().len() == policies.len() => {
+            Some(states.as_slice())
+        }
+        _ => None,
+    };
     match style {
-        HeaderStyle::Ietf => {
+        HeaderStyle::Ietf | HeaderStyle::IetfClosest => {
             use core::fmt::Write;
             // One buffer per field, handed to the header value without a
             // copy: `"1s";q=10;w=1, "1m";q=100;w=60` and `"1s";r=4;t=1`.
@@ -125,10 +139,24 @@ pub(crate) fn rate_limit_headers(
                 write_policy_name(&mut policy, policies, i);
                 let _ = write!(policy, "\";q={};w={}", p.limit, ceil_seconds(p.window));
             }
-            let mut state = String::with_capacity(32);
-            state.push('"');
-            write_policy_name(&mut state, policies, which);
-            let _ = write!(state, "\";r={remaining};t={}", ceil_seconds(wait));
+            let mut state = String::with_capacity(32 * every.map_or(1, <[_]>::len));
+            match every {
+                Some(states) => {
+                    for (i, &(r, t)) in states.iter().enumerate() {
+                        if i > 0 {
+                            state.push_str(", ");
+                        }
+                        state.push('"');
+                        write_policy_name(&mut state, policies, i);
+                        let _ = write!(state, "\";r={r};t={}", ceil_seconds(t));
+                    }
+                }
+                None => {
+                    state.push('"');
+                    write_policy_name(&mut state, policies, which);
+                    let _ = write!(state, "\";r={remaining};t={}", ceil_seconds(wait));
+                }
+            }
             // Only digits, unit letters and fixed ASCII: always valid
             // header values.
             if let (Ok(p), Ok(s)) = (

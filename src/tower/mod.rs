@@ -26,7 +26,7 @@ mod headers;
 mod peer;
 mod service;
 
-pub use backend::{Backend, Verdict};
+pub use backend::{Backend, PolicyStates, Verdict};
 pub use body::RateLimitBody;
 pub use deny::{Denial, DenyStyle, MissingKey};
 pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};

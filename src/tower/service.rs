@@ -542,6 +542,7 @@ where
                                     admitted.policy(),
                                     admitted.remaining(),
                                     verdict.wait,
+                                    verdict.per_policy.as_ref(),
                                 )
                             };
                             let call = inner.call(request);
@@ -551,7 +552,13 @@ where
                             // The hook sees the request's head and key.
                             let (parts, _body) = request.into_parts();
                             let key = key.take();
-                            let response = denial(this.style, denied, Some(&parts), key.as_deref());
+                            let response = denial(
+                                this.style,
+                                denied,
+                                verdict.per_policy.as_ref(),
+                                Some(&parts),
+                                key.as_deref(),
+                            );
                             this.state.set(State::Done {
                                 response: Some(response),
                             });
