@@ -54,6 +54,7 @@ mod tests {
             0,
             4,
             Duration::from_millis(9_500),
+            None,
         );
         assert_eq!(h.0[0].1, "\"default\";q=5;w=10");
         assert_eq!(h.0[1].1, "\"default\";r=4;t=10");
@@ -63,6 +64,7 @@ mod tests {
             0,
             4,
             Duration::from_millis(9_500),
+            None,
         );
         assert_eq!(legacy.0[2].1, "0", "a request fits now");
         let h = rate_limit_headers(
@@ -71,6 +73,7 @@ mod tests {
             0,
             0,
             Duration::from_millis(300),
+            None,
         );
         assert_eq!(h.0[2].1, "1");
         assert!(
@@ -79,7 +82,8 @@ mod tests {
                 &[Policy::new(5, Duration::from_secs(1))],
                 0,
                 0,
-                Duration::ZERO
+                Duration::ZERO,
+                None
             )
             .0
             .is_empty()
@@ -98,10 +102,11 @@ mod tests {
             1,
             7,
             Duration::from_millis(1500),
+            None,
         );
         assert_eq!(h.0[0].1, "\"1s\";q=10;w=1, \"1m\";q=100;w=60");
         assert_eq!(h.0[1].1, "\"1m\";r=7;t=2");
-        let legacy = rate_limit_headers(HeaderStyle::Legacy, &policies, 1, 7, Duration::ZERO);
+        let legacy = rate_limit_headers(HeaderStyle::Legacy, &policies, 1, 7, Duration::ZERO, None);
         assert_eq!(legacy.0[0].1, "100");
     }
 
@@ -135,7 +140,7 @@ mod tests {
         #[test]
         fn headers_always_valid(q in any::<u32>(), r in any::<u32>(), w in any::<u64>(), t in any::<u64>()) {
             for style in [HeaderStyle::Ietf, HeaderStyle::Legacy] {
-                let h = rate_limit_headers(style, &[Policy::new(q, Duration::from_nanos(w))], 0, r, Duration::from_nanos(t));
+                let h = rate_limit_headers(style, &[Policy::new(q, Duration::from_nanos(w))], 0, r, Duration::from_nanos(t), None);
                 prop_assert!(!h.0.is_empty());
             }
             prop_assert!(ceil_seconds(Duration::from_nanos(t)) * 1_000_000_000 >= t);
