@@ -11,12 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::ConnectInfo;
 use axum::routing::get;
-use http::Request;
 use slidelog::KeyedLimiter;
-use slidelog::tower::{KeyFn, RateLimitLayer};
+use slidelog::tower::{PeerIp, RateLimitLayer};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,15 +25,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let limiter = Arc::new(KeyedLimiter::<IpAddr>::new(5, Duration::from_secs(10))?);
     // The peer address that axum records with `into_make_service_with_connect_info`
-    // (forwarding headers are not trusted: clients could spoof them).
-    let by_ip = KeyFn::new(|req: &Request<Body>| {
-        req.extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(addr)| addr.ip())
-    });
+    // (forwarding headers are not trusted unless asked: clients could spoof
+    // them; behind a proxy, see `PeerIp::trust_forwarded`).
     let app = Router::new()
         .route("/", get(|| async { "hello from a rate-limited server\n" }))
-        .layer(RateLimitLayer::new(limiter, by_ip));
+        .layer(RateLimitLayer::new(limiter, PeerIp::new()));
 
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!(
