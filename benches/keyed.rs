@@ -133,7 +133,7 @@ fn flood(c: &mut Criterion) {
     g.bench_function("slidelog", |b| {
         b.iter(|| {
             next += 1;
-            if next % 16 == 0 {
+            if next.is_multiple_of(16) {
                 clock.advance(Duration::from_micros(1));
             }
             black_box(slide.check(&next).is_ok())
@@ -144,7 +144,7 @@ fn flood(c: &mut Criterion) {
     g.bench_function("governor", |b| {
         b.iter(|| {
             next += 1;
-            if next % 65_536 == 0 {
+            if next.is_multiple_of(65_536) {
                 gov.retain_recent();
             }
             black_box(gov.check_key(&next).is_ok())

@@ -286,10 +286,10 @@ fn main() {
     // `cargo run --example bench_chart -- --docs` draws BENCHMARKS.md's chart.
     let out =
         std::env::var("SIDE_BY_SIDE_CSV").unwrap_or_else(|_| "target/side_by_side.csv".into());
-    if let Some(dir) = std::path::Path::new(&out).parent() {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        }
+    if let Some(dir) = std::path::Path::new(&out).parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     }
     let mut csv = csv::Writer::from_path(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
     csv.write_record([

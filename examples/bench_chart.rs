@@ -86,10 +86,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if rows.is_empty() {
         return Err(format!("{input} holds no scenario").into());
     }
-    if let Some(dir) = std::path::Path::new(&output).parent() {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
+    if let Some(dir) = std::path::Path::new(&output).parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let max = rows
         .iter()

@@ -669,18 +669,18 @@ impl CounterRef<'_> {
             return (0, Some(cfg.start(base.saturating_add(cfg.span()))));
         }
         let (head_epoch, head_count) = (cfg.epoch_of(hw), cfg.count_of(hw));
-        if let Some(summary) = self.summary {
-            if epoch == head_epoch {
-                // Acquire: pairs with `merge`'s Release (before head moved
-                // to this sub-window, which our head load acquired).
-                let word = summary.load(Ordering::Acquire);
-                if cfg.epoch_of(word) == epoch {
-                    let past = cfg.count_of(word);
-                    // Nothing archived in the window: head's slot is the
-                    // oldest, and leaves when slot `base + N` begins.
-                    let retry_at = (past == 0).then(|| cfg.start(base.saturating_add(cfg.span())));
-                    return (head_count + past, retry_at);
-                }
+        if let Some(summary) = self.summary
+            && epoch == head_epoch
+        {
+            // Acquire: pairs with `merge`'s Release (before head moved
+            // to this sub-window, which our head load acquired).
+            let word = summary.load(Ordering::Acquire);
+            if cfg.epoch_of(word) == epoch {
+                let past = cfg.count_of(word);
+                // Nothing archived in the window: head's slot is the
+                // oldest, and leaves when slot `base + N` begins.
+                let retry_at = (past == 0).then(|| cfg.start(base.saturating_add(cfg.span())));
+                return (head_count + past, retry_at);
             }
         }
         let (used, retry_at) = self.scan(hw, epoch, base, at);

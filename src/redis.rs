@@ -979,26 +979,26 @@ impl RedisLimiter {
         }
         let full_key = format!("{}{}", self.shared.prefix, key);
         let local_now = self.shared.clock.now();
-        if let Some(map) = &self.shared.precheck {
-            if now_us.is_none() {
-                if let Some(&(until, units, policy, generation)) = map.pin().get(&full_key) {
-                    if n >= units && local_now < until && generation == rules.generation {
-                        // Relaxed: a statistic.
-                        self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
-                        #[cfg(feature = "metrics")]
-                        metrics::counter!(
-                            "slidelog_redis_local_denials_total",
-                            "limiter" => self.shared.name.label()
-                        )
-                        .increment(1);
-                        // The policy Redis named: the same answer, without
-                        // the round trip.
-                        return Ok(untimed(Err(
-                            Denied::rate_limited(until - local_now).with_policy(policy)
-                        )));
-                    }
-                }
-            }
+        if let Some(map) = &self.shared.precheck
+            && now_us.is_none()
+            && let Some(&(until, units, policy, generation)) = map.pin().get(&full_key)
+            && n >= units
+            && local_now < until
+            && generation == rules.generation
+        {
+            // Relaxed: a statistic.
+            self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "metrics")]
+            metrics::counter!(
+                "slidelog_redis_local_denials_total",
+                "limiter" => self.shared.name.label()
+            )
+            .increment(1);
+            // The policy Redis named: the same answer, without
+            // the round trip.
+            return Ok(untimed(Err(
+                Denied::rate_limited(until - local_now).with_policy(policy)
+            )));
         }
         // Relaxed: statistics and a unique-member counter.
         self.shared.round_trips.fetch_add(1, Ordering::Relaxed);

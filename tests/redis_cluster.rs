@@ -163,10 +163,10 @@ impl Cluster {
             for line in nodes.lines().filter(|l| l.contains("myself")) {
                 for range in line.split_whitespace().skip(8) {
                     let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-                    if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>()) {
-                        if (lo..=hi).contains(&slot) {
-                            return node.port;
-                        }
+                    if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>())
+                        && (lo..=hi).contains(&slot)
+                    {
+                        return node.port;
                     }
                 }
             }

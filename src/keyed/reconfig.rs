@@ -215,10 +215,8 @@ where
                 );
             },
         );
-        if closed {
-            if let Some(successor) = moving.get(&at).cloned() {
-                self.relink(owned(), state, &successor, guard);
-            }
+        if closed && let Some(successor) = moving.get(&at).cloned() {
+            self.relink(owned(), state, &successor, guard);
         }
         // (Closed for eviction first: the next insert of the key gets the
         // desired policies.)

@@ -89,7 +89,7 @@ fn write_policy_name(out: &mut String, policies: &[Policy], i: usize) {
         let ns = w.as_nanos();
         [(3_600 * S, "h"), (60 * S, "m"), (S, "s"), (1_000_000, "ms")]
             .into_iter()
-            .find(|&(unit, _)| ns % unit == 0)
+            .find(|&(unit, _)| ns.is_multiple_of(unit))
             .map_or((ns, "ns"), |(unit, name)| (ns / unit, name))
     }
     let own = label(policies[i].window);

@@ -23,6 +23,8 @@ mod progress;
 #[cfg(feature = "redis")]
 mod redis_demo;
 mod replay;
+#[cfg(feature = "serve")]
+mod serve;
 
 use parse::duration as parse_duration;
 
@@ -49,6 +51,30 @@ enum Command {
     /// plain or .gz) through the exact limiter and the approximate counter,
     /// and report admitted, denied and the top offenders per policy.
     Replay(ReplayArgs),
+    /// Serve Envoy's rate-limit API (gRPC ShouldRateLimit, health) with
+    /// exact sliding windows, configured with envoyproxy/ratelimit's YAML.
+    #[cfg(feature = "serve")]
+    Serve(ServeArgs),
+}
+
+#[cfg(feature = "serve")]
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// The configuration: a YAML file, or a directory of them (one domain
+    /// each), in envoyproxy/ratelimit's format; re-read on change and on
+    /// SIGHUP.
+    #[arg(long, value_name = "PATH")]
+    config: std::path::PathBuf,
+    /// Where to serve gRPC, e.g. `0.0.0.0:8081`.
+    #[arg(long, value_name = "ADDR:PORT")]
+    grpc: std::net::SocketAddr,
+    /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<std::net::SocketAddr>,
+    /// Consume a request's descriptors only if every one fits (Envoy's own
+    /// service consumes each that fits even when another is over).
+    #[arg(long)]
+    all_or_nothing: bool,
 }
 
 #[derive(Args, Debug)]
@@ -196,6 +222,13 @@ fn main() {
     let result = match cli.command.unwrap_or(Command::Demo(DemoArgs::default())) {
         Command::Demo(args) => demo(&args),
         Command::Bench(args) => bench::run(args.seconds, args.threads.max(1)),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::run(&serve::Options {
+            config: args.config,
+            grpc: args.grpc,
+            metrics: args.metrics,
+            all_or_nothing: args.all_or_nothing,
+        }),
         Command::Replay(args) => replay::run(&replay::Options {
             file: args.file,
             policies: args.limits,

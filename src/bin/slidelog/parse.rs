@@ -91,7 +91,7 @@ pub(crate) fn show_duration(d: Duration) -> String {
         ("ms", 1_000_000),
         ("us", 1_000),
     ] {
-        if ns >= scale && ns % scale == 0 {
+        if ns >= scale && ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }

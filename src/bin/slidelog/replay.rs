@@ -312,12 +312,12 @@ pub(crate) fn replay<R: BufRead>(
         if summary.malformed_shown.len() < MALFORMED_SHOWN {
             summary.malformed_shown.push(error.clone());
         }
-        if let MalformedLimit::Count(n) = limit {
-            if summary.malformed > n {
-                return Err(format!(
-                    "more than {n} malformed lines (--skip-malformed {limit}); the last: {error}"
-                ));
-            }
+        if let MalformedLimit::Count(n) = limit
+            && summary.malformed > n
+        {
+            return Err(format!(
+                "more than {n} malformed lines (--skip-malformed {limit}); the last: {error}"
+            ));
         }
         Ok(())
     };
@@ -367,10 +367,10 @@ pub(crate) fn replay<R: BufRead>(
         })?;
         clock.set(clock_now(&clock).max(t));
         summary.requests += 1;
-        if summary.requests % 4_096 == 0 {
+        if summary.requests.is_multiple_of(4_096) {
             progress(summary.requests);
         }
-        if summary.requests % 65_536 == 0 {
+        if summary.requests.is_multiple_of(65_536) {
             // Keyed limiters sweep on their own only under memory pressure;
             // a long log of many keys is swept as it goes.
             exact.retain_recent();
@@ -433,14 +433,14 @@ pub(crate) fn replay<R: BufRead>(
         }
         summary.differs += u64::from(pass != counter_pass);
     }
-    if let Some(limit) = options.skip_malformed {
-        if limit.exceeded(summary.malformed, lines) {
-            return Err(format!(
-                "{} of {lines} lines are malformed, above --skip-malformed {limit} (first: {})",
-                summary.malformed,
-                summary.malformed_shown.join("; ")
-            ));
-        }
+    if let Some(limit) = options.skip_malformed
+        && limit.exceeded(summary.malformed, lines)
+    {
+        return Err(format!(
+            "{} of {lines} lines are malformed, above --skip-malformed {limit} (first: {})",
+            summary.malformed,
+            summary.malformed_shown.join("; ")
+        ));
     }
     summary.policies = lanes.iter().map(|l| (l.policy, l.denied_by)).collect();
     let mut keys: Vec<(String, KeyStats)> = stats.into_iter().collect();

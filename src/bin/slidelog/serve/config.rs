@@ -1,0 +1,391 @@
+//! The service's configuration: envoyproxy/ratelimit's YAML format, so
+//! existing files load unchanged, plus two documented extensions (`window`
+//! for any duration instead of `unit`, and `rate_limits` for several limits
+//! on one descriptor, checked all or nothing on one ring).
+//!
+//! ```yaml
+//! domain: edge
+//! descriptors:
+//!   - key: remote_address            # no value: each address its own limit
+//!     rate_limit: {unit: second, requests_per_unit: 10}
+//!   - key: api_key
+//!     value: partner
+//!     rate_limits:                   # extension: several limits at once
+//!       - {unit: second, requests_per_unit: 100}
+//!       - {window: 90s, requests_per_unit: 5000}
+//!     shadow_mode: true              # decide and count, answer OK
+//!   - key: path
+//!     value: /health
+//!     rate_limit: {unlimited: true}
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use slidelog::Quota;
+
+/// One file: a domain and its descriptor tree.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    domain: String,
+    #[serde(default)]
+    descriptors: Vec<DescriptorConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DescriptorConfig {
+    key: String,
+    value: Option<String>,
+    rate_limit: Option<RateLimitConfig>,
+    /// Extension: several limits on this descriptor, all or nothing.
+    rate_limits: Option<Vec<RateLimitConfig>>,
+    #[serde(default)]
+    descriptors: Vec<DescriptorConfig>,
+    #[serde(default)]
+    shadow_mode: bool,
+    /// Accepted for compatibility (every descriptor has its own series).
+    #[serde(default)]
+    #[allow(dead_code)]
+    detailed_metric: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateLimitConfig {
+    unit: Option<Unit>,
+    requests_per_unit: Option<u32>,
+    /// Extension: any window (`90s`, `250ms`, `2h`) instead of `unit`.
+    window: Option<String>,
+    #[serde(default)]
+    unlimited: bool,
+    name: Option<String>,
+}
+
+/// envoyproxy/ratelimit's units.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Unit {
+    Second,
+    Minute,
+    Hour,
+    Day,
+    Week,
+    Month,
+    Year,
+}
+
+impl Unit {
+    fn duration(self) -> Duration {
+        let day = 86_400;
+        Duration::from_secs(match self {
+            Unit::Second => 1,
+            Unit::Minute => 60,
+            Unit::Hour => 3_600,
+            Unit::Day => day,
+            Unit::Week => 7 * day,
+            Unit::Month => 30 * day,
+            Unit::Year => 365 * day,
+        })
+    }
+}
+
+/// One limit as `DescriptorStatus.current_limit` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Shown {
+    pub(crate) requests_per_unit: u32,
+    /// `None` for a `window` that is not a unit.
+    pub(crate) unit: Option<Unit>,
+    pub(crate) name: String,
+}
+
+/// What a matched descriptor is limited by.
+#[derive(Clone, Debug)]
+pub(crate) enum Limit {
+    /// A node without a limit of its own (only its children limit).
+    None,
+    /// `unlimited: true`: always OK, never counted.
+    Unlimited,
+    /// The policies, and how each is reported.
+    Quota(Quota, Vec<Shown>),
+}
+
+/// One node of a domain's descriptor tree.
+#[derive(Clone, Debug)]
+pub(crate) struct Rule {
+    pub(crate) key: String,
+    /// `None`: each distinct value has its own limit.
+    pub(crate) value: Option<String>,
+    pub(crate) limit: Limit,
+    pub(crate) shadow: bool,
+    /// For metrics: the path of keys (and values where given) to here.
+    pub(crate) label: String,
+    pub(crate) children: Vec<Rule>,
+}
+
+/// Every domain's tree, and the files they came from.
+#[derive(Debug, Default)]
+pub(crate) struct Config {
+    pub(crate) domains: HashMap<String, Vec<Rule>>,
+    pub(crate) files: Vec<PathBuf>,
+}
+
+impl Config {
+    /// Loads `path`: a YAML file, or every `.yaml`/`.yml` file of a
+    /// directory (one domain each). Errors name the file, the line and
+    /// what is wrong.
+    pub(crate) fn load(path: &Path) -> Result<Config, String> {
+        let files = if path.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(format!("{}: no .yaml or .yml file", path.display()));
+            }
+            files
+        } else {
+            vec![path.to_path_buf()]
+        };
+        let mut config = Config::default();
+        for file in &files {
+            let text =
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let (domain, rules) = parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            if config.domains.insert(domain.clone(), rules).is_some() {
+                return Err(format!(
+                    "{}: domain `{domain}` is also defined by an earlier file",
+                    file.display()
+                ));
+            }
+        }
+        config.files = files;
+        Ok(config)
+    }
+
+    /// The rule that limits `entries` of `domain`: at each level the
+    /// descriptor with this key and this value, else the one with this key
+    /// and no value; `None` if the tree has no such path.
+    pub(crate) fn matching(&self, domain: &str, entries: &[(String, String)]) -> Option<&Rule> {
+        let mut level = self.domains.get(domain)?;
+        let mut found = None;
+        for (key, value) in entries {
+            let rule = level
+                .iter()
+                .find(|r| r.key == *key && r.value.as_deref() == Some(value))
+                .or_else(|| level.iter().find(|r| r.key == *key && r.value.is_none()))?;
+            found = Some(rule);
+            level = &rule.children;
+        }
+        found
+    }
+}
+
+/// Parses one file's text into its domain and tree.
+pub(crate) fn parse(text: &str) -> Result<(String, Vec<Rule>), String> {
+    let file: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| match e.location() {
+        Some(at) => format!("line {}, column {}: {e}", at.line(), at.column()),
+        None => e.to_string(),
+    })?;
+    if file.domain.trim().is_empty() {
+        return Err("`domain` is empty".into());
+    }
+    let rules = compile(&file.descriptors, "")?;
+    Ok((file.domain, rules))
+}
+
+fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, String> {
+    let mut rules: Vec<Rule> = Vec::with_capacity(descriptors.len());
+    for d in descriptors {
+        let here = match &d.value {
+            Some(v) => format!("{}={}", d.key, v),
+            None => d.key.clone(),
+        };
+        let label = if parent.is_empty() {
+            here
+        } else {
+            format!("{parent}.{here}")
+        };
+        if d.key.is_empty() {
+            return Err(format!("descriptor `{label}`: `key` is empty"));
+        }
+        if rules.iter().any(|r| r.key == d.key && r.value == d.value) {
+            return Err(format!(
+                "descriptor `{label}` is defined twice at the same level"
+            ));
+        }
+        let limits: Vec<&RateLimitConfig> = match (&d.rate_limit, &d.rate_limits) {
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "descriptor `{label}`: give `rate_limit` or `rate_limits`, not both"
+                ));
+            }
+            (Some(one), None) => vec![one],
+            (None, Some(many)) => many.iter().collect(),
+            (None, None) => Vec::new(),
+        };
+        let limit = if limits.is_empty() {
+            Limit::None
+        } else if limits.iter().any(|l| l.unlimited) {
+            if limits.len() > 1 {
+                return Err(format!(
+                    "descriptor `{label}`: `unlimited` cannot be combined with other limits"
+                ));
+            }
+            Limit::Unlimited
+        } else {
+            let mut quota: Option<Quota> = None;
+            let mut shown = Vec::new();
+            for l in limits {
+                let rpu = l.requests_per_unit.ok_or_else(|| {
+                    format!("descriptor `{label}`: `requests_per_unit` is missing")
+                })?;
+                let window = match (&l.unit, &l.window) {
+                    (Some(unit), None) => unit.duration(),
+                    (None, Some(w)) => crate::parse::duration(w)
+                        .map_err(|e| format!("descriptor `{label}`: window `{w}`: {e}"))?,
+                    (Some(_), Some(_)) => {
+                        return Err(format!(
+                            "descriptor `{label}`: give `unit` or `window`, not both"
+                        ));
+                    }
+                    (None, None) => {
+                        return Err(format!(
+                            "descriptor `{label}`: `unit` (second, minute, hour, day, week, month, year) or `window` is missing"
+                        ));
+                    }
+                };
+                quota = Some(
+                    match quota {
+                        None => Quota::new(rpu, window),
+                        Some(q) => q.and(rpu, window),
+                    }
+                    .map_err(|e| format!("descriptor `{label}`: {e}"))?,
+                );
+                shown.push(Shown {
+                    requests_per_unit: rpu,
+                    unit: l.unit,
+                    name: l.name.clone().unwrap_or_default(),
+                });
+            }
+            Limit::Quota(quota.expect("at least one limit"), shown)
+        };
+        rules.push(Rule {
+            key: d.key.clone(),
+            value: d.value.clone(),
+            limit,
+            shadow: d.shadow_mode,
+            children: compile(&d.descriptors, &label)?,
+            label,
+        });
+    }
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn envoy_files_load_and_match_as_envoy_does() {
+        let yaml = r#"
+domain: mongo_cps
+descriptors:
+  - key: database
+    value: users
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+  - key: database
+    rate_limit:
+      unit: second
+      requests_per_unit: 50
+  - key: remote_address
+    descriptors:
+      - key: path
+        rate_limits:
+          - {unit: second, requests_per_unit: 2}
+          - {window: 90s, requests_per_unit: 10, name: slow}
+    shadow_mode: true
+  - key: path
+    value: /health
+    rate_limit: {unlimited: true}
+"#;
+        let (domain, rules) = parse(yaml).unwrap();
+        let config = Config {
+            domains: HashMap::from([(domain, rules)]),
+            files: Vec::new(),
+        };
+        let rule = |e: &[(&str, &str)]| config.matching("mongo_cps", &entries(e));
+        assert_eq!(
+            rule(&[("database", "users")]).unwrap().label,
+            "database=users"
+        );
+        assert_eq!(rule(&[("database", "other")]).unwrap().label, "database");
+        let nested = rule(&[("remote_address", "1.2.3.4"), ("path", "/x")]).unwrap();
+        assert_eq!(nested.label, "remote_address.path");
+        match &nested.limit {
+            Limit::Quota(q, shown) => {
+                assert_eq!(q.policies().len(), 2);
+                assert_eq!(q.policies()[1].window, Duration::from_secs(90));
+                assert_eq!((shown[1].unit, shown[1].name.as_str()), (None, "slow"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            rule(&[("path", "/health")]).unwrap().limit,
+            Limit::Unlimited
+        ));
+        assert!(rule(&[("path", "/other")]).is_none());
+        assert!(rule(&[("unknown", "x")]).is_none());
+        assert!(
+            config
+                .matching("other_domain", &entries(&[("database", "users")]))
+                .is_none()
+        );
+        assert!(
+            rule(&[("remote_address", "1.2.3.4")])
+                .unwrap()
+                .children
+                .len()
+                == 1
+        );
+    }
+
+    #[test]
+    fn errors_say_where_and_what() {
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+            .unwrap_err();
+        assert!(e.contains("line 4") && e.contains("fortnight"), "{e}");
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unt: 1}\n")
+            .unwrap_err();
+        assert!(
+            e.contains("line 4") && e.contains("requests_per_unt"),
+            "{e}"
+        );
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second}\n")
+            .unwrap_err();
+        assert!(e.contains("`a`") && e.contains("requests_per_unit"), "{e}");
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
+            .unwrap_err();
+        assert!(e.contains("`a`") && e.contains("at least 1"), "{e}");
+        let e = parse("domain: ''\n").unwrap_err();
+        assert!(e.contains("domain"), "{e}");
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n  - key: a\n").unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+        assert!(parse(": : :").is_err());
+    }
+}

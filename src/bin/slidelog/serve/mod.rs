@@ -1,0 +1,590 @@
+//! `slidelog serve`: an Envoy rate-limit service (`envoy.service.ratelimit.
+//! v3.RateLimitService/ShouldRateLimit`, and `grpc.health.v1.Health`) with
+//! exact sliding windows, configured with envoyproxy/ratelimit's YAML files.
+//!
+//! Each matched descriptor value is one key of an exact sliding-window log
+//! (a `KeyedLimiter` whose per-key quotas come from the configuration);
+//! `hits_addend` is a weighted check; several limits on one descriptor are
+//! one ring, all or nothing. The configuration is re-read when its files
+//! change and on SIGHUP: a valid one takes effect with every key's history
+//! kept (live reconfiguration), an invalid one is refused with the file,
+//! line and reason, and the previous one stays in force.
+
+mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit, rate_limit::Unit as PbUnit,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use slidelog::{Denied, DenyReason, KeyedLimiter, Quota};
+use tonic::{Request, Response, Status};
+
+use config::{Config, Limit, Rule, Unit};
+
+/// What `slidelog serve` was asked to do.
+#[derive(Debug)]
+pub(crate) struct Options {
+    pub(crate) config: PathBuf,
+    pub(crate) grpc: SocketAddr,
+    pub(crate) metrics: Option<SocketAddr>,
+    /// Check every descriptor first, and consume only if all fit.
+    pub(crate) all_or_nothing: bool,
+}
+
+/// Separators of a limiter key: domain, then `key value` pairs.
+const FIELD: char = '\u{1f}';
+const PAIR: char = '\u{1e}';
+
+/// The limiter key of a matched descriptor (its own quota is found again
+/// from the key, so a reload re-evaluates it).
+fn limiter_key(domain: &str, entries: &[(String, String)], over: Option<(u32, Unit)>) -> String {
+    let mut key = String::with_capacity(domain.len() + 32);
+    key.push_str(domain);
+    for (k, v) in entries {
+        key.push(FIELD);
+        key.push_str(k);
+        key.push(PAIR);
+        key.push_str(v);
+    }
+    if let Some((rpu, unit)) = over {
+        key.push(FIELD);
+        key.push_str(&format!("\u{0}{rpu}/{unit:?}"));
+    }
+    key
+}
+
+/// The quota of a limiter key under `config` (the inverse of `limiter_key`).
+fn quota_of(config: &Config, key: &str) -> Option<Quota> {
+    let mut fields = key.split(FIELD);
+    let domain = fields.next()?;
+    let mut entries = Vec::new();
+    for field in fields {
+        if let Some(over) = field.strip_prefix('\u{0}') {
+            let (rpu, unit) = over.split_once('/')?;
+            let unit = parse_unit(unit)?;
+            return Quota::new(rpu.parse().ok()?, unit_duration(unit)).ok();
+        }
+        let (k, v) = field.split_once(PAIR)?;
+        entries.push((k.to_string(), v.to_string()));
+    }
+    match &config.matching(domain, &entries)?.limit {
+        Limit::Quota(quota, _) => Some(quota.clone()),
+        _ => None,
+    }
+}
+
+fn parse_unit(text: &str) -> Option<Unit> {
+    [
+        Unit::Second,
+        Unit::Minute,
+        Unit::Hour,
+        Unit::Day,
+        Unit::Week,
+        Unit::Month,
+        Unit::Year,
+    ]
+    .into_iter()
+    .find(|u| format!("{u:?}") == text)
+}
+
+fn unit_duration(unit: Unit) -> Duration {
+    let day = 86_400;
+    Duration::from_secs(match unit {
+        Unit::Second => 1,
+        Unit::Minute => 60,
+        Unit::Hour => 3_600,
+        Unit::Day => day,
+        Unit::Week => 7 * day,
+        Unit::Month => 30 * day,
+        Unit::Year => 365 * day,
+    })
+}
+
+fn pb_unit(unit: Option<Unit>) -> PbUnit {
+    match unit {
+        Some(Unit::Second) => PbUnit::Second,
+        Some(Unit::Minute) => PbUnit::Minute,
+        Some(Unit::Hour) => PbUnit::Hour,
+        Some(Unit::Day) => PbUnit::Day,
+        Some(Unit::Week) => PbUnit::Week,
+        Some(Unit::Month) => PbUnit::Month,
+        Some(Unit::Year) => PbUnit::Year,
+        None => PbUnit::Unknown,
+    }
+}
+
+fn from_pb_unit(unit: i32) -> Option<Unit> {
+    // envoy.type.v3.RateLimitUnit: 1 second .. 4 day, 5 month, 6 year, 7 week.
+    Some(match unit {
+        1 => Unit::Second,
+        2 => Unit::Minute,
+        3 => Unit::Hour,
+        4 => Unit::Day,
+        5 => Unit::Month,
+        6 => Unit::Year,
+        7 => Unit::Week,
+        _ => return None,
+    })
+}
+
+fn pb_duration(d: Duration) -> envoy_types::pb::google::protobuf::Duration {
+    envoy_types::pb::google::protobuf::Duration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: d.subsec_nanos() as i32,
+    }
+}
+
+/// The service: the configuration now, and the limiter of every key.
+pub(crate) struct Service {
+    config: Arc<ArcSwap<Config>>,
+    limiter: Arc<KeyedLimiter<String>>,
+    all_or_nothing: bool,
+}
+
+/// One descriptor of a request, matched.
+struct Matched<'c> {
+    key: String,
+    rule: &'c Rule,
+    hits: u32,
+    /// A request's own limit (`RateLimitDescriptor.limit`), honoured.
+    over: Option<(u32, Unit)>,
+}
+
+impl Service {
+    pub(crate) fn new(config: Config, all_or_nothing: bool) -> Result<Service, String> {
+        let config = Arc::new(ArcSwap::from_pointee(config));
+        let current = Arc::clone(&config);
+        // Keys without a limit of their own are never checked; the default
+        // is only the type's requirement.
+        let limiter = KeyedLimiter::<String>::builder(u32::MAX >> 12, Duration::from_secs(1))
+            .quota(move |key: &String| quota_of(&current.load(), key))
+            .name("rls")
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Service {
+            config,
+            limiter: Arc::new(limiter),
+            all_or_nothing,
+        })
+    }
+
+    /// Applies a new configuration: every live key whose limits changed
+    /// keeps its history under the new ones.
+    pub(crate) fn reload(&self, config: Config) {
+        self.config.store(Arc::new(config));
+        let default = Quota::new(u32::MAX >> 12, Duration::from_secs(1)).expect("a valid quota");
+        let _ = self.limiter.reconfigure(default);
+    }
+
+    /// `ShouldRateLimit`, decided.
+    pub(crate) fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        let started = Instant::now();
+        if request.domain.is_empty() {
+            return Err(Status::invalid_argument("the domain is empty"));
+        }
+        if request.descriptors.is_empty() {
+            return Err(Status::invalid_argument("no descriptors"));
+        }
+        let config = self.config.load();
+        let mut matched: Vec<Option<Matched<'_>>> = Vec::with_capacity(request.descriptors.len());
+        for (i, descriptor) in request.descriptors.iter().enumerate() {
+            matched.push(self.matched(
+                &config,
+                &request.domain,
+                descriptor,
+                request.hits_addend,
+                i,
+            )?);
+        }
+        // All or nothing: refuse everything if any descriptor is over,
+        // recording nothing (a concurrent request can still fill a window
+        // between this look and the checks below: see the docs).
+        let dry = self.all_or_nothing
+            && matched.iter().flatten().any(|m| {
+                !m.rule.shadow
+                    && matches!(m.rule.limit, Limit::Quota(..))
+                    && self.limiter.peek_n(m.key.as_str(), m.hits).is_err()
+            });
+        let mut overall = Code::Ok;
+        let mut statuses = Vec::with_capacity(matched.len());
+        for m in &matched {
+            let status = match m {
+                None => DescriptorStatus {
+                    code: Code::Ok as i32,
+                    ..Default::default()
+                },
+                Some(m) => self.status(&request.domain, m, dry),
+            };
+            if status.code == Code::OverLimit as i32 {
+                overall = Code::OverLimit;
+            }
+            statuses.push(status);
+        }
+        metrics::histogram!("slidelog_rls_request_seconds").record(started.elapsed().as_secs_f64());
+        Ok(RateLimitResponse {
+            overall_code: overall as i32,
+            statuses,
+            ..Default::default()
+        })
+    }
+
+    fn matched<'c>(
+        &self,
+        config: &'c Config,
+        domain: &str,
+        descriptor: &RateLimitDescriptor,
+        request_hits: u32,
+        index: usize,
+    ) -> Result<Option<Matched<'c>>, Status> {
+        if descriptor.entries.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "descriptor {index} has no entries"
+            )));
+        }
+        let mut entries = Vec::with_capacity(descriptor.entries.len());
+        for entry in &descriptor.entries {
+            if entry.key.is_empty() {
+                return Err(Status::invalid_argument(format!(
+                    "descriptor {index} has an entry without a key"
+                )));
+            }
+            entries.push((entry.key.clone(), entry.value.clone()));
+        }
+        let hits = match descriptor.hits_addend.as_ref().map(|h| h.value) {
+            Some(h) => u32::try_from(h).map_err(|_| {
+                Status::invalid_argument(format!(
+                    "descriptor {index}: hits_addend {h} is too large"
+                ))
+            })?,
+            None => request_hits,
+        }
+        .max(1);
+        let over = match &descriptor.limit {
+            None => None,
+            Some(limit) => {
+                let unit = from_pb_unit(limit.unit).ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "descriptor {index}: a limit override without a unit"
+                    ))
+                })?;
+                if limit.requests_per_unit == 0 {
+                    return Err(Status::invalid_argument(format!(
+                        "descriptor {index}: a limit override of 0 requests"
+                    )));
+                }
+                Some((limit.requests_per_unit, unit))
+            }
+        };
+        let Some(rule) = config.matching(domain, &entries) else {
+            return Ok(None);
+        };
+        Ok(Some(Matched {
+            key: limiter_key(domain, &entries, over),
+            rule,
+            hits,
+            over,
+        }))
+    }
+
+    fn status(&self, domain: &str, m: &Matched<'_>, dry: bool) -> DescriptorStatus {
+        let ok = DescriptorStatus {
+            code: Code::Ok as i32,
+            ..Default::default()
+        };
+        let shown = match (&m.rule.limit, m.over) {
+            (_, Some((rpu, unit))) => vec![config::Shown {
+                requests_per_unit: rpu,
+                unit: Some(unit),
+                name: String::new(),
+            }],
+            (Limit::Quota(_, shown), None) => shown.clone(),
+            (Limit::None | Limit::Unlimited, None) => return ok,
+        };
+        let labels = [
+            ("domain", domain.to_string()),
+            ("descriptor", m.rule.label.clone()),
+        ];
+        metrics::counter!("slidelog_rls_hits_total", &labels).increment(u64::from(m.hits));
+        let decision = if dry {
+            self.limiter.peek_n(m.key.as_str(), m.hits)
+        } else {
+            self.limiter.check_n(m.key.as_str(), m.hits)
+        };
+        let limit_of = |policy: usize| {
+            let s = &shown[policy.min(shown.len() - 1)];
+            RateLimit {
+                name: s.name.clone(),
+                requests_per_unit: s.requests_per_unit,
+                unit: pb_unit(s.unit) as i32,
+            }
+        };
+        match decision {
+            Ok(admitted) if !dry => {
+                let limit = &shown[admitted.policy().min(shown.len() - 1)];
+                if u64::from(admitted.remaining()) * 5 < u64::from(limit.requests_per_unit) {
+                    metrics::counter!("slidelog_rls_near_limit_total", &labels).increment(1);
+                }
+                DescriptorStatus {
+                    code: Code::Ok as i32,
+                    current_limit: Some(limit_of(admitted.policy())),
+                    limit_remaining: admitted.remaining(),
+                    duration_until_reset: Some(pb_duration(
+                        self.until_growth(&m.key, admitted.remaining()),
+                    )),
+                    ..Default::default()
+                }
+            }
+            // A dry run of an all-or-nothing request that another
+            // descriptor refused: nothing was recorded for this one.
+            Ok(admitted) => DescriptorStatus {
+                code: Code::Ok as i32,
+                current_limit: Some(limit_of(admitted.policy())),
+                limit_remaining: admitted.remaining().saturating_add(m.hits),
+                ..Default::default()
+            },
+            Err(denied) => self.over(&labels, m, &denied, limit_of(denied.policy())),
+        }
+    }
+
+    fn over(
+        &self,
+        labels: &[(&'static str, String); 2],
+        m: &Matched<'_>,
+        denied: &Denied,
+        limit: RateLimit,
+    ) -> DescriptorStatus {
+        let wait = match denied.reason() {
+            DenyReason::RateLimited => denied.retry_after(),
+            _ => Duration::ZERO,
+        };
+        if m.rule.shadow {
+            metrics::counter!("slidelog_rls_shadow_mode_total", labels).increment(1);
+            return DescriptorStatus {
+                code: Code::Ok as i32,
+                current_limit: Some(limit),
+                limit_remaining: 0,
+                duration_until_reset: Some(pb_duration(wait)),
+                ..Default::default()
+            };
+        }
+        metrics::counter!("slidelog_rls_over_limit_total", labels).increment(1);
+        DescriptorStatus {
+            code: Code::OverLimit as i32,
+            current_limit: Some(limit),
+            limit_remaining: 0,
+            duration_until_reset: Some(pb_duration(wait)),
+            ..Default::default()
+        }
+    }
+
+    /// When the oldest admission in the window leaves it (the IETF `t`):
+    /// the dry run of one unit more than `remaining` waits exactly that.
+    fn until_growth(&self, key: &str, remaining: u32) -> Duration {
+        match self.limiter.peek_n(key, remaining.saturating_add(1)) {
+            Err(denied) if denied.reason() == DenyReason::RateLimited => denied.retry_after(),
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// The gRPC face of a shared [`Service`].
+struct Grpc(Arc<Service>);
+
+#[tonic::async_trait]
+impl RateLimitService for Grpc {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        self.0.decide(request.get_ref()).map(Response::new)
+    }
+}
+
+/// Loads the configuration, then serves until SIGTERM or Ctrl-C (calls in
+/// flight finish), re-reading it on change and on SIGHUP.
+pub(crate) fn run(options: &Options) -> Result<(), String> {
+    let config = Config::load(&options.config)?;
+    let domains = config.domains.len();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        if let Some(addr) = options.metrics {
+            serve_metrics(addr).await?;
+        }
+        let service = Arc::new(Service::new(config, options.all_or_nothing)?);
+        watch(&options.config, Arc::clone(&service))?;
+        let (reporter, health) = tonic_health::server::health_reporter();
+        reporter.set_serving::<RateLimitServiceServer<Grpc>>().await;
+        let listener = tokio::net::TcpListener::bind(options.grpc)
+            .await
+            .map_err(|e| format!("--grpc {}: {e}", options.grpc))?;
+        eprintln!(
+            "slidelog serve: {domains} domain{} from {}, gRPC on {}",
+            if domains == 1 { "" } else { "s" },
+            options.config.display(),
+            listener.local_addr().map_err(|e| e.to_string())?
+        );
+        tonic::transport::Server::builder()
+            .add_service(health)
+            .add_service(RateLimitServiceServer::new(Grpc(service)))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener),
+                shutdown_signal(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        eprintln!("slidelog serve: stopped");
+        Ok(())
+    })
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    eprintln!("slidelog serve: shutting down (calls in flight finish)");
+}
+
+/// Re-reads the configuration when `path` changes (a file watcher) and on
+/// SIGHUP.
+fn watch(path: &std::path::Path, service: Arc<Service>) -> Result<(), String> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let on_change = tx.clone();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|e| !e.kind.is_access()) {
+            let _ = on_change.send(());
+        }
+    })
+    .map_err(|e| format!("watching {}: {e}", path.display()))?;
+    use notify::Watcher;
+    // Watch the directory (editors replace files by renaming over them).
+    let watched = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), PathBuf::from)
+    };
+    watcher
+        .watch(&watched, notify::RecursiveMode::NonRecursive)
+        .map_err(|e| format!("watching {}: {e}", watched.display()))?;
+    #[cfg(unix)]
+    {
+        let on_hup = tx;
+        tokio::spawn(async move {
+            if let Ok(mut hup) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            {
+                while hup.recv().await.is_some() {
+                    let _ = on_hup.send(());
+                }
+            }
+        });
+    }
+    let path = path.to_path_buf();
+    tokio::spawn(async move {
+        let _watcher = watcher; // lives as long as the loop
+        let mut last = None::<String>;
+        while rx.recv().await.is_some() {
+            // Let a burst of events (write, rename) settle.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            while rx.try_recv().is_ok() {}
+            match Config::load(&path) {
+                Ok(config) => {
+                    let domains = config.domains.len();
+                    service.reload(config);
+                    last = None;
+                    eprintln!(
+                        "slidelog serve: reloaded {} ({domains} domains); history kept",
+                        path.display()
+                    );
+                }
+                Err(e) => {
+                    if last.as_deref() != Some(e.as_str()) {
+                        eprintln!(
+                            "slidelog serve: reload refused, the previous configuration stays: {e}"
+                        );
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Serves Prometheus metrics on `addr` (`/metrics`).
+async fn serve_metrics(addr: SocketAddr) -> Result<(), String> {
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| format!("--metrics: {e}"))?;
+    describe();
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("--metrics {addr}: {e}"))?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || async move { handle.render() }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(())
+}
+
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_histogram};
+    describe_counter!(
+        "slidelog_rls_hits_total",
+        Unit::Count,
+        "Hits (hits_addend units) per domain and descriptor."
+    );
+    describe_counter!(
+        "slidelog_rls_over_limit_total",
+        Unit::Count,
+        "Descriptors answered OVER_LIMIT."
+    );
+    describe_counter!(
+        "slidelog_rls_near_limit_total",
+        Unit::Count,
+        "Admissions that left less than a fifth of the limit."
+    );
+    describe_counter!(
+        "slidelog_rls_shadow_mode_total",
+        Unit::Count,
+        "Over-limit descriptors answered OK in shadow mode."
+    );
+    describe_histogram!(
+        "slidelog_rls_request_seconds",
+        Unit::Seconds,
+        "Time to decide one ShouldRateLimit call."
+    );
+}

@@ -1,0 +1,397 @@
+//! `slidelog serve` end to end: the binary serving Envoy's rate-limit API on
+//! loopback, asked by a real tonic client (Envoy's own protos): exact
+//! sliding windows at the edge where a fixed window would admit twice,
+//! nested and wildcard descriptors, several limits on one descriptor,
+//! `hits_addend`, shadow mode, unlimited and unknown descriptors, malformed
+//! requests, health, and reloads that keep the history (an invalid one
+//! refused).
+
+#![cfg(feature = "serve")]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tonic::transport::Channel;
+
+/// A running `slidelog serve`, killed on drop; its stderr lines arrive on
+/// `log`.
+struct Server {
+    child: Child,
+    port: u16,
+    log: mpsc::Receiver<String>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(config: &Path) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--grpc", &format!("127.0.0.1:{port}")])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, log) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let server = Server { child, port, log };
+        server.wait_for("gRPC on");
+        server
+    }
+
+    /// Waits (up to 10 s) for a stderr line containing `needle`.
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no `{needle}` from slidelog serve within 10 s"),
+            }
+        }
+    }
+
+    async fn client(&self) -> RateLimitServiceClient<Channel> {
+        RateLimitServiceClient::connect(format!("http://127.0.0.1:{}", self.port))
+            .await
+            .unwrap()
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("slidelog-serve-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn descriptor(entries: &[(&str, &str)], hits: Option<u64>) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: k.to_string(),
+                value: v.to_string(),
+            })
+            .collect(),
+        hits_addend: hits.map(|value| envoy_types::pb::google::protobuf::UInt64Value { value }),
+        ..Default::default()
+    }
+}
+
+async fn ask(
+    client: &mut RateLimitServiceClient<Channel>,
+    domain: &str,
+    descriptors: Vec<RateLimitDescriptor>,
+) -> RateLimitResponse {
+    client
+        .should_rate_limit(RateLimitRequest {
+            domain: domain.into(),
+            descriptors,
+            hits_addend: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// One descriptor's status.
+async fn one(
+    client: &mut RateLimitServiceClient<Channel>,
+    domain: &str,
+    entries: &[(&str, &str)],
+    hits: Option<u64>,
+) -> DescriptorStatus {
+    let response = ask(client, domain, vec![descriptor(entries, hits)]).await;
+    assert_eq!(response.statuses.len(), 1);
+    response.statuses[0].clone()
+}
+
+fn code(status: &DescriptorStatus) -> Code {
+    Code::try_from(status.code).unwrap()
+}
+
+const CONFIG: &str = r#"
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: tier
+    value: gold
+    rate_limits:
+      - {unit: second, requests_per_unit: 5}
+      - {window: 60s, requests_per_unit: 6, name: per-minute}
+  - key: path
+    value: /health
+    rate_limit: {unlimited: true}
+  - key: user
+    descriptors:
+      - key: action
+        value: login
+        rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: canary
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+"#;
+
+/// Sleeps until the wall clock is `at` seconds into a second.
+fn until_fraction(at: f64) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let into = f64::from(now.subsec_nanos()) / 1e9;
+    let wait = if into < at {
+        at - into
+    } else {
+        1.0 - into + at
+    };
+    std::thread::sleep(Duration::from_secs_f64(wait));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_windows_and_envoy_semantics_over_grpc() {
+    let dir = temp_dir("semantics");
+    std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
+    let server = Server::start(&dir);
+    let mut client = server.client().await;
+    let ip = |a: &'static str| [("remote_address", a)];
+
+    // Exact at the edge: three late in one second; just after the next
+    // whole second a fixed-window service would start counting afresh and
+    // admit three more. The sliding window holds them until a full second
+    // after the first three.
+    until_fraction(0.75);
+    let first = Instant::now();
+    for left in [2, 1, 0] {
+        let s = one(&mut client, "edge", &ip("10.0.0.1"), None).await;
+        assert_eq!((code(&s), s.limit_remaining), (Code::Ok, left));
+        let limit = s.current_limit.unwrap();
+        assert_eq!((limit.requests_per_unit, limit.unit), (3, 1)); // SECOND
+    }
+    until_fraction(0.05); // past the boundary a fixed window resets at
+    assert!(first.elapsed() < Duration::from_millis(900));
+    let s = one(&mut client, "edge", &ip("10.0.0.1"), None).await;
+    assert_eq!(code(&s), Code::OverLimit, "a fixed window would admit here");
+    let reset = s.duration_until_reset.unwrap();
+    assert!(reset.seconds == 0 && reset.nanos > 0, "{reset:?}");
+    // Each address has its own limit (a key without a value).
+    let s = one(&mut client, "edge", &ip("10.0.0.2"), None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
+    // A second after the first three, room again.
+    tokio::time::sleep(
+        Duration::from_secs(1).saturating_sub(first.elapsed()) + Duration::from_millis(50),
+    )
+    .await;
+    let s = one(&mut client, "edge", &ip("10.0.0.1"), None).await;
+    assert_eq!(code(&s), Code::Ok);
+
+    // Several limits on one descriptor, all or nothing on one ring.
+    let gold = [("tier", "gold")];
+    for _ in 0..5 {
+        assert_eq!(code(&one(&mut client, "edge", &gold, None).await), Code::Ok);
+    }
+    let s = one(&mut client, "edge", &gold, None).await;
+    assert_eq!(code(&s), Code::OverLimit);
+    assert_eq!(s.current_limit.unwrap().requests_per_unit, 5);
+    tokio::time::sleep(Duration::from_millis(1_050)).await;
+    let s = one(&mut client, "edge", &gold, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 0));
+    let s = one(&mut client, "edge", &gold, None).await;
+    assert_eq!(code(&s), Code::OverLimit, "the minute's six are used");
+    let limit = s.current_limit.unwrap();
+    assert_eq!(
+        (limit.requests_per_unit, limit.unit, limit.name.as_str()),
+        (6, 0, "per-minute")
+    );
+
+    // Nested descriptors and hits_addend (a weighted check).
+    let login = [("user", "ann"), ("action", "login")];
+    let s = one(&mut client, "edge", &login, Some(2)).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 0));
+    assert_eq!(
+        code(&one(&mut client, "edge", &login, None).await),
+        Code::OverLimit
+    );
+    let other_user = one(
+        &mut client,
+        "edge",
+        &[("user", "bob"), ("action", "login")],
+        None,
+    )
+    .await;
+    assert_eq!(code(&other_user), Code::Ok);
+    // No rule for this path of the tree, an unknown domain, unlimited: OK.
+    let s = one(
+        &mut client,
+        "edge",
+        &[("user", "ann"), ("action", "logout")],
+        None,
+    )
+    .await;
+    assert_eq!((code(&s), s.current_limit), (Code::Ok, None));
+    assert_eq!(
+        code(&one(&mut client, "nowhere", &ip("10.0.0.1"), None).await),
+        Code::Ok
+    );
+    for _ in 0..10 {
+        assert_eq!(
+            code(&one(&mut client, "edge", &[("path", "/health")], None).await),
+            Code::Ok
+        );
+    }
+
+    // Shadow mode: decided and counted, answered OK.
+    let canary = [("canary", "x")];
+    assert_eq!(
+        code(&one(&mut client, "edge", &canary, None).await),
+        Code::Ok
+    );
+    let s = one(&mut client, "edge", &canary, None).await;
+    assert_eq!(
+        (code(&s), s.limit_remaining),
+        (Code::Ok, 0),
+        "over, but in shadow mode"
+    );
+
+    // Overall OVER_LIMIT if any descriptor is over; each has its status.
+    let both = ask(
+        &mut client,
+        "edge",
+        vec![descriptor(&ip("10.0.0.9"), None), descriptor(&login, None)],
+    )
+    .await;
+    assert_eq!(Code::try_from(both.overall_code).unwrap(), Code::OverLimit);
+    assert_eq!(code(&both.statuses[0]), Code::Ok);
+    assert_eq!(code(&both.statuses[1]), Code::OverLimit);
+
+    // Malformed requests: INVALID_ARGUMENT.
+    for bad in [
+        RateLimitRequest {
+            domain: String::new(),
+            descriptors: vec![descriptor(&ip("1.1.1.1"), None)],
+            hits_addend: 0,
+        },
+        RateLimitRequest {
+            domain: "edge".into(),
+            descriptors: vec![descriptor(&[], None)],
+            hits_addend: 0,
+        },
+        RateLimitRequest {
+            domain: "edge".into(),
+            descriptors: vec![],
+            hits_addend: 0,
+        },
+    ] {
+        let status = client.should_rate_limit(bad).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    }
+
+    // Health: SERVING.
+    let channel = Channel::from_shared(format!("http://127.0.0.1:{}", server.port))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let reply = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.status, 1); // SERVING
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_keep_history_and_refuse_invalid_files() {
+    let dir = temp_dir("reload");
+    let file = dir.join("api.yaml");
+    let config = |limit: u32| {
+        format!(
+            "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {{unit: minute, requests_per_unit: {limit}}}\n"
+        )
+    };
+    std::fs::write(&file, config(5)).unwrap();
+    let server = Server::start(&file);
+    let mut client = server.client().await;
+    let me = [("client", "c1")];
+    for left in [4, 3, 2, 1] {
+        let s = one(&mut client, "api", &me, None).await;
+        assert_eq!((code(&s), s.limit_remaining), (Code::Ok, left));
+    }
+    // Cut to 3 while four are in the window: denied at once, no free burst.
+    std::fs::write(&file, config(3)).unwrap();
+    server.wait_for("reloaded");
+    let s = one(&mut client, "api", &me, None).await;
+    assert_eq!(code(&s), Code::OverLimit);
+    assert_eq!(s.current_limit.unwrap().requests_per_unit, 3);
+    // An invalid file is refused with its line; the cut stays in force.
+    std::fs::write(&file, "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: lightyear, requests_per_unit: 9}\n").unwrap();
+    let refused = server.wait_for("reload refused");
+    assert!(
+        refused.contains("api.yaml") && refused.contains("line 4") && refused.contains("lightyear"),
+        "{refused}"
+    );
+    assert_eq!(
+        code(&one(&mut client, "api", &me, None).await),
+        Code::OverLimit
+    );
+    // Raised to 10: the three the cut kept still count.
+    std::fs::write(&file, config(10)).unwrap();
+    server.wait_for("reloaded");
+    let s = one(&mut client, "api", &me, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 6));
+
+    // A missing or invalid file at start: a clear error, exit 2.
+    for (path, needle) in [
+        (dir.join("missing.yaml"), "missing.yaml"),
+        (
+            {
+                let bad = dir.join("bad.yaml");
+                std::fs::write(
+                    &bad,
+                    "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n",
+                )
+                .unwrap();
+                bad
+            },
+            "requests_per_unit",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+            .args([
+                "serve",
+                "--config",
+                path.to_str().unwrap(),
+                "--grpc",
+                "127.0.0.1:0",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+}
