@@ -38,6 +38,10 @@ impl Drop for Server {
 
 impl Server {
     fn start(config: &Path) -> Server {
+        Server::start_with(config, &[])
+    }
+
+    fn start_with(config: &Path, extra: &[&str]) -> Server {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -46,6 +50,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
             .args(["serve", "--config", config.to_str().unwrap()])
             .args(["--grpc", &format!("127.0.0.1:{port}")])
+            .args(extra)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -393,5 +398,60 @@ async fn reloads_keep_history_and_refuse_invalid_files() {
         assert_eq!(out.status.code(), Some(2));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(needle), "{stderr}");
+    }
+}
+
+/// The example configuration in `examples/envoy/` loads and serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_config_serves() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy/ratelimit.yaml");
+    let server = Server::start(&path);
+    let mut client = server.client().await;
+    for _ in 0..10 {
+        let s = one(&mut client, "edge", &[("remote_address", "192.0.2.1")], None).await;
+        assert_eq!(code(&s), Code::Ok);
+    }
+    let s = one(&mut client, "edge", &[("remote_address", "192.0.2.1")], None).await;
+    assert_eq!(code(&s), Code::OverLimit);
+    let s = one(&mut client, "edge", &[("api_key", "k1"), ("path", "/api")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 99));
+    let s = one(&mut client, "edge", &[("path", "/health")], None).await;
+    assert_eq!(code(&s), Code::Ok);
+}
+
+/// `--metrics`: Prometheus series per domain and descriptor, scraped over
+/// HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_per_domain_and_descriptor() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = temp_dir("metrics");
+    std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Server::start_with(&dir, &["--metrics", &format!("127.0.0.1:{metrics_port}")]);
+    let mut client = server.client().await;
+    for _ in 0..4 {
+        let _ = one(&mut client, "edge", &[("remote_address", "198.51.100.1")], None).await;
+    }
+    let _ = one(&mut client, "edge", &[("canary", "x")], None).await;
+    let _ = one(&mut client, "edge", &[("canary", "x")], None).await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", metrics_port)).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut scrape = String::new();
+    stream.read_to_string(&mut scrape).await.unwrap();
+    for series in [
+        r#"slidelog_rls_hits_total{domain="edge",descriptor="remote_address"} 4"#,
+        r#"slidelog_rls_over_limit_total{domain="edge",descriptor="remote_address"} 1"#,
+        r#"slidelog_rls_near_limit_total{domain="edge",descriptor="remote_address"} 1"#,
+        r#"slidelog_rls_shadow_mode_total{domain="edge",descriptor="canary"} 1"#,
+        "# HELP slidelog_rls_request_seconds",
+    ] {
+        assert!(scrape.contains(series), "no {series} in\n{scrape}");
     }
 }
