@@ -408,12 +408,30 @@ async fn the_example_config_serves() {
     let server = Server::start(&path);
     let mut client = server.client().await;
     for _ in 0..10 {
-        let s = one(&mut client, "edge", &[("remote_address", "192.0.2.1")], None).await;
+        let s = one(
+            &mut client,
+            "edge",
+            &[("remote_address", "192.0.2.1")],
+            None,
+        )
+        .await;
         assert_eq!(code(&s), Code::Ok);
     }
-    let s = one(&mut client, "edge", &[("remote_address", "192.0.2.1")], None).await;
+    let s = one(
+        &mut client,
+        "edge",
+        &[("remote_address", "192.0.2.1")],
+        None,
+    )
+    .await;
     assert_eq!(code(&s), Code::OverLimit);
-    let s = one(&mut client, "edge", &[("api_key", "k1"), ("path", "/api")], None).await;
+    let s = one(
+        &mut client,
+        "edge",
+        &[("api_key", "k1"), ("path", "/api")],
+        None,
+    )
+    .await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 99));
     let s = one(&mut client, "edge", &[("path", "/health")], None).await;
     assert_eq!(code(&s), Code::Ok);
@@ -434,11 +452,19 @@ async fn metrics_per_domain_and_descriptor() {
     let server = Server::start_with(&dir, &["--metrics", &format!("127.0.0.1:{metrics_port}")]);
     let mut client = server.client().await;
     for _ in 0..4 {
-        let _ = one(&mut client, "edge", &[("remote_address", "198.51.100.1")], None).await;
+        let _ = one(
+            &mut client,
+            "edge",
+            &[("remote_address", "198.51.100.1")],
+            None,
+        )
+        .await;
     }
     let _ = one(&mut client, "edge", &[("canary", "x")], None).await;
     let _ = one(&mut client, "edge", &[("canary", "x")], None).await;
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", metrics_port)).await.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", metrics_port))
+        .await
+        .unwrap();
     stream
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .await

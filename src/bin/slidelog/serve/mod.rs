@@ -149,6 +149,8 @@ pub(crate) struct Service {
     config: Arc<ArcSwap<Config>>,
     limiter: Arc<KeyedLimiter<String>>,
     all_or_nothing: bool,
+    /// Whether metrics are served (their labels are built only then).
+    metrics: bool,
 }
 
 /// One descriptor of a request, matched.
@@ -161,7 +163,11 @@ struct Matched<'c> {
 }
 
 impl Service {
-    pub(crate) fn new(config: Config, all_or_nothing: bool) -> Result<Service, String> {
+    pub(crate) fn new(
+        config: Config,
+        all_or_nothing: bool,
+        metrics: bool,
+    ) -> Result<Service, String> {
         let config = Arc::new(ArcSwap::from_pointee(config));
         let current = Arc::clone(&config);
         // Keys without a limit of their own are never checked; the default
@@ -175,6 +181,7 @@ impl Service {
             config,
             limiter: Arc::new(limiter),
             all_or_nothing,
+            metrics,
         })
     }
 
@@ -230,7 +237,10 @@ impl Service {
             }
             statuses.push(status);
         }
-        metrics::histogram!("slidelog_rls_request_seconds").record(started.elapsed().as_secs_f64());
+        if self.metrics {
+            metrics::histogram!("slidelog_rls_request_seconds")
+                .record(started.elapsed().as_secs_f64());
+        }
         Ok(RateLimitResponse {
             overall_code: overall as i32,
             statuses,
@@ -310,11 +320,15 @@ impl Service {
             (Limit::Quota(_, shown), None) => shown.clone(),
             (Limit::None | Limit::Unlimited, None) => return ok,
         };
-        let labels = [
-            ("domain", domain.to_string()),
-            ("descriptor", m.rule.label.clone()),
-        ];
-        metrics::counter!("slidelog_rls_hits_total", &labels).increment(u64::from(m.hits));
+        let labels = self.metrics.then(|| {
+            [
+                ("domain", domain.to_string()),
+                ("descriptor", m.rule.label.clone()),
+            ]
+        });
+        if let Some(labels) = &labels {
+            metrics::counter!("slidelog_rls_hits_total", labels).increment(u64::from(m.hits));
+        }
         let decision = if dry {
             self.limiter.peek_n(m.key.as_str(), m.hits)
         } else {
@@ -331,8 +345,10 @@ impl Service {
         match decision {
             Ok(admitted) if !dry => {
                 let limit = &shown[admitted.policy().min(shown.len() - 1)];
-                if u64::from(admitted.remaining()) * 5 < u64::from(limit.requests_per_unit) {
-                    metrics::counter!("slidelog_rls_near_limit_total", &labels).increment(1);
+                if let Some(labels) = &labels
+                    && u64::from(admitted.remaining()) * 5 < u64::from(limit.requests_per_unit)
+                {
+                    metrics::counter!("slidelog_rls_near_limit_total", labels).increment(1);
                 }
                 DescriptorStatus {
                     code: Code::Ok as i32,
@@ -352,13 +368,13 @@ impl Service {
                 limit_remaining: admitted.remaining().saturating_add(m.hits),
                 ..Default::default()
             },
-            Err(denied) => self.over(&labels, m, &denied, limit_of(denied.policy())),
+            Err(denied) => self.over(labels.as_ref(), m, &denied, limit_of(denied.policy())),
         }
     }
 
     fn over(
         &self,
-        labels: &[(&'static str, String); 2],
+        labels: Option<&[(&'static str, String); 2]>,
         m: &Matched<'_>,
         denied: &Denied,
         limit: RateLimit,
@@ -368,7 +384,9 @@ impl Service {
             _ => Duration::ZERO,
         };
         if m.rule.shadow {
-            metrics::counter!("slidelog_rls_shadow_mode_total", labels).increment(1);
+            if let Some(labels) = labels {
+                metrics::counter!("slidelog_rls_shadow_mode_total", labels).increment(1);
+            }
             return DescriptorStatus {
                 code: Code::Ok as i32,
                 current_limit: Some(limit),
@@ -377,7 +395,9 @@ impl Service {
                 ..Default::default()
             };
         }
-        metrics::counter!("slidelog_rls_over_limit_total", labels).increment(1);
+        if let Some(labels) = labels {
+            metrics::counter!("slidelog_rls_over_limit_total", labels).increment(1);
+        }
         DescriptorStatus {
             code: Code::OverLimit as i32,
             current_limit: Some(limit),
@@ -423,7 +443,11 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         if let Some(addr) = options.metrics {
             serve_metrics(addr).await?;
         }
-        let service = Arc::new(Service::new(config, options.all_or_nothing)?);
+        let service = Arc::new(Service::new(
+            config,
+            options.all_or_nothing,
+            options.metrics.is_some(),
+        )?);
         watch(&options.config, Arc::clone(&service))?;
         let (reporter, health) = tonic_health::server::health_reporter();
         reporter.set_serving::<RateLimitServiceServer<Grpc>>().await;
