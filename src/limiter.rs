@@ -145,6 +145,16 @@ impl Judge<()> for AdmitOne {
     }
 }
 
+/// **More than the smallest limit**: `Some(answer)` when `n` units can
+/// never fit — the denial, or `None` (judge on the successor) if the ring
+/// was closed, since a closed ring's limits never answer; `None` when they
+/// may fit.
+#[inline(always)]
+fn never_fits<T>(shape: &Shape, ring: RingRef<'_>, n: u32) -> Option<Option<Result<T, Denied>>> {
+    let denied = shape.exceeds(n)?;
+    Some((!ring.is_closed()).then_some(Err(denied)))
+}
+
 impl Judge<Admitted> for CheckN {
     #[inline(always)]
     fn judge(
@@ -153,11 +163,7 @@ impl Judge<Admitted> for CheckN {
         ring: RingRef<'_>,
         now: Now,
     ) -> Option<Result<Admitted, Denied>> {
-        match shape.exceeds(self.0) {
-            // Never by a closed ring's limits: its successor answers.
-            Some(denied) => (!ring.is_closed()).then_some(Err(denied)),
-            None => shape.check_at(ring, now, self.0),
-        }
+        never_fits(shape, ring, self.0).unwrap_or_else(|| shape.check_at(ring, now, self.0))
     }
 }
 
@@ -169,10 +175,7 @@ impl Judge<Admitted> for PeekN {
         ring: RingRef<'_>,
         now: Now,
     ) -> Option<Result<Admitted, Denied>> {
-        match shape.exceeds(self.0) {
-            Some(denied) => (!ring.is_closed()).then_some(Err(denied)),
-            None => shape.peek_at(ring, now, self.0),
-        }
+        never_fits(shape, ring, self.0).unwrap_or_else(|| shape.peek_at(ring, now, self.0))
     }
 }
 

@@ -29,6 +29,17 @@ fn json_number(json: &str, name: &str) -> u64 {
         .unwrap()
 }
 
+/// Runs `command`, which must fail; its stderr.
+fn fails(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn write_temp(name: &str, contents: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("slidelog-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -698,23 +709,18 @@ fn replay_survives_real_logs() {
         "{stderr}"
     );
     // Above the limit (a count this time): an error that says so.
-    let out = slidelog()
-        .args([
-            "replay",
-            path.to_str().unwrap(),
-            "--input",
-            "combined",
-            "--json",
-        ])
-        .args(["--limit", "3/2s", "--skip-malformed", "3"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("more than 3 malformed lines"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stderr = fails(
+        slidelog()
+            .args([
+                "replay",
+                path.to_str().unwrap(),
+                "--input",
+                "combined",
+                "--json",
+            ])
+            .args(["--limit", "3/2s", "--skip-malformed", "3"]),
     );
+    assert!(stderr.contains("more than 3 malformed lines"), "{stderr}");
 
     // The same log gzip-compressed: read directly, the same numbers.
     let gz = write_temp("dirty.log.gz", "");
@@ -738,17 +744,12 @@ fn replay_survives_real_logs() {
     );
     assert_eq!(json_number(&json, "admitted"), admitted, "{json}");
     // The default limit without a value is 1%: 21 of 1,521 is above it.
-    let out = slidelog()
-        .args(["replay", gz.to_str().unwrap(), "--input", "combined"])
-        .args(["--limit", "3/2s", "--skip-malformed"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("above --skip-malformed 1%"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stderr = fails(
+        slidelog()
+            .args(["replay", gz.to_str().unwrap(), "--input", "combined"])
+            .args(["--limit", "3/2s", "--skip-malformed"]),
     );
+    assert!(stderr.contains("above --skip-malformed 1%"), "{stderr}");
     assert_eq!(json_number(&json, "malformed"), malformed, "{json}");
 }
 
@@ -778,41 +779,31 @@ fn replay_keys_prefixes_and_explains() {
     assert_eq!(json_number(&json, "keys"), 3, "{json}");
     assert!(json.contains("2001:db8::/64"), "{json}");
 
-    let out = slidelog()
-        .args(["replay", path.to_str().unwrap()])
-        .args(["--time-column", "ts", "--key-column", "ip"])
-        .args(["--limit", "1/1s", "--limit", "5/1m", "--limit", "1/1s"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("given twice"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stderr = fails(
+        slidelog()
+            .args(["replay", path.to_str().unwrap()])
+            .args(["--time-column", "ts", "--key-column", "ip"])
+            .args(["--limit", "1/1s", "--limit", "5/1m", "--limit", "1/1s"]),
     );
+    assert!(stderr.contains("given twice"), "{stderr}");
 
     let combined = write_temp(
         "looks-combined.log",
         "10.0.0.1 - - [01/May/2024:00:00:00 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl\"\n",
     );
-    let out = slidelog()
-        .args(["replay", combined.to_str().unwrap()])
-        .args([
-            "--time-column",
-            "ts",
-            "--key-column",
-            "ip",
-            "--limit",
-            "1/1s",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--input combined"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stderr = fails(
+        slidelog()
+            .args(["replay", combined.to_str().unwrap()])
+            .args([
+                "--time-column",
+                "ts",
+                "--key-column",
+                "ip",
+                "--limit",
+                "1/1s",
+            ]),
     );
+    assert!(stderr.contains("--input combined"), "{stderr}");
 
     let long = "k".repeat(200);
     let path = write_temp("long.csv", &format!("ts,ip\n0,{long}\n0,{long}\n"));

@@ -77,7 +77,7 @@ where
     F: Fn(Vec<(u32, Duration)>, Layout, u64) -> Fut,
     Fut: Future<Output = (RedisLimiter, String)>,
 {
-    use super::multi::{MultiDecision, MultiModel, observed_multi};
+    use super::multi::{MultiModel, observed_multi};
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases,
         ..ProptestConfig::default()
@@ -114,22 +114,7 @@ where
                 for (dt, n) in ops {
                     t += dt;
                     let got = l.check_n_at_server_time_override(&key, n, t).await.unwrap();
-                    let want = match model.decide(t, n) {
-                        MultiDecision::Admitted {
-                            at,
-                            remaining,
-                            policy,
-                        } => MultiDecision::Admitted {
-                            at: at * 1_000,
-                            remaining,
-                            policy,
-                        },
-                        MultiDecision::Denied { until, policy } => MultiDecision::Denied {
-                            until: until * 1_000,
-                            policy,
-                        },
-                        other => other,
-                    };
+                    let want = in_nanos(model.decide(t, n));
                     prop_assert_eq!(
                         observed_multi(t * 1_000, got),
                         want,
@@ -162,7 +147,7 @@ pub fn reconfigurations_equal_the_model<F, Fut>(
     F: Fn(Vec<(u32, Duration)>, Layout, u64) -> Fut,
     Fut: Future<Output = (RedisLimiter, String)>,
 {
-    use super::multi::{MultiDecision, MultiModel, observed_multi};
+    use super::multi::{MultiModel, observed_multi};
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases,
         ..ProptestConfig::default()
@@ -237,22 +222,7 @@ pub fn reconfigurations_equal_the_model<F, Fut>(
                         model.forget_up_to(t.saturating_sub(longest));
                     }
                     let got = l.check_n_at_server_time_override(&key, n, t).await.unwrap();
-                    let want = match model.decide(t, n) {
-                        MultiDecision::Admitted {
-                            at,
-                            remaining,
-                            policy,
-                        } => MultiDecision::Admitted {
-                            at: at * 1_000,
-                            remaining,
-                            policy,
-                        },
-                        MultiDecision::Denied { until, policy } => MultiDecision::Denied {
-                            until: until * 1_000,
-                            policy,
-                        },
-                        other => other,
-                    };
+                    let want = in_nanos(model.decide(t, n));
                     prop_assert_eq!(
                         observed_multi(t * 1_000, got),
                         want,
@@ -267,4 +237,25 @@ pub fn reconfigurations_equal_the_model<F, Fut>(
             })
         })
         .unwrap();
+}
+
+/// A model decision made in microseconds (Redis `TIME`), in nanoseconds.
+fn in_nanos(decision: super::multi::MultiDecision) -> super::multi::MultiDecision {
+    use super::multi::MultiDecision;
+    match decision {
+        MultiDecision::Admitted {
+            at,
+            remaining,
+            policy,
+        } => MultiDecision::Admitted {
+            at: at * 1_000,
+            remaining,
+            policy,
+        },
+        MultiDecision::Denied { until, policy } => MultiDecision::Denied {
+            until: until * 1_000,
+            policy,
+        },
+        other => other,
+    }
 }

@@ -79,7 +79,7 @@ pub(crate) enum Unit {
 }
 
 impl Unit {
-    fn duration(self) -> Duration {
+    pub(crate) fn duration(self) -> Duration {
         let day = 86_400;
         Duration::from_secs(match self {
             Unit::Second => 1,

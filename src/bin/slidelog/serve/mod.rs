@@ -72,7 +72,7 @@ fn quota_of(config: &Config, key: &str) -> Option<Quota> {
         if let Some(over) = field.strip_prefix('\u{0}') {
             let (rpu, unit) = over.split_once('/')?;
             let unit = parse_unit(unit)?;
-            return Quota::new(rpu.parse().ok()?, unit_duration(unit)).ok();
+            return Quota::new(rpu.parse().ok()?, unit.duration()).ok();
         }
         let (k, v) = field.split_once(PAIR)?;
         entries.push((k.to_string(), v.to_string()));
@@ -95,19 +95,6 @@ fn parse_unit(text: &str) -> Option<Unit> {
     ]
     .into_iter()
     .find(|u| format!("{u:?}") == text)
-}
-
-fn unit_duration(unit: Unit) -> Duration {
-    let day = 86_400;
-    Duration::from_secs(match unit {
-        Unit::Second => 1,
-        Unit::Minute => 60,
-        Unit::Hour => 3_600,
-        Unit::Day => day,
-        Unit::Week => 7 * day,
-        Unit::Month => 30 * day,
-        Unit::Year => 365 * day,
-    })
 }
 
 fn pb_unit(unit: Option<Unit>) -> PbUnit {
