@@ -8,6 +8,8 @@
 
 #![cfg(feature = "serve")]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -480,4 +482,67 @@ async fn metrics_per_domain_and_descriptor() {
     ] {
         assert!(scrape.contains(series), "no {series} in\n{scrape}");
     }
+}
+
+/// Two replicas of the service sharing one real `redis-server` stay exact
+/// together: one limit of 5 per minute per address, asked alternately
+/// through both, admits exactly 5; a reload on one replica (cut to 3)
+/// keeps the shared history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_sharing_redis_stay_exact() {
+    let (mut redis, port) = match common::redis_server::start(|_| {
+        ["--save", "", "--appendonly", "no"]
+            .map(String::from)
+            .to_vec()
+    }) {
+        Ok(started) => started,
+        Err(e) => {
+            assert!(
+                std::env::var("SLIDELOG_REQUIRE_REDIS").as_deref() != Ok("1"),
+                "SLIDELOG_REQUIRE_REDIS=1 but redis-server could not be started: {e}"
+            );
+            eprintln!("skipped: no redis-server ({e})");
+            return;
+        }
+    };
+    let url = format!("redis://127.0.0.1:{port}/");
+    let dir = temp_dir("replicas");
+    let file = dir.join("api.yaml");
+    let config = |limit: u32| {
+        format!(
+            "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {{unit: minute, requests_per_unit: {limit}}}\n"
+        )
+    };
+    std::fs::write(&file, config(5)).unwrap();
+    let a = Server::start_with(&file, &["--redis", &url]);
+    let other = temp_dir("replicas-b");
+    let file_b = other.join("api.yaml");
+    std::fs::write(&file_b, config(5)).unwrap();
+    let b = Server::start_with(&file_b, &["--redis", &url]);
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let me = [("client", "shared")];
+    let mut ok = 0;
+    for i in 0..12 {
+        let client = if i % 2 == 0 { &mut ca } else { &mut cb };
+        let s = one(client, "api", &me, None).await;
+        if code(&s) == Code::Ok {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 5, "exactly the limit across both replicas");
+    // A new address: room on both.
+    let s = one(&mut cb, "api", &[("client", "fresh")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 4));
+    // Replica B cut to 3 and raised to 6: the shared key keeps its history
+    // (its ring of 5 kept the newest 3 at the cut, then it grows).
+    std::fs::write(&file_b, config(3)).unwrap();
+    b.wait_for("reloaded");
+    assert_eq!(code(&one(&mut cb, "api", &me, None).await), Code::OverLimit);
+    std::fs::write(&file_b, config(6)).unwrap();
+    b.wait_for("reloaded");
+    let s = one(&mut cb, "api", &me, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
+    drop((a, b));
+    let _ = redis.kill();
+    let _ = redis.wait();
 }

@@ -75,6 +75,13 @@ struct ServeArgs {
     /// service consumes each that fits even when another is over).
     #[arg(long)]
     all_or_nothing: bool,
+    /// Keep the logs in this Redis (`redis://host:port/`), shared by every
+    /// replica of the service, exactly.
+    #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
+    redis: Option<String>,
+    /// Keep the logs in this Redis Cluster (seed nodes, comma-separated).
+    #[arg(long, value_name = "URL,URL,..", value_delimiter = ',')]
+    redis_cluster: Option<Vec<String>>,
 }
 
 #[derive(Args, Debug)]
@@ -228,6 +235,11 @@ fn main() {
             grpc: args.grpc,
             metrics: args.metrics,
             all_or_nothing: args.all_or_nothing,
+            redis: match (args.redis, args.redis_cluster) {
+                (Some(url), _) => Some(serve::RedisTarget::Node(url)),
+                (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
+                (None, None) => None,
+            },
         }),
         Command::Replay(args) => replay::run(&replay::Options {
             file: args.file,

@@ -26,7 +26,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use slidelog::{Denied, DenyReason, KeyedLimiter, Quota};
+use std::collections::HashMap;
+
+use slidelog::redis::RedisLimiter;
+use slidelog::{Admitted, Denied, DenyReason, KeyedLimiter, Quota};
 use tonic::{Request, Response, Status};
 
 use config::{Config, Limit, Rule, Unit};
@@ -39,6 +42,88 @@ pub(crate) struct Options {
     pub(crate) metrics: Option<SocketAddr>,
     /// Check every descriptor first, and consume only if all fit.
     pub(crate) all_or_nothing: bool,
+    /// Keep the logs in Redis, shared by every replica.
+    pub(crate) redis: Option<RedisTarget>,
+}
+
+/// A Redis for the logs.
+#[derive(Clone, Debug)]
+pub(crate) enum RedisTarget {
+    Node(String),
+    Cluster(Vec<String>),
+}
+
+/// Where the logs live.
+enum Store {
+    /// In process: one keyed limiter whose per-key quotas come from the
+    /// configuration.
+    Local(KeyedLimiter<String>),
+    /// Redis, shared by every replica of the service: one limiter per
+    /// distinct set of policies, all on the same key names, so a key whose
+    /// policies change keeps its history (the ring script rebuilds it).
+    Redis {
+        target: RedisTarget,
+        limiters: tokio::sync::Mutex<HashMap<Vec<slidelog::Policy>, RedisLimiter>>,
+    },
+}
+
+impl Store {
+    /// `n` units for `key` under `quota`, recorded unless `dry`.
+    async fn check(
+        &self,
+        key: &str,
+        quota: &Quota,
+        n: u32,
+        dry: bool,
+    ) -> Result<Result<Admitted, Denied>, Status> {
+        match self {
+            Store::Local(limiter) if dry => Ok(limiter.peek_n(key, n)),
+            Store::Local(limiter) => Ok(limiter.check_n(key, n)),
+            Store::Redis { .. } => {
+                let limiter = self.redis_for(quota).await?;
+                let answer = if dry {
+                    limiter.peek_n(key, n).await
+                } else {
+                    limiter.check_n(key, n).await
+                };
+                answer.map_err(|e| Status::unavailable(format!("redis: {e}")))
+            }
+        }
+    }
+
+    async fn redis_for(&self, quota: &Quota) -> Result<RedisLimiter, Status> {
+        let Store::Redis { target, limiters } = self else {
+            unreachable!("called for the Redis store")
+        };
+        let mut limiters = limiters.lock().await;
+        if let Some(limiter) = limiters.get(quota.policies()) {
+            return Ok(limiter.clone());
+        }
+        let policies = quota.policies();
+        let mut builder = match target {
+            RedisTarget::Node(url) => {
+                RedisLimiter::builder(url.as_str(), policies[0].limit, policies[0].window)
+            }
+            RedisTarget::Cluster(nodes) => RedisLimiter::cluster_builder(
+                nodes.iter().map(String::as_str),
+                policies[0].limit,
+                policies[0].window,
+            ),
+        };
+        for p in &policies[1..] {
+            builder = builder.and(p.limit, p.window);
+        }
+        let limiter = builder
+            .layout(slidelog::redis::Layout::Ring)
+            .prefix("slidelog-rls:")
+            .max_key_len(8_192)
+            .name("rls")
+            .connect()
+            .await
+            .map_err(|e| Status::unavailable(format!("redis: {e}")))?;
+        limiters.insert(policies.to_vec(), limiter.clone());
+        Ok(limiter)
+    }
 }
 
 /// Separators of a limiter key: domain, then `key value` pairs.
@@ -134,7 +219,7 @@ fn pb_duration(d: Duration) -> envoy_types::pb::google::protobuf::Duration {
 /// The service: the configuration now, and the limiter of every key.
 pub(crate) struct Service {
     config: Arc<ArcSwap<Config>>,
-    limiter: Arc<KeyedLimiter<String>>,
+    store: Store,
     all_or_nothing: bool,
     /// Whether metrics are served (their labels are built only then).
     metrics: bool,
@@ -149,24 +234,46 @@ struct Matched<'c> {
     over: Option<(u32, Unit)>,
 }
 
+impl Matched<'_> {
+    /// The policies this descriptor is checked by (`None`: not limited).
+    fn quota(&self) -> Option<Quota> {
+        match (self.over, &self.rule.limit) {
+            (Some((rpu, unit)), _) => Quota::new(rpu, unit.duration()).ok(),
+            (None, Limit::Quota(quota, _)) => Some(quota.clone()),
+            (None, Limit::None | Limit::Unlimited) => None,
+        }
+    }
+}
+
 impl Service {
     pub(crate) fn new(
         config: Config,
         all_or_nothing: bool,
         metrics: bool,
+        redis: Option<RedisTarget>,
     ) -> Result<Service, String> {
         let config = Arc::new(ArcSwap::from_pointee(config));
-        let current = Arc::clone(&config);
-        // Keys without a limit of their own are never checked; the default
-        // is only the type's requirement.
-        let limiter = KeyedLimiter::<String>::builder(u32::MAX >> 12, Duration::from_secs(1))
-            .quota(move |key: &String| quota_of(&current.load(), key))
-            .name("rls")
-            .build()
-            .map_err(|e| e.to_string())?;
+        let store = match redis {
+            Some(target) => Store::Redis {
+                target,
+                limiters: tokio::sync::Mutex::new(HashMap::new()),
+            },
+            None => {
+                let current = Arc::clone(&config);
+                // Keys without a limit of their own are never checked; the
+                // default is only the type's requirement.
+                Store::Local(
+                    KeyedLimiter::<String>::builder(u32::MAX >> 12, Duration::from_secs(1))
+                        .quota(move |key: &String| quota_of(&current.load(), key))
+                        .name("rls")
+                        .build()
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+        };
         Ok(Service {
             config,
-            limiter: Arc::new(limiter),
+            store,
             all_or_nothing,
             metrics,
         })
@@ -176,12 +283,20 @@ impl Service {
     /// keeps its history under the new ones.
     pub(crate) fn reload(&self, config: Config) {
         self.config.store(Arc::new(config));
-        let default = Quota::new(u32::MAX >> 12, Duration::from_secs(1)).expect("a valid quota");
-        let _ = self.limiter.reconfigure(default);
+        // (Redis: each call sends its key's policies now; the script moves
+        // a key's ring to them the first time it meets them.)
+        if let Store::Local(limiter) = &self.store {
+            let default =
+                Quota::new(u32::MAX >> 12, Duration::from_secs(1)).expect("a valid quota");
+            let _ = limiter.reconfigure(default);
+        }
     }
 
     /// `ShouldRateLimit`, decided.
-    pub(crate) fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
+    pub(crate) async fn decide(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, Status> {
         let started = Instant::now();
         if request.domain.is_empty() {
             return Err(Status::invalid_argument("the domain is empty"));
@@ -203,12 +318,18 @@ impl Service {
         // All or nothing: refuse everything if any descriptor is over,
         // recording nothing (a concurrent request can still fill a window
         // between this look and the checks below: see the docs).
-        let dry = self.all_or_nothing
-            && matched.iter().flatten().any(|m| {
-                !m.rule.shadow
-                    && matches!(m.rule.limit, Limit::Quota(..))
-                    && self.limiter.peek_n(m.key.as_str(), m.hits).is_err()
-            });
+        let mut dry = false;
+        if self.all_or_nothing {
+            for m in matched.iter().flatten() {
+                if let (false, Some(quota)) = (m.rule.shadow, m.quota()) {
+                    dry |= self
+                        .store
+                        .check(&m.key, &quota, m.hits, true)
+                        .await?
+                        .is_err();
+                }
+            }
+        }
         let mut overall = Code::Ok;
         let mut statuses = Vec::with_capacity(matched.len());
         for m in &matched {
@@ -217,7 +338,7 @@ impl Service {
                     code: Code::Ok as i32,
                     ..Default::default()
                 },
-                Some(m) => self.status(&request.domain, m, dry),
+                Some(m) => self.status(&request.domain, m, dry).await?,
             };
             if status.code == Code::OverLimit as i32 {
                 overall = Code::OverLimit;
@@ -293,7 +414,12 @@ impl Service {
         }))
     }
 
-    fn status(&self, domain: &str, m: &Matched<'_>, dry: bool) -> DescriptorStatus {
+    async fn status(
+        &self,
+        domain: &str,
+        m: &Matched<'_>,
+        dry: bool,
+    ) -> Result<DescriptorStatus, Status> {
         let ok = DescriptorStatus {
             code: Code::Ok as i32,
             ..Default::default()
@@ -305,7 +431,7 @@ impl Service {
                 name: String::new(),
             }],
             (Limit::Quota(_, shown), None) => shown.clone(),
-            (Limit::None | Limit::Unlimited, None) => return ok,
+            (Limit::None | Limit::Unlimited, None) => return Ok(ok),
         };
         let labels = self.metrics.then(|| {
             [
@@ -316,11 +442,8 @@ impl Service {
         if let Some(labels) = &labels {
             metrics::counter!("slidelog_rls_hits_total", labels).increment(u64::from(m.hits));
         }
-        let decision = if dry {
-            self.limiter.peek_n(m.key.as_str(), m.hits)
-        } else {
-            self.limiter.check_n(m.key.as_str(), m.hits)
-        };
+        let quota = m.quota().expect("a limited descriptor has a quota");
+        let decision = self.store.check(&m.key, &quota, m.hits, dry).await?;
         let limit_of = |policy: usize| {
             let s = &shown[policy.min(shown.len() - 1)];
             RateLimit {
@@ -329,7 +452,7 @@ impl Service {
                 unit: pb_unit(s.unit) as i32,
             }
         };
-        match decision {
+        Ok(match decision {
             Ok(admitted) if !dry => {
                 let limit = &shown[admitted.policy().min(shown.len() - 1)];
                 if let Some(labels) = &labels
@@ -337,13 +460,14 @@ impl Service {
                 {
                     metrics::counter!("slidelog_rls_near_limit_total", labels).increment(1);
                 }
+                let growth = self
+                    .until_growth(&m.key, &quota, admitted.remaining())
+                    .await?;
                 DescriptorStatus {
                     code: Code::Ok as i32,
                     current_limit: Some(limit_of(admitted.policy())),
                     limit_remaining: admitted.remaining(),
-                    duration_until_reset: Some(pb_duration(
-                        self.until_growth(&m.key, admitted.remaining()),
-                    )),
+                    duration_until_reset: Some(pb_duration(growth)),
                     ..Default::default()
                 }
             }
@@ -356,7 +480,7 @@ impl Service {
                 ..Default::default()
             },
             Err(denied) => self.over(labels.as_ref(), m, &denied, limit_of(denied.policy())),
-        }
+        })
     }
 
     fn over(
@@ -396,11 +520,17 @@ impl Service {
 
     /// When the oldest admission in the window leaves it (the IETF `t`):
     /// the dry run of one unit more than `remaining` waits exactly that.
-    fn until_growth(&self, key: &str, remaining: u32) -> Duration {
-        match self.limiter.peek_n(key, remaining.saturating_add(1)) {
+    async fn until_growth(
+        &self,
+        key: &str,
+        quota: &Quota,
+        remaining: u32,
+    ) -> Result<Duration, Status> {
+        let more = remaining.saturating_add(1);
+        Ok(match self.store.check(key, quota, more, true).await? {
             Err(denied) if denied.reason() == DenyReason::RateLimited => denied.retry_after(),
             _ => Duration::ZERO,
-        }
+        })
     }
 }
 
@@ -413,7 +543,7 @@ impl RateLimitService for Grpc {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        self.0.decide(request.get_ref()).map(Response::new)
+        self.0.decide(request.get_ref()).await.map(Response::new)
     }
 }
 
@@ -434,6 +564,7 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
             config,
             options.all_or_nothing,
             options.metrics.is_some(),
+            options.redis.clone(),
         )?);
         watch(&options.config, Arc::clone(&service))?;
         let (reporter, health) = tonic_health::server::health_reporter();
