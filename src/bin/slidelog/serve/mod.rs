@@ -57,7 +57,7 @@ pub(crate) enum RedisTarget {
 enum Store {
     /// In process: one keyed limiter whose per-key quotas come from the
     /// configuration.
-    Local(KeyedLimiter<String>),
+    Local(Box<KeyedLimiter<String>>),
     /// Redis, shared by every replica of the service: one limiter per
     /// distinct set of policies, all on the same key names, so a key whose
     /// policies change keeps its history (the ring script rebuilds it).
@@ -262,13 +262,13 @@ impl Service {
                 let current = Arc::clone(&config);
                 // Keys without a limit of their own are never checked; the
                 // default is only the type's requirement.
-                Store::Local(
+                Store::Local(Box::new(
                     KeyedLimiter::<String>::builder(u32::MAX >> 12, Duration::from_secs(1))
                         .quota(move |key: &String| quota_of(&current.load(), key))
                         .name("rls")
                         .build()
                         .map_err(|e| e.to_string())?,
-                )
+                ))
             }
         };
         Ok(Service {
