@@ -3,8 +3,8 @@
 //! calls per second and latency percentiles (the figures in BENCHMARKS.md).
 //!
 //! ```sh
-//! slidelog serve --config examples/envoy/ratelimit.yaml --grpc 127.0.0.1:8081 &
-//! cargo run --release --example rls_load -- http://127.0.0.1:8081 10s 32
+//! cargo run --release --features serve -- serve --config examples/envoy/ratelimit.yaml --grpc 127.0.0.1:8081 &
+//! cargo run --release --features serve --example rls_load -- http://127.0.0.1:8081 10s 32
 //! ```
 //! (pin the two to different cores with `taskset -c 0` / `taskset -c 1`).
 

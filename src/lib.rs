@@ -313,10 +313,11 @@
 //!
 //! * `cli` (default): the `slidelog` command-line tool. Library users can
 //!   turn it off with `default-features = false`.
-//! * `serve` (default): `slidelog serve`, an Envoy rate-limit service (gRPC
+//! * `serve`: `slidelog serve`, an Envoy rate-limit service (gRPC
 //!   `ShouldRateLimit`, envoyproxy/ratelimit's YAML) with exact sliding
 //!   windows, in process or on Redis (pulls in tonic and Envoy's protos;
-//!   implies `cli`, `tower`, `redis`, `metrics`).
+//!   implies `cli`, `tower`, `redis`, `metrics`): `cargo install slidelog
+//!   --features serve`.
 //! * `async`: `until_ready()` / `until_n_ready(n)` on every limiter, sleeping
 //!   exactly `retry_after` on tokio timers (cancel-safe).
 //! * `tower`: [`tower::RateLimitLayer`](crate::tower), answering 429 with

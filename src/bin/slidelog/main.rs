@@ -52,12 +52,11 @@ enum Command {
     /// and report admitted, denied and the top offenders per policy.
     Replay(ReplayArgs),
     /// Serve Envoy's rate-limit API (gRPC ShouldRateLimit, health) with
-    /// exact sliding windows, configured with envoyproxy/ratelimit's YAML.
-    #[cfg(feature = "serve")]
+    /// exact sliding windows, configured with envoyproxy/ratelimit's YAML
+    /// (needs a binary built with `--features serve`).
     Serve(ServeArgs),
 }
 
-#[cfg(feature = "serve")]
 #[derive(Args, Debug)]
 struct ServeArgs {
     /// The configuration: a YAML file, or a directory of them (one domain
@@ -229,18 +228,7 @@ fn main() {
     let result = match cli.command.unwrap_or(Command::Demo(DemoArgs::default())) {
         Command::Demo(args) => demo(&args),
         Command::Bench(args) => bench::run(args.seconds, args.threads.max(1)),
-        #[cfg(feature = "serve")]
-        Command::Serve(args) => serve::run(&serve::Options {
-            config: args.config,
-            grpc: args.grpc,
-            metrics: args.metrics,
-            all_or_nothing: args.all_or_nothing,
-            redis: match (args.redis, args.redis_cluster) {
-                (Some(url), _) => Some(serve::RedisTarget::Node(url)),
-                (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
-                (None, None) => None,
-            },
-        }),
+        Command::Serve(args) => run_serve(args),
         Command::Replay(args) => replay::run(&replay::Options {
             file: args.file,
             policies: args.limits,
@@ -292,6 +280,26 @@ fn redis_demo(_: &DemoArgs, url: &str) -> Result<(), String> {
     Err(format!(
         "this slidelog was built without Redis support: cargo run --release --features redis -- demo --redis {url}"
     ))
+}
+
+#[cfg(feature = "serve")]
+fn run_serve(args: ServeArgs) -> Result<(), String> {
+    serve::run(&serve::Options {
+        config: args.config,
+        grpc: args.grpc,
+        metrics: args.metrics,
+        all_or_nothing: args.all_or_nothing,
+        redis: match (args.redis, args.redis_cluster) {
+            (Some(url), _) => Some(serve::RedisTarget::Node(url)),
+            (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
+            (None, None) => None,
+        },
+    })
+}
+
+#[cfg(not(feature = "serve"))]
+fn run_serve(_: ServeArgs) -> Result<(), String> {
+    Err("this slidelog was built without the Envoy service: cargo install slidelog --features serve (or cargo run --release --features serve -- serve ...)".into())
 }
 
 /// What one phase measured.
