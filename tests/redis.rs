@@ -48,27 +48,7 @@ fn server() -> Option<Server> {
     if let Ok(url) = std::env::var("SLIDELOG_REDIS_URL") {
         return Some(Server { child: None, url });
     }
-    let (child, port) = match common::redis_server::start(|_| {
-        ["--save", "", "--appendonly", "no"]
-            .map(String::from)
-            .to_vec()
-    }) {
-        Ok(started) => started,
-        Err(e) => {
-            assert!(
-                std::env::var("SLIDELOG_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "SLIDELOG_REQUIRE_REDIS=1 but redis-server could not be started: {e}"
-            );
-            // Straight to the terminal (eprintln! is captured for passing
-            // tests): a skip must be visible in the summary.
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: no redis-server ({e}); set SLIDELOG_REQUIRE_REDIS=1 to fail instead"
-            );
-            return None;
-        }
-    };
+    let (child, port) = common::redis_server::start_or_skip()?;
     Some(Server {
         child: Some(child),
         url: format!("redis://127.0.0.1:{port}/"),

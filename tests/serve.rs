@@ -490,20 +490,8 @@ async fn metrics_per_domain_and_descriptor() {
 /// keeps the shared history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_sharing_redis_stay_exact() {
-    let (mut redis, port) = match common::redis_server::start(|_| {
-        ["--save", "", "--appendonly", "no"]
-            .map(String::from)
-            .to_vec()
-    }) {
-        Ok(started) => started,
-        Err(e) => {
-            assert!(
-                std::env::var("SLIDELOG_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "SLIDELOG_REQUIRE_REDIS=1 but redis-server could not be started: {e}"
-            );
-            eprintln!("skipped: no redis-server ({e})");
-            return;
-        }
+    let Some((mut redis, port)) = common::redis_server::start_or_skip() else {
+        return;
     };
     let url = format!("redis://127.0.0.1:{port}/");
     let dir = temp_dir("replicas");

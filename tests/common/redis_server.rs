@@ -58,6 +58,33 @@ pub fn answers_as(port: u16, pid: u32) -> bool {
 /// Starts `redis-server --port <port> --bind 127.0.0.1 <args(port)>` on a
 /// free port and waits until it answers as itself. Returns the child and
 /// its port, or why it could not start (`Err` after 5 attempts or 20 s).
+/// A throwaway `redis-server` (no persistence) for one test, or `None`
+/// with a visible notice when there is none — a failure instead when
+/// `SLIDELOG_REQUIRE_REDIS=1` (set by `.ci/run`).
+pub fn start_or_skip() -> Option<(Child, u16)> {
+    match start(|_| {
+        ["--save", "", "--appendonly", "no"]
+            .map(String::from)
+            .to_vec()
+    }) {
+        Ok(started) => Some(started),
+        Err(e) => {
+            assert!(
+                std::env::var("SLIDELOG_REQUIRE_REDIS").as_deref() != Ok("1"),
+                "SLIDELOG_REQUIRE_REDIS=1 but redis-server could not be started: {e}"
+            );
+            // Straight to the terminal (eprintln! is captured for passing
+            // tests): a skip must be visible in the summary.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: no redis-server ({e}); set SLIDELOG_REQUIRE_REDIS=1 to fail instead"
+            );
+            None
+        }
+    }
+}
+
 pub fn start(args: impl Fn(u16) -> Vec<String>) -> Result<(Child, u16), String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut last = String::new();

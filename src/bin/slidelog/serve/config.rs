@@ -126,11 +126,10 @@ pub(crate) struct Rule {
     pub(crate) children: Vec<Rule>,
 }
 
-/// Every domain's tree, and the files they came from.
+/// Every domain's tree.
 #[derive(Debug, Default)]
 pub(crate) struct Config {
     pub(crate) domains: HashMap<String, Vec<Rule>>,
-    pub(crate) files: Vec<PathBuf>,
 }
 
 impl Config {
@@ -165,7 +164,6 @@ impl Config {
                 ));
             }
         }
-        config.files = files;
         Ok(config)
     }
 
@@ -327,7 +325,6 @@ descriptors:
         let (domain, rules) = parse(yaml).unwrap();
         let config = Config {
             domains: HashMap::from([(domain, rules)]),
-            files: Vec::new(),
         };
         let rule = |e: &[(&str, &str)]| config.matching("mongo_cps", &entries(e));
         assert_eq!(

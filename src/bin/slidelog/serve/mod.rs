@@ -216,6 +216,13 @@ fn pb_duration(d: Duration) -> envoy_types::pb::google::protobuf::Duration {
     }
 }
 
+/// The in-process limiter's default policies: every key it checks has a
+/// quota of its own (from the configuration), so this only fills the
+/// type's requirement.
+fn placeholder() -> Quota {
+    Quota::new(u32::MAX >> 12, Duration::from_secs(1)).expect("a valid quota")
+}
+
 /// The service: the configuration now, and the limiter of every key.
 pub(crate) struct Service {
     config: Arc<ArcSwap<Config>>,
@@ -262,8 +269,9 @@ impl Service {
                 let current = Arc::clone(&config);
                 // Keys without a limit of their own are never checked; the
                 // default is only the type's requirement.
+                let default = placeholder().policies()[0];
                 Store::Local(Box::new(
-                    KeyedLimiter::<String>::builder(u32::MAX >> 12, Duration::from_secs(1))
+                    KeyedLimiter::<String>::builder(default.limit, default.window)
                         .quota(move |key: &String| quota_of(&current.load(), key))
                         .name("rls")
                         .build()
@@ -286,9 +294,7 @@ impl Service {
         // (Redis: each call sends its key's policies now; the script moves
         // a key's ring to them the first time it meets them.)
         if let Store::Local(limiter) = &self.store {
-            let default =
-                Quota::new(u32::MAX >> 12, Duration::from_secs(1)).expect("a valid quota");
-            let _ = limiter.reconfigure(default);
+            let _ = limiter.reconfigure(placeholder());
         }
     }
 
