@@ -588,7 +588,7 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
             .add_service(health)
             .add_service(RateLimitServiceServer::new(Grpc(service)))
             .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener),
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                 shutdown_signal(),
             )
             .await
