@@ -26,6 +26,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
+mod common;
+
+use common::{cpu_model, median};
+
 const CONNECTIONS: usize = 16;
 
 /// Which server: plain, or behind one of the two layers.
@@ -185,22 +189,6 @@ fn load(addr: SocketAddr, seconds: f64, status: &'static str) -> (f64, f64) {
     })
     .join()
     .unwrap()
-}
-
-/// The CPU model, as `/proc/cpuinfo` names it.
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            let line = info.lines().find(|l| l.starts_with("model name"))?;
-            Some(line.split_once(':')?.1.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
 }
 
 fn main() {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{MutexLog, parallel};
+use common::{MutexLog, cpu_model, median, parallel};
 use governor::{Quota, RateLimiter};
 use slidelog::{Clock, KeyedLimiter, Limiter, QuantaClock};
 
@@ -41,24 +41,6 @@ type Scenario = (&'static str, Box<dyn Fn() -> Contenders>, u64);
 
 fn time(threads: usize, calls: u64, work: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
     parallel(threads, calls, work).as_nanos() as f64 / calls as f64
-}
-
-/// The CPU model, as `/proc/cpuinfo` names it (`unknown` elsewhere).
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, model)| model.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
 }
 
 /// The `i`-th key of thread `t` of `threads` over `keys` (spread by a

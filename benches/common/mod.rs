@@ -59,3 +59,22 @@ where
     }
     last
 }
+
+/// The CPU model, as `/proc/cpuinfo` names it (`unknown` elsewhere): every
+/// side-by-side figure is printed beside it (a ratio means little without
+/// the host it was measured on).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            let line = info.lines().find(|l| l.starts_with("model name"))?;
+            Some(line.split_once(':')?.1.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The median of `xs` (the upper one of an even count).
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
