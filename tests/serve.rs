@@ -3,8 +3,9 @@
 //! sliding windows at the edge where a fixed window would admit twice,
 //! nested and wildcard descriptors, several limits on one descriptor,
 //! `hits_addend`, shadow mode, unlimited and unknown descriptors, malformed
-//! requests, health, and reloads that keep the history (an invalid one
-//! refused).
+//! requests, health, reloads that keep the history (an invalid one
+//! refused), and replicas sharing a real redis-server or a real 3-master
+//! Redis Cluster staying exact together.
 
 #![cfg(feature = "serve")]
 
@@ -533,4 +534,74 @@ async fn replicas_sharing_redis_stay_exact() {
     drop((a, b));
     let _ = redis.kill();
     let _ = redis.wait();
+}
+
+/// Two replicas of the service on a real 3-master Redis Cluster stay exact
+/// together: sixteen addresses (their keys spread over the shards), each
+/// asked twelve times at once through both replicas, admit exactly 5 each
+/// under one limit, and a descriptor with two limits (all or nothing on one
+/// ring) admits exactly the tighter one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_sharing_a_redis_cluster_stay_exact() {
+    let Some(cluster) = common::redis_cluster::cluster() else {
+        return;
+    };
+    let seeds = cluster.seeds().join(",");
+    let config = "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: minute, requests_per_unit: 5}\n  - key: tenant\n    rate_limits:\n      - {unit: hour, requests_per_unit: 6}\n      - {window: 90s, requests_per_unit: 4, name: burst}\n";
+    let replicas: Vec<Server> = ["cluster-a", "cluster-b"]
+        .iter()
+        .map(|name| {
+            let file = temp_dir(name).join("api.yaml");
+            std::fs::write(&file, config).unwrap();
+            Server::start_with(&file, &["--redis-cluster", &seeds])
+        })
+        .collect();
+    let clients = [replicas[0].client().await, replicas[1].client().await];
+
+    let addresses: Vec<String> = (0..16).map(|i| format!("10.1.0.{i}")).collect();
+    let mut calls = Vec::new();
+    for address in &addresses {
+        for i in 0..12 {
+            let mut client = clients[i % 2].clone();
+            let address = address.clone();
+            calls.push(tokio::spawn(async move {
+                let s = one(&mut client, "api", &[("client", &address)], None).await;
+                (address, code(&s))
+            }));
+        }
+    }
+    let mut admitted: std::collections::HashMap<String, usize> = Default::default();
+    for call in calls {
+        let (address, code) = call.await.unwrap();
+        *admitted.entry(address).or_default() += usize::from(code == Code::Ok);
+    }
+    for address in &addresses {
+        assert_eq!(admitted[address], 5, "{address}: {admitted:?}");
+    }
+    // The keys really are on more than one shard.
+    let holding = cluster
+        .nodes
+        .iter()
+        .filter(|node| {
+            common::redis_cluster::cli(node.port, &["dbsize"])
+                .and_then(|n| n.trim().parse::<u64>().ok())
+                .is_some_and(|n| n > 0)
+        })
+        .count();
+    assert!(holding >= 2, "every key on one shard: not a cluster test");
+
+    // Two limits on one descriptor, through both replicas in turn: 4 per
+    // 90 s binds first, and its denial names it.
+    let mut ok = 0;
+    for i in 0..10 {
+        let mut client = clients[i % 2].clone();
+        let s = one(&mut client, "api", &[("tenant", "t1")], None).await;
+        if code(&s) == Code::Ok {
+            ok += 1;
+        } else {
+            assert_eq!(s.current_limit.map(|l| l.name), Some("burst".into()));
+        }
+    }
+    assert_eq!(ok, 4, "the tighter of the two limits across both replicas");
+    drop(replicas);
 }

@@ -11,6 +11,8 @@ pub mod multi;
 
 use multi::{MultiDecision, MultiModel};
 #[cfg(feature = "redis")]
+pub mod redis_cluster;
+#[cfg(feature = "redis")]
 pub mod redis_model;
 #[cfg(feature = "redis")]
 pub mod redis_server;
