@@ -524,31 +524,37 @@ impl RedisBuilder {
             Layout::SortedSet => SORTED_SET,
             Layout::Ring => RING,
         });
+        let prefix = match self.layout {
+            Layout::SortedSet => self.prefix,
+            Layout::Ring => self.prefix + "ring:",
+        };
         Ok(RedisLimiter {
             conn,
-            shared: std::sync::Arc::new(Shared {
+            shared: std::sync::Arc::new(Shared::new(
                 script,
-                rules: arc_swap::ArcSwap::from_pointee(rules),
-                layout: self.layout,
-                prefix: match self.layout {
-                    Layout::SortedSet => self.prefix,
-                    Layout::Ring => self.prefix + "ring:",
+                rules,
+                self.layout,
+                prefix,
+                Options {
+                    policy: self.policy,
+                    timeout: self.timeout,
+                    max_key_len: self.max_key_len,
+                    precheck: self.precheck,
+                    name: self.name,
                 },
-                policy: self.policy,
-                timeout: self.timeout,
-                max_key_len: self.max_key_len,
-                precheck: self.precheck.then(papaya::HashMap::new),
-                clock: QuantaClock::new(),
-                member: format!("{:016x}", RandomState::new().hash_one(std::process::id())),
-                reconfiguring: std::sync::Mutex::new(()),
-                name: self.name,
-                sequence: AtomicU64::new(0),
-                round_trips: AtomicU64::new(0),
-                local_denials: AtomicU64::new(0),
-                failures: AtomicU64::new(0),
-            }),
+            )),
         })
     }
+}
+
+/// The builder's options a limiter keeps (and [`RedisLimiter::with_quota`]
+/// copies).
+struct Options {
+    policy: FailurePolicy,
+    timeout: Duration,
+    max_key_len: usize,
+    precheck: bool,
+    name: crate::observe::Name,
 }
 
 /// An async limiter whose state lives in Redis: the same specification as
@@ -674,6 +680,37 @@ struct Shared {
     round_trips: AtomicU64,
     local_denials: AtomicU64,
     failures: AtomicU64,
+}
+
+impl Shared {
+    fn new(
+        script: Script,
+        rules: Rules,
+        layout: Layout,
+        prefix: String,
+        options: Options,
+    ) -> Shared {
+        Shared {
+            script,
+            rules: arc_swap::ArcSwap::from_pointee(rules),
+            layout,
+            prefix,
+            policy: options.policy,
+            timeout: options.timeout,
+            max_key_len: options.max_key_len,
+            precheck: options.precheck.then(papaya::HashMap::new),
+            clock: QuantaClock::new(),
+            // Unique per limiter (each RandomState is keyed anew): sorted-set
+            // members are this, then a count.
+            member: format!("{:016x}", RandomState::new().hash_one(std::process::id())),
+            reconfiguring: std::sync::Mutex::new(()),
+            name: options.name,
+            sequence: AtomicU64::new(0),
+            round_trips: AtomicU64::new(0),
+            local_denials: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        }
+    }
 }
 
 impl fmt::Debug for RedisLimiter {
@@ -1189,6 +1226,50 @@ impl RedisLimiter {
             map.pin().clear();
         }
         Ok(())
+    }
+
+    /// Another limiter on this one's connection, with `quota`'s policies
+    /// and this one's options (layout, prefix, failure policy, timeout,
+    /// local pre-check, name): no new connection is opened, so a service
+    /// that decides keys under many policy sets (`slidelog serve`, one per
+    /// configured or requested limit) holds one connection, not one per set.
+    ///
+    /// The two are separate limiters on the same Redis keys:
+    /// [`reconfigure`](Self::reconfigure) on one does not change the other,
+    /// each keeps its own [`stats`](Self::stats), and a key checked through
+    /// both is judged each time by the policies of the limiter asked (in the
+    /// ring layout the script moves the key's ring to them, as after a
+    /// reconfiguration).
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// let strict = limiter.with_quota(&slidelog::Quota::new(2, Duration::from_secs(60))?);
+    /// assert_eq!(strict.limit(), 2);
+    /// assert!(strict.check("admin").await?.is_ok());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_quota(&self, quota: &crate::Quota) -> RedisLimiter {
+        let rules = Rules::new(quota.policies().to_vec(), 0)
+            .expect("a Quota's policies are validated when it is made");
+        let shared = &self.shared;
+        let prefix = shared.prefix.clone();
+        RedisLimiter {
+            conn: self.conn.clone(),
+            shared: std::sync::Arc::new(Shared::new(
+                shared.script.clone(),
+                rules,
+                shared.layout,
+                prefix,
+                Options {
+                    policy: shared.policy,
+                    timeout: shared.timeout,
+                    max_key_len: shared.max_key_len,
+                    precheck: shared.precheck.is_some(),
+                    name: shared.name.clone(),
+                },
+            )),
+        }
     }
 
     /// How many times [`reconfigure`](Self::reconfigure) changed this

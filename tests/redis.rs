@@ -725,6 +725,55 @@ fn peek_remove_and_reset() {
     });
 }
 
+/// How many clients the server at `url` has connected.
+fn clients(url: &str) -> usize {
+    let out = Command::new("redis-cli")
+        .args(["-u", url, "client", "list"])
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("id="))
+        .count()
+}
+
+/// `with_quota`: other policies on the same connection and the same keys,
+/// configured apart from the limiter it came from.
+#[test]
+fn with_quota_shares_the_connection_and_the_keys() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let minute = Duration::from_secs(60);
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let base = limiter(&server.url, 5, minute, layout, &format!("wq-{layout:?}:")).await;
+            for _ in 0..3 {
+                assert!(base.check("k").await.unwrap().is_ok());
+            }
+            let before = clients(&server.url);
+            let derived: Vec<RedisLimiter> = (1..=20)
+                .map(|limit| base.with_quota(&slidelog::Quota::new(limit, minute).unwrap()))
+                .collect();
+            for (limit, d) in (1..).zip(&derived) {
+                assert_eq!(d.limit(), limit);
+                assert_eq!(d.layout(), layout);
+                let fresh = d.check(&format!("fresh-{limit}")).await.unwrap().unwrap();
+                assert_eq!(fresh.remaining(), limit - 1, "{layout:?}");
+            }
+            assert_eq!(clients(&server.url), before, "no new connection");
+            // The same keys: three admitted through the base fill a window of 2.
+            let strict = &derived[1];
+            assert!(strict.check("k").await.unwrap().is_err(), "{layout:?}");
+            // Configured apart.
+            strict
+                .reconfigure(slidelog::Quota::new(9, minute).unwrap())
+                .unwrap();
+            assert_eq!((strict.limit(), base.limit()), (9, 5));
+            assert_eq!(base.stats().round_trips, 3, "its own statistics");
+        }
+    });
+}
+
 /// The Redis round-trip histogram and counters through a real Prometheus
 /// recorder (local to this test), labelled by the limiter's name.
 #[cfg(feature = "metrics")]

@@ -485,6 +485,85 @@ async fn metrics_per_domain_and_descriptor() {
     }
 }
 
+/// A descriptor carrying its own `limit` (what Envoy sends for a route's
+/// `limit` override).
+fn overridden(entries: &[(&str, &str)], requests_per_unit: u32, unit: i32) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        limit: Some(
+            envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride {
+                requests_per_unit,
+                unit,
+            },
+        ),
+        ..descriptor(entries, None)
+    }
+}
+
+/// A request's own limit is honoured: the descriptor is checked by it (in
+/// a log of its own, apart from the configured limit's), and its status
+/// names it; a zero or unit-less override is `INVALID_ARGUMENT`. Only a
+/// configured descriptor is limited: an override on an unknown one is OK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_limit_overrides_are_honoured() {
+    let dir = temp_dir("overrides");
+    let file = dir.join("edge.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let server = Server::start(&file);
+    let mut client = server.client().await;
+    const MINUTE: i32 = 2;
+    const HOUR: i32 = 3;
+    let me = [("remote_address", "10.9.0.1")];
+    for i in 0..6 {
+        let r = ask(&mut client, "edge", vec![overridden(&me, 5, HOUR)]).await;
+        let s = &r.statuses[0];
+        let limit = s.current_limit.as_ref().expect("the override is shown");
+        assert_eq!((limit.requests_per_unit, limit.unit), (5, HOUR));
+        if i < 5 {
+            assert_eq!((code(s), s.limit_remaining), (Code::Ok, 4 - i), "call {i}");
+        } else {
+            assert_eq!(code(s), Code::OverLimit);
+        }
+    }
+    // The configured 3 per second for the same address: a log of its own.
+    let s = one(&mut client, "edge", &me, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
+    // Another override is another log.
+    let r = ask(&mut client, "edge", vec![overridden(&me, 7, MINUTE)]).await;
+    assert_eq!(r.statuses[0].limit_remaining, 6);
+    // An unknown descriptor stays unlimited, override or not.
+    let r = ask(
+        &mut client,
+        "edge",
+        vec![overridden(&[("nobody", "x")], 1, MINUTE)],
+    )
+    .await;
+    assert_eq!(code(&r.statuses[0]), Code::Ok);
+    for (rpu, unit, why) in [(0, MINUTE, "0 requests"), (3, 0, "without a unit")] {
+        let refused = client
+            .should_rate_limit(RateLimitRequest {
+                domain: "edge".into(),
+                descriptors: vec![overridden(&me, rpu, unit)],
+                hits_addend: 0,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+        assert!(refused.message().contains(why), "{}", refused.message());
+    }
+}
+
+/// How many clients the redis-server on `port` has connected.
+fn redis_clients(port: u16) -> usize {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "client", "list"])
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("id="))
+        .count()
+}
+
 /// Two replicas of the service sharing one real `redis-server` stay exact
 /// together: one limit of 5 per minute per address, asked alternately
 /// through both, admits exactly 5; a reload on one replica (cut to 3)
@@ -531,6 +610,14 @@ async fn replicas_sharing_redis_stay_exact() {
     b.wait_for("reloaded");
     let s = one(&mut cb, "api", &me, None).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
+    // Fifty distinct request overrides: fifty policy sets, no new
+    // connection (each replica holds one).
+    let before = redis_clients(port);
+    for rpu in 1..=50 {
+        let r = ask(&mut ca, "api", vec![overridden(&me, rpu, 3)]).await;
+        assert_eq!(r.statuses[0].limit_remaining, rpu - 1, "override {rpu}");
+    }
+    assert_eq!(redis_clients(port), before, "a connection per policy set");
     drop((a, b));
     let _ = redis.kill();
     let _ = redis.wait();

@@ -63,9 +63,20 @@ enum Store {
     /// policies change keeps its history (the ring script rebuilds it).
     Redis {
         target: RedisTarget,
-        limiters: tokio::sync::Mutex<HashMap<Vec<slidelog::Policy>, RedisLimiter>>,
+        /// The one connection, made on first use (the service starts while
+        /// Redis is down, answering UNAVAILABLE until it is up).
+        base: tokio::sync::OnceCell<RedisLimiter>,
+        /// A limiter per policy set, each on `base`'s connection; at most
+        /// [`POLICY_SETS`] of them (request overrides choose the sets).
+        limiters: std::sync::Mutex<HashMap<Vec<slidelog::Policy>, RedisLimiter>>,
     },
 }
+
+/// Most Redis limiters kept at once. Beyond it the map is emptied and they
+/// are made again as asked: each is a few allocations on the shared
+/// connection, so a client sending ever new limit overrides costs memory
+/// up to this bound, never connections.
+const POLICY_SETS: usize = 1_024;
 
 impl Store {
     /// `n` units for `key` under `quota`, recorded unless `dry`.
@@ -92,36 +103,48 @@ impl Store {
     }
 
     async fn redis_for(&self, quota: &Quota) -> Result<RedisLimiter, Status> {
-        let Store::Redis { target, limiters } = self else {
+        let Store::Redis {
+            target,
+            base,
+            limiters,
+        } = self
+        else {
             unreachable!("called for the Redis store")
         };
-        let mut limiters = limiters.lock().await;
+        let base = base
+            .get_or_try_init(|| async {
+                let policies = placeholder().policies()[0];
+                let builder = match target {
+                    RedisTarget::Node(url) => {
+                        RedisLimiter::builder(url.as_str(), policies.limit, policies.window)
+                    }
+                    RedisTarget::Cluster(nodes) => RedisLimiter::cluster_builder(
+                        nodes.iter().map(String::as_str),
+                        policies.limit,
+                        policies.window,
+                    ),
+                };
+                builder
+                    .layout(slidelog::redis::Layout::Ring)
+                    .prefix("slidelog-rls:")
+                    .max_key_len(8_192)
+                    .name("rls")
+                    .connect()
+                    .await
+                    .map_err(|e| Status::unavailable(format!("redis: {e}")))
+            })
+            .await?;
+        let mut limiters = limiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(limiter) = limiters.get(quota.policies()) {
             return Ok(limiter.clone());
         }
-        let policies = quota.policies();
-        let mut builder = match target {
-            RedisTarget::Node(url) => {
-                RedisLimiter::builder(url.as_str(), policies[0].limit, policies[0].window)
-            }
-            RedisTarget::Cluster(nodes) => RedisLimiter::cluster_builder(
-                nodes.iter().map(String::as_str),
-                policies[0].limit,
-                policies[0].window,
-            ),
-        };
-        for p in &policies[1..] {
-            builder = builder.and(p.limit, p.window);
+        if limiters.len() >= POLICY_SETS {
+            limiters.clear();
         }
-        let limiter = builder
-            .layout(slidelog::redis::Layout::Ring)
-            .prefix("slidelog-rls:")
-            .max_key_len(8_192)
-            .name("rls")
-            .connect()
-            .await
-            .map_err(|e| Status::unavailable(format!("redis: {e}")))?;
-        limiters.insert(policies.to_vec(), limiter.clone());
+        let limiter = base.with_quota(quota);
+        limiters.insert(quota.policies().to_vec(), limiter.clone());
         Ok(limiter)
     }
 }
@@ -263,7 +286,8 @@ impl Service {
         let store = match redis {
             Some(target) => Store::Redis {
                 target,
-                limiters: tokio::sync::Mutex::new(HashMap::new()),
+                base: tokio::sync::OnceCell::new(),
+                limiters: std::sync::Mutex::new(HashMap::new()),
             },
             None => {
                 let current = Arc::clone(&config);
