@@ -24,8 +24,15 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 mod reconfig;
 
-/// An admission and a dry run made right after it on the same state (see
-/// `KeyedLimiter::check_then_peek_at`).
+/// What `KeyedLimiter::check_then_peek_at` found on a key's state.
+#[cfg(feature = "tower")]
+pub(crate) enum Layered {
+    /// Admitted, with the dry run and each policy's state.
+    Admitted(Peeked),
+    /// Denied, with each policy's state (several policies only).
+    Denied(Denied, Option<Vec<(u32, Duration)>>),
+}
+
 /// An admission, the dry run of `remaining + 1` units after it, and (with
 /// several policies) each policy's room and wait.
 #[cfg(feature = "tower")]
@@ -791,8 +798,12 @@ where
     /// `remaining + 1` units on the same state (`None` if that many can
     /// never fit): both from one lookup of the key. The tower layer's IETF
     /// `t` is that dry run's wait.
+    ///
+    /// A denial by the state comes with each policy's state too (with
+    /// several policies, for the headers): `Ok(Layered::Denied(..))`; an
+    /// `Err` is a denial without a state (a key refused by the budget).
     #[cfg(feature = "tower")]
-    pub(crate) fn check_then_peek_at<Q>(&self, key: &Q, now: u64) -> Result<Peeked, Denied>
+    pub(crate) fn check_then_peek_at<Q>(&self, key: &Q, now: u64) -> Result<Layered, Denied>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -805,7 +816,10 @@ where
                 let quota = state.quota();
                 let admitted = match algorithm.check(&state.words, quota, 1, now, floor)? {
                     Ok(admitted) => admitted,
-                    Err(denied) => return Some(Err(denied)),
+                    Err(denied) => {
+                        let states = algorithm.policy_states(&state.words, quota, now, floor);
+                        return Some(Ok(Layered::Denied(denied, states)));
+                    }
                 };
                 let more = admitted.remaining().saturating_add(1);
                 let peeked = algorithm
@@ -814,24 +828,10 @@ where
                     .then(|| algorithm.peek(&state.words, quota, more, now, floor))
                     .flatten();
                 let states = algorithm.policy_states(&state.words, quota, now, floor);
-                Some(Ok((admitted, peeked, states)))
+                Some(Ok(Layered::Admitted((admitted, peeked, states))))
             },
-            |admitted| (admitted, None, None),
+            |admitted| Layered::Admitted((admitted, None, None)),
         )
-    }
-
-    /// With several policies, each one's room and wait for `key` at `now`
-    /// (for the headers of a denial); `None` otherwise or for an absent key.
-    #[cfg(feature = "tower")]
-    pub(crate) fn policy_states_at<Q>(&self, key: &Q, now: u64) -> Option<Vec<(u32, Duration)>>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let guard = self.map.guard();
-        let state = self.map.get(key, &guard)?;
-        self.algorithm
-            .policy_states(&state.words, state.quota(), now, self.floor.get())
     }
 
     /// Admits one request for `key` now or denies it, like

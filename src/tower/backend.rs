@@ -9,7 +9,7 @@ use crate::algorithm::{Algorithm, RateLimit as SingleKey};
 use crate::clock::Clock;
 use crate::counter::SlidingCounter;
 use crate::decision::{Admitted, Denied};
-use crate::keyed::KeyedLimiter;
+use crate::keyed::{KeyedLimiter, Layered};
 use crate::limiter::Limiter;
 use crate::policy::Policy;
 
@@ -136,22 +136,27 @@ where
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, key: K) -> Self::Future {
-        // One lookup for the decision and the wait (see `verdict`).
+        // One lookup for the decision, the wait (see `verdict`) and, with
+        // several policies, each one's state.
         let verdict = match self.check_then_peek_at(&key, self.clock().now()) {
-            Ok((admitted, peeked, states)) => Verdict {
+            Ok(Layered::Admitted((admitted, peeked, states))) => Verdict {
                 decision: Ok(admitted),
                 wait: wait_of(peeked),
                 degraded: false,
                 per_policy: states.as_deref().map(PolicyStates::new),
             },
+            Ok(Layered::Denied(denied, states)) => Verdict {
+                decision: Err(denied),
+                wait: Duration::ZERO,
+                degraded: false,
+                per_policy: states.as_deref().map(PolicyStates::new),
+            },
+            // No state to describe (a key the budget refused).
             Err(denied) => Verdict {
                 decision: Err(denied),
                 wait: Duration::ZERO,
                 degraded: false,
-                per_policy: self
-                    .policy_states_at(&key, self.clock().now())
-                    .as_deref()
-                    .map(PolicyStates::new),
+                per_policy: None,
             },
         };
         core::future::ready(verdict)

@@ -10,7 +10,7 @@ use http::header::{HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 
 use super::body::RateLimitBody;
-use super::headers::{ceil_seconds, policy_name, rate_limit_headers};
+use super::headers::{ceil_seconds, list_headers, policy_name};
 use super::service::Style;
 use crate::decision::{Denied, DenyReason};
 use crate::policy::Policy;
@@ -191,6 +191,7 @@ pub(super) fn denial<B>(
         headers,
         deny,
         policies,
+        policy_value,
         hook,
         unavailable: unavailable_status,
         name: limiter,
@@ -240,7 +241,15 @@ pub(super) fn denial<B>(
     }
     // Nothing was counted when the store failed: no `RateLimit` fields.
     if denied.reason() != DenyReason::Unavailable {
-        for (name, value) in rate_limit_headers(headers, policies, which, 0, wait, per_policy).0 {
+        for (name, value) in list_headers(
+            headers,
+            policies,
+            policy_value.as_ref(),
+            which,
+            0,
+            wait,
+            per_policy,
+        ) {
             if !h.contains_key(&name) {
                 h.insert(name, value);
             }

@@ -48,9 +48,47 @@ pub fn ceil_seconds(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-/// The header values for one decision.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Headers(pub(crate) Vec<(HeaderName, HeaderValue)>);
+/// `RateLimit-Policy` (a constant: its name is checked when compiled, not
+/// per response).
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`.
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The header values for one decision: at most three, inline (no
+/// allocation per response).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Headers([Option<(HeaderName, HeaderValue)>; 3]);
+
+impl Headers {
+    fn push(&mut self, name: HeaderName, value: HeaderValue) {
+        if let Some(free) = self.0.iter_mut().find(|slot| slot.is_none()) {
+            *free = Some((name, value));
+        }
+    }
+
+    /// The `i`-th value.
+    #[cfg(test)]
+    pub(crate) fn value(&self, i: usize) -> Option<&HeaderValue> {
+        self.0.get(i)?.as_ref().map(|(_, value)| value)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+}
+
+impl IntoIterator for Headers {
+    type Item = (HeaderName, HeaderValue);
+    type IntoIter = core::iter::Flatten<core::array::IntoIter<Option<Self::Item>, 3>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter().flatten()
+    }
+}
 
 /// The name of policy `i` in the IETF headers: `"default"` for a limiter
 /// of one policy; with several, its window (`"1s"`, `"1m"`, `"1h"`,
@@ -78,7 +116,6 @@ pub fn policy_name(policies: &[Policy], i: usize) -> String {
 
 /// [`policy_name`], written into `out`.
 fn write_policy_name(out: &mut String, policies: &[Policy], i: usize) {
-    use core::fmt::Write;
     if policies.len() <= 1 {
         out.push_str("default");
         return;
@@ -93,9 +130,11 @@ fn write_policy_name(out: &mut String, policies: &[Policy], i: usize) {
             .map_or((ns, "ns"), |(unit, name)| (ns / unit, name))
     }
     let own = label(policies[i].window);
-    let _ = write!(out, "{}{}", own.0, own.1);
+    out.push_str(itoa::Buffer::new().format(own.0));
+    out.push_str(own.1);
     if policies[..i].iter().any(|p| label(p.window) == own) {
-        let _ = write!(out, "-{i}");
+        out.push('-');
+        out.push_str(itoa::Buffer::new().format(i));
     }
 }
 
@@ -104,6 +143,7 @@ fn write_policy_name(out: &mut String, policies: &[Policy], i: usize) {
 /// `wait` is the time until `remaining` next grows (see [`Verdict::wait`]);
 /// the legacy reset is the time until a request can be admitted: 0 while
 /// `remaining > 0`, else `wait`.
+#[cfg(test)]
 pub(crate) fn rate_limit_headers(
     style: HeaderStyle,
     policies: &[Policy],
@@ -112,11 +152,27 @@ pub(crate) fn rate_limit_headers(
     wait: Duration,
     per_policy: Option<&super::PolicyStates>,
 ) -> Headers {
+    list_headers(style, policies, None, which, remaining, wait, per_policy)
+}
+
+/// [`rate_limit_headers`], with the `RateLimit-Policy` value already
+/// written when the layer has it (`policy_value`, see
+/// [`interned_policy_value`]): per response only the `RateLimit` item(s)
+/// are, with integers through `itoa` (no `core::fmt` on the hot path).
+pub(crate) fn list_headers(
+    style: HeaderStyle,
+    policies: &[Policy],
+    policy_value: Option<&HeaderValue>,
+    which: usize,
+    remaining: u32,
+    wait: Duration,
+    per_policy: Option<&super::PolicyStates>,
+) -> Headers {
     let num = |n: u64| HeaderValue::from(n);
-    let mut out = Vec::with_capacity(3);
+    let mut out = Headers::default();
     let which = which.min(policies.len().saturating_sub(1));
     let Some(reported) = policies.get(which) else {
-        return Headers(out);
+        return out;
     };
     // Every policy's item, if the backend told each one's state.
     let every = match (style, per_policy) {
@@ -127,64 +183,95 @@ pub(crate) fn rate_limit_headers(
     };
     match style {
         HeaderStyle::Ietf | HeaderStyle::IetfClosest => {
-            use core::fmt::Write;
             // One buffer per field, handed to the header value without a
-            // copy: `"1s";q=10;w=1, "1m";q=100;w=60` and `"1s";r=4;t=1`.
-            let mut policy = String::with_capacity(24 * policies.len());
-            for (i, p) in policies.iter().enumerate() {
-                if i > 0 {
-                    policy.push_str(", ");
-                }
-                policy.push('"');
-                write_policy_name(&mut policy, policies, i);
-                let _ = write!(policy, "\";q={};w={}", p.limit, ceil_seconds(p.window));
-            }
+            // copy: `"1s";r=4;t=1` (and `"1s";q=10;w=1, "1m";q=100;w=60`
+            // when the list's own copy was too long to keep).
             let mut state = String::with_capacity(32 * every.map_or(1, <[_]>::len));
+            let item = |state: &mut String, i: usize, r: u32, t: Duration| {
+                state.push('"');
+                write_policy_name(state, policies, i);
+                state.push_str("\";r=");
+                state.push_str(itoa::Buffer::new().format(r));
+                state.push_str(";t=");
+                state.push_str(itoa::Buffer::new().format(ceil_seconds(t)));
+            };
             match every {
                 Some(states) => {
                     for (i, &(r, t)) in states.iter().enumerate() {
                         if i > 0 {
                             state.push_str(", ");
                         }
-                        state.push('"');
-                        write_policy_name(&mut state, policies, i);
-                        let _ = write!(state, "\";r={r};t={}", ceil_seconds(t));
+                        item(&mut state, i, r, t);
                     }
                 }
-                None => {
-                    state.push('"');
-                    write_policy_name(&mut state, policies, which);
-                    let _ = write!(state, "\";r={remaining};t={}", ceil_seconds(wait));
-                }
+                None => item(&mut state, which, remaining, wait),
             }
             // Only digits, unit letters and fixed ASCII: always valid
             // header values.
+            let policy = match policy_value {
+                Some(value) => Ok(value.clone()),
+                None => HeaderValue::from_maybe_shared(bytes::Bytes::from(policy_text(policies))),
+            };
             if let (Ok(p), Ok(s)) = (
-                HeaderValue::from_maybe_shared(bytes::Bytes::from(policy)),
+                policy,
                 HeaderValue::from_maybe_shared(bytes::Bytes::from(state)),
             ) {
-                out.push((HeaderName::from_static("ratelimit-policy"), p));
-                out.push((HeaderName::from_static("ratelimit"), s));
+                out.push(RATELIMIT_POLICY, p);
+                out.push(RATELIMIT, s);
             }
         }
         HeaderStyle::Legacy => {
-            out.push((
-                HeaderName::from_static("x-ratelimit-limit"),
-                num(u64::from(reported.limit)),
-            ));
-            out.push((
-                HeaderName::from_static("x-ratelimit-remaining"),
-                num(u64::from(remaining)),
-            ));
+            out.push(X_LIMIT, num(u64::from(reported.limit)));
+            out.push(X_REMAINING, num(u64::from(remaining)));
             let reset = if remaining > 0 { Duration::ZERO } else { wait };
-            out.push((
-                HeaderName::from_static("x-ratelimit-reset"),
-                num(ceil_seconds(reset)),
-            ));
+            out.push(X_RESET, num(ceil_seconds(reset)));
         }
         HeaderStyle::None => {}
     }
-    Headers(out)
+    out
+}
+
+/// The `RateLimit-Policy` value of `policies`:
+/// `"1s";q=10;w=1, "1m";q=100;w=60`.
+fn policy_text(policies: &[Policy]) -> String {
+    let mut text = String::with_capacity(24 * policies.len());
+    for (i, p) in policies.iter().enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        text.push('"');
+        write_policy_name(&mut text, policies, i);
+        text.push_str("\";q=");
+        text.push_str(itoa::Buffer::new().format(p.limit));
+        text.push_str(";w=");
+        text.push_str(itoa::Buffer::new().format(ceil_seconds(p.window)));
+    }
+    text
+}
+
+/// The `RateLimit-Policy` value of a layer's policies, written once per
+/// configuration and **interned**: each distinct value is leaked once for
+/// the life of the process (a few dozen bytes per distinct set of policies
+/// a layer is ever configured with), so the value each response carries is
+/// a static one — no allocation, no copy, and no reference count that every
+/// request on every core would write.
+pub(super) fn interned_policy_value(policies: &[Policy]) -> HeaderValue {
+    static INTERNED: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let text = policy_text(policies);
+    let mut interned = INTERNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let value: &'static str = match interned.get(text.as_str()) {
+        Some(&value) => value,
+        None => {
+            let value: &'static str = Box::leak(text.into_boxed_str());
+            interned.insert(value);
+            value
+        }
+    };
+    // Digits, unit letters and fixed visible ASCII: a valid value.
+    HeaderValue::from_static(value)
 }
 
 /// Up to [`MAX_POLICIES`](crate::MAX_POLICIES) policies, inline: each

@@ -56,8 +56,8 @@ mod tests {
             Duration::from_millis(9_500),
             None,
         );
-        assert_eq!(h.0[0].1, "\"default\";q=5;w=10");
-        assert_eq!(h.0[1].1, "\"default\";r=4;t=10");
+        assert_eq!(h.value(0).unwrap(), "\"default\";q=5;w=10");
+        assert_eq!(h.value(1).unwrap(), "\"default\";r=4;t=10");
         let legacy = rate_limit_headers(
             HeaderStyle::Legacy,
             &[Policy::new(5, Duration::from_secs(10))],
@@ -66,7 +66,7 @@ mod tests {
             Duration::from_millis(9_500),
             None,
         );
-        assert_eq!(legacy.0[2].1, "0", "a request fits now");
+        assert_eq!(legacy.value(2).unwrap(), "0", "a request fits now");
         let h = rate_limit_headers(
             HeaderStyle::Legacy,
             &[Policy::new(5, Duration::from_millis(1500))],
@@ -75,7 +75,7 @@ mod tests {
             Duration::from_millis(300),
             None,
         );
-        assert_eq!(h.0[2].1, "1");
+        assert_eq!(h.value(2).unwrap(), "1");
         assert!(
             rate_limit_headers(
                 HeaderStyle::None,
@@ -85,7 +85,6 @@ mod tests {
                 Duration::ZERO,
                 None
             )
-            .0
             .is_empty()
         );
     }
@@ -104,10 +103,33 @@ mod tests {
             Duration::from_millis(1500),
             None,
         );
-        assert_eq!(h.0[0].1, "\"1s\";q=10;w=1, \"1m\";q=100;w=60");
-        assert_eq!(h.0[1].1, "\"1m\";r=7;t=2");
+        assert_eq!(h.value(0).unwrap(), "\"1s\";q=10;w=1, \"1m\";q=100;w=60");
+        assert_eq!(h.value(1).unwrap(), "\"1m\";r=7;t=2");
         let legacy = rate_limit_headers(HeaderStyle::Legacy, &policies, 1, 7, Duration::ZERO, None);
-        assert_eq!(legacy.0[0].1, "100");
+        assert_eq!(legacy.value(0).unwrap(), "100");
+    }
+
+    /// The layer's `RateLimit-Policy` value is written once per distinct
+    /// policy list and shared as a static string.
+    #[test]
+    fn policy_values_are_interned() {
+        let a = [Policy::new(5, Duration::from_secs(10))];
+        let b = [
+            Policy::new(10, Duration::from_secs(1)),
+            Policy::new(100, Duration::from_secs(60)),
+        ];
+        let (a1, a2) = (
+            headers::interned_policy_value(&a),
+            headers::interned_policy_value(&a),
+        );
+        assert_eq!(a1, "\"default\";q=5;w=10");
+        assert_eq!(a1.as_bytes().as_ptr(), a2.as_bytes().as_ptr(), "one copy");
+        let b1 = headers::interned_policy_value(&b);
+        assert_eq!(b1, "\"1s\";q=10;w=1, \"1m\";q=100;w=60");
+        assert_ne!(a1.as_bytes().as_ptr(), b1.as_bytes().as_ptr());
+        // The same text as a list written per response (a key's own quota).
+        let written = rate_limit_headers(HeaderStyle::Ietf, &b, 0, 3, Duration::ZERO, None);
+        assert_eq!(written.value(0), Some(&b1));
     }
 
     proptest! {
@@ -141,7 +163,7 @@ mod tests {
         fn headers_always_valid(q in any::<u32>(), r in any::<u32>(), w in any::<u64>(), t in any::<u64>()) {
             for style in [HeaderStyle::Ietf, HeaderStyle::Legacy] {
                 let h = rate_limit_headers(style, &[Policy::new(q, Duration::from_nanos(w))], 0, r, Duration::from_nanos(t), None);
-                prop_assert!(!h.0.is_empty());
+                prop_assert!(!h.is_empty());
             }
             prop_assert!(ceil_seconds(Duration::from_nanos(t)) * 1_000_000_000 >= t);
         }

@@ -7,15 +7,16 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response};
 use pin_project_lite::pin_project;
 
 use super::backend::{Backend, Verdict};
 use super::body::RateLimitBody;
 use super::deny::{Denial, DenyHook, DenyStyle, MissingKey, denial, missing_key};
 use super::extract::KeyExtractor;
-use super::headers::{HeaderStyle, Headers, PolicyList, rate_limit_headers};
+use super::headers::{HeaderStyle, Headers, PolicyList, interned_policy_value, list_headers};
 use crate::sync::atomic::{AtomicBool, Ordering};
 
 /// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first
@@ -39,6 +40,14 @@ use crate::sync::atomic::{AtomicBool, Ordering};
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
 pub struct RateLimitLayer<L: ?Sized, X, K> {
+    /// Shared by the layer's clones and services (axum makes a service and
+    /// clones it for every request: one reference count each time, not
+    /// every option).
+    options: Arc<Options<L, X, K>>,
+}
+
+/// What a [`RateLimitLayer`] was configured with.
+struct Options<L: ?Sized, X, K> {
     backend: Arc<L>,
     extractor: X,
     fallback: Option<K>,
@@ -46,11 +55,10 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     missing: MissingKey,
     headers: HeaderStyle,
     deny: DenyStyle,
-    /// The backend's policies, for the headers (asked again when the
-    /// backend's `generation` moves: a reconfiguration).
-    policies: PolicyList,
-    /// The backend's generation `policies` were read at.
-    generation: u64,
+    /// The backend's policies, for the headers: asked again when the
+    /// backend's `generation` moves (a reconfiguration), once for the layer
+    /// and every service and clone made from it.
+    described: Arc<ArcSwap<Described>>,
     /// Builds the denial response instead of the default body.
     on_deny: Option<DenyHook>,
     /// The status when the backend cannot decide (503 by default).
@@ -62,17 +70,24 @@ pub struct RateLimitLayer<L: ?Sized, X, K> {
     missing_logged: Arc<AtomicBool>,
 }
 
-impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
+impl<L: ?Sized, X, K> Clone for RateLimitLayer<L, X, K> {
     fn clone(&self) -> Self {
         RateLimitLayer {
+            options: Arc::clone(&self.options),
+        }
+    }
+}
+
+impl<L: ?Sized, X: Clone, K: Clone> Clone for Options<L, X, K> {
+    fn clone(&self) -> Self {
+        Options {
             backend: Arc::clone(&self.backend),
             extractor: self.extractor.clone(),
             fallback: self.fallback.clone(),
             missing: self.missing,
             headers: self.headers,
             deny: self.deny,
-            policies: self.policies,
-            generation: self.generation,
+            described: Arc::clone(&self.described),
             on_deny: self.on_deny.clone(),
             unavailable: self.unavailable,
             name: self.name.clone(),
@@ -84,8 +99,8 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for RateLimitLayer<L, X, K> {
 impl<L: ?Sized, X, K> fmt::Debug for RateLimitLayer<L, X, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("headers", &self.headers)
-            .field("deny", &self.deny)
+            .field("headers", &self.options.headers)
+            .field("deny", &self.options.deny)
             .finish_non_exhaustive()
     }
 }
@@ -115,9 +130,8 @@ where
     /// ```
     pub fn new(backend: Arc<L>, extractor: X) -> Self {
         crate::observe::describe();
-        RateLimitLayer {
-            policies: PolicyList::new(&backend.policies()),
-            generation: backend.generation(),
+        let options = Options {
+            described: Arc::new(ArcSwap::from_pointee(Described::of(&*backend))),
             backend,
             extractor,
             fallback: None,
@@ -128,11 +142,19 @@ where
             unavailable: http::StatusCode::SERVICE_UNAVAILABLE,
             name: crate::observe::Name::default(),
             missing_logged: Arc::new(AtomicBool::new(false)),
+        };
+        RateLimitLayer {
+            options: Arc::new(options),
         }
     }
 }
 
-impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
+impl<L: ?Sized, X: Clone, K: Clone> RateLimitLayer<L, X, K> {
+    /// The options to change (copied first if a clone shares them).
+    fn options_mut(&mut self) -> &mut Options<L, X, K> {
+        Arc::make_mut(&mut self.options)
+    }
+
     /// What a request without a key gets when no fallback key is set
     /// (default [`MissingKey::ServerError`]): pass it through unlimited, or
     /// refuse it with a chosen status.
@@ -149,7 +171,7 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn on_missing_key(mut self, missing: MissingKey) -> Self {
-        self.missing = missing;
+        self.options_mut().missing = missing;
         self
     }
 
@@ -168,7 +190,7 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn fallback_key(mut self, key: K) -> Self {
-        self.fallback = Some(key);
+        self.options_mut().fallback = Some(key);
         self
     }
 
@@ -188,7 +210,7 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn no_fallback_key(mut self) -> Self {
-        self.fallback = None;
+        self.options_mut().fallback = None;
         self
     }
 
@@ -204,7 +226,7 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = crate::observe::Name::new(name);
+        self.options_mut().name = crate::observe::Name::new(name);
         self
     }
 
@@ -226,7 +248,7 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn unavailable_status(mut self, status: http::StatusCode) -> Self {
-        self.unavailable = status;
+        self.options_mut().unavailable = status;
         self
     }
 
@@ -240,7 +262,7 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn header_style(mut self, style: HeaderStyle) -> Self {
-        self.headers = style;
+        self.options_mut().headers = style;
         self
     }
 
@@ -254,7 +276,7 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn deny_style(mut self, style: DenyStyle) -> Self {
-        self.deny = style;
+        self.options_mut().deny = style;
         self
     }
 
@@ -293,7 +315,7 @@ impl<L: ?Sized, X, K> RateLimitLayer<L, X, K> {
     where
         F: Fn(&Denial<'_>) -> Response<Bytes> + Send + Sync + 'static,
     {
-        self.on_deny = Some(Arc::new(hook));
+        self.options_mut().on_deny = Some(Arc::new(hook));
         self
     }
 }
@@ -363,36 +385,38 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The backend was reconfigured: describe its policies now.
-        let generation = self.layer.backend.generation();
-        if generation != self.layer.generation {
-            self.layer.policies = PolicyList::new(&self.layer.backend.policies());
-            self.layer.generation = generation;
+        let layer = &*self.layer.options;
+        // The backend was reconfigured: describe its policies now (for
+        // every clone: they share `described`).
+        let mut described = layer.described.load();
+        if described.generation != layer.backend.generation() {
+            layer
+                .described
+                .store(Arc::new(Described::of(&*layer.backend)));
+            described = layer.described.load();
         }
-        let key = self
-            .layer
+        let key = layer
             .extractor
             .extract(&request)
-            .or_else(|| self.layer.fallback.clone());
+            .or_else(|| layer.fallback.clone());
         // Hand the ready service to the future, keep a fresh clone here
         // (tower's readiness contract).
         let ready = self.inner.clone();
         let inner = core::mem::replace(&mut self.inner, ready);
         // A key with its own quota is described by its own policies.
-        let policies = match key
-            .as_ref()
-            .and_then(|k| self.layer.backend.key_policies(k))
-        {
-            Some(own) => PolicyList::new(&own),
-            None => self.layer.policies,
-        };
+        let (policies, policy_value) =
+            match key.as_ref().and_then(|k| layer.backend.key_policies(k)) {
+                Some(own) => (PolicyList::new(&own), None),
+                None => (described.policies, Some(described.value.clone())),
+            };
         let style = Style {
-            headers: self.layer.headers,
-            deny: self.layer.deny,
+            headers: layer.headers,
+            deny: layer.deny,
             policies,
-            hook: self.layer.on_deny.clone(),
-            unavailable: self.layer.unavailable,
-            name: self.layer.name.clone(),
+            policy_value,
+            hook: layer.on_deny.clone(),
+            unavailable: layer.unavailable,
+            name: layer.name.clone(),
         };
         match key {
             Some(key) => ResponseFuture {
@@ -401,16 +425,16 @@ where
                         .hook
                         .as_ref()
                         .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
-                    check: self.layer.backend.check(key),
+                    check: layer.backend.check(key),
                     request: Some((request, inner)),
                 },
                 style,
             },
             None => {
-                let missing = self.layer.missing;
+                let missing = layer.missing;
                 // Relaxed: only decides whether to log; no data depends on it.
-                if !self.layer.missing_logged.swap(true, Ordering::Relaxed) {
-                    let hint = KeyExtractor::<ReqBody>::missing_key_hint(&self.layer.extractor);
+                if !layer.missing_logged.swap(true, Ordering::Relaxed) {
+                    let hint = KeyExtractor::<ReqBody>::missing_key_hint(&layer.extractor);
                     tracing::error!(
                         "slidelog: {} found no rate-limit key for a request and no fallback key \
                          is set; answering {missing:?} (logged once per layer). {hint}",
@@ -422,7 +446,7 @@ where
                         let mut inner = inner;
                         State::Calling {
                             call: inner.call(request),
-                            headers: Headers(Vec::new()),
+                            headers: Headers::default(),
                         }
                     }
                     MissingKey::Reject(status) => State::Done {
@@ -441,12 +465,37 @@ where
     }
 }
 
+/// The backend's policies as the headers describe them, at one generation.
+struct Described {
+    policies: PolicyList,
+    /// Their `RateLimit-Policy` value (interned: a static string).
+    value: HeaderValue,
+    generation: u64,
+}
+
+impl Described {
+    fn of<L: Backend<K> + ?Sized, K>(backend: &L) -> Described {
+        // The generation first: a reconfiguration between the two reads is
+        // met again by the next request, which describes it anew.
+        let generation = backend.generation();
+        let policies = backend.policies();
+        Described {
+            policies: PolicyList::new(&policies),
+            value: interned_policy_value(&policies),
+            generation,
+        }
+    }
+}
+
 /// How one response is written: the layer's choices and the policies that
 /// describe the request's key.
 pub(super) struct Style {
     pub(super) headers: HeaderStyle,
     pub(super) deny: DenyStyle,
     pub(super) policies: PolicyList,
+    /// Their `RateLimit-Policy` value when the layer has it written (a
+    /// key with policies of its own has them written per response).
+    pub(super) policy_value: Option<HeaderValue>,
     pub(super) hook: Option<DenyHook>,
     /// The status when the backend cannot decide.
     pub(super) unavailable: http::StatusCode,
@@ -517,6 +566,7 @@ where
                     let Style {
                         headers: style,
                         policies,
+                        policy_value,
                         name,
                         ..
                     } = &*this.style;
@@ -534,11 +584,12 @@ where
                             // Admitted by a failure policy (fail open):
                             // nothing was counted, so no `RateLimit` fields.
                             let headers = if verdict.degraded {
-                                Headers(Vec::new())
+                                Headers::default()
                             } else {
-                                rate_limit_headers(
+                                list_headers(
                                     *style,
                                     policies,
+                                    policy_value.as_ref(),
                                     admitted.policy(),
                                     admitted.remaining(),
                                     verdict.wait,
@@ -568,7 +619,7 @@ where
                 StateProj::Calling { call, headers } => {
                     let response = core::task::ready!(call.poll(cx))?;
                     let (mut parts, body) = response.into_parts();
-                    for (name, value) in core::mem::take(&mut headers.0) {
+                    for (name, value) in core::mem::take(headers) {
                         parts.headers.insert(name, value);
                     }
                     return Poll::Ready(Ok(Response::from_parts(
