@@ -124,6 +124,15 @@ pub trait Backend<K>: Send + Sync + 'static {
     fn generation(&self) -> u64 {
         0
     }
+    /// The verdict for `key` at once, for a backend that decides in
+    /// process (every backend of this crate but Redis): the layer then calls
+    /// the inner service straight away, without the clone of it that a call
+    /// after an await needs. `None` (the default): the layer awaits
+    /// [`check`](Self::check).
+    fn check_now(&self, key: &K) -> Option<Verdict> {
+        let _ = key;
+        None
+    }
 }
 
 impl<K, C, S, A> Backend<K> for KeyedLimiter<K, C, S, A>
@@ -136,30 +145,11 @@ where
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, key: K) -> Self::Future {
-        // One lookup for the decision, the wait (see `verdict`) and, with
-        // several policies, each one's state.
-        let verdict = match self.check_then_peek_at(&key, self.clock().now()) {
-            Ok(Layered::Admitted((admitted, peeked, states))) => Verdict {
-                decision: Ok(admitted),
-                wait: wait_of(peeked),
-                degraded: false,
-                per_policy: states.as_deref().map(PolicyStates::new),
-            },
-            Ok(Layered::Denied(denied, states)) => Verdict {
-                decision: Err(denied),
-                wait: Duration::ZERO,
-                degraded: false,
-                per_policy: states.as_deref().map(PolicyStates::new),
-            },
-            // No state to describe (a key the budget refused).
-            Err(denied) => Verdict {
-                decision: Err(denied),
-                wait: Duration::ZERO,
-                degraded: false,
-                per_policy: None,
-            },
-        };
-        core::future::ready(verdict)
+        core::future::ready(keyed_verdict(self, &key))
+    }
+
+    fn check_now(&self, key: &K) -> Option<Verdict> {
+        Some(keyed_verdict(self, key))
     }
 
     fn policy(&self) -> (u32, Duration) {
@@ -178,6 +168,38 @@ where
 
     fn generation(&self) -> u64 {
         self.config_generation()
+    }
+}
+
+/// A keyed limiter's verdict: one lookup for the decision, the wait (see
+/// `verdict`) and, with several policies, each one's state.
+fn keyed_verdict<K, C, S, A>(limiter: &KeyedLimiter<K, C, S, A>, key: &K) -> Verdict
+where
+    K: Hash + Eq + crate::KeySize + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+    A: Algorithm,
+{
+    match limiter.check_then_peek_at(key, limiter.clock().now()) {
+        Ok(Layered::Admitted((admitted, peeked, states))) => Verdict {
+            decision: Ok(admitted),
+            wait: wait_of(peeked),
+            degraded: false,
+            per_policy: states.as_deref().map(PolicyStates::new),
+        },
+        Ok(Layered::Denied(denied, states)) => Verdict {
+            decision: Err(denied),
+            wait: Duration::ZERO,
+            degraded: false,
+            per_policy: states.as_deref().map(PolicyStates::new),
+        },
+        // No state to describe (a key the budget refused).
+        Err(denied) => Verdict {
+            decision: Err(denied),
+            wait: Duration::ZERO,
+            degraded: false,
+            per_policy: None,
+        },
     }
 }
 
@@ -231,7 +253,11 @@ impl<K, C: Clock + 'static> Backend<K> for SlidingCounter<C> {
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, _: K) -> Self::Future {
-        single_key_check(self)
+        core::future::ready(single_key_verdict(self))
+    }
+
+    fn check_now(&self, _: &K) -> Option<Verdict> {
+        Some(single_key_verdict(self))
     }
 
     fn policy(&self) -> (u32, Duration) {
@@ -261,11 +287,11 @@ impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, _: K) -> Self::Future {
-        let now = self.clock().now();
-        let decision = self.check_n_at(1, now);
-        let mut verdict = verdict(decision, |n| self.peek_n_at(n, now));
-        verdict.per_policy = self.policy_states_at(now).as_deref().map(PolicyStates::new);
-        core::future::ready(verdict)
+        core::future::ready(limiter_verdict(self))
+    }
+
+    fn check_now(&self, _: &K) -> Option<Verdict> {
+        Some(limiter_verdict(self))
     }
 
     fn policy(&self) -> (u32, Duration) {
@@ -304,7 +330,11 @@ impl<K> Backend<K> for dyn SingleKey {
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, _: K) -> Self::Future {
-        single_key_check(self)
+        core::future::ready(single_key_verdict(self))
+    }
+
+    fn check_now(&self, _: &K) -> Option<Verdict> {
+        Some(single_key_verdict(self))
     }
 
     fn policy(&self) -> (u32, Duration) {
@@ -320,8 +350,21 @@ impl<K> Backend<K> for dyn SingleKey {
     }
 }
 
-pub(super) fn single_key_check<R: SingleKey + ?Sized>(limiter: &R) -> core::future::Ready<Verdict> {
+/// A single-key [`Limiter`]'s verdict, with each policy's state.
+fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
+    let now = limiter.clock().now();
+    let decision = limiter.check_n_at(1, now);
+    let mut verdict = verdict(decision, |n| limiter.peek_n_at(n, now));
+    verdict.per_policy = limiter
+        .policy_states_at(now)
+        .as_deref()
+        .map(PolicyStates::new);
+    verdict
+}
+
+/// Any single-key limiter's verdict.
+pub(super) fn single_key_verdict<R: SingleKey + ?Sized>(limiter: &R) -> Verdict {
     let now = limiter.now();
     let decision = limiter.check_n_at(1, now);
-    core::future::ready(verdict(decision, |n| limiter.peek_n_at(n, now)))
+    verdict(decision, |n| limiter.peek_n_at(n, now))
 }

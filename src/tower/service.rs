@@ -17,6 +17,7 @@ use super::body::RateLimitBody;
 use super::deny::{Denial, DenyHook, DenyStyle, MissingKey, denial, missing_key};
 use super::extract::KeyExtractor;
 use super::headers::{HeaderStyle, Headers, PolicyList, interned_policy_value, list_headers};
+use crate::decision::Admitted;
 use crate::sync::atomic::{AtomicBool, Ordering};
 
 /// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first
@@ -368,6 +369,15 @@ impl<S, L: ?Sized, X, K> fmt::Debug for RateLimitService<S, L, X, K> {
     }
 }
 
+impl<S: Clone, L: ?Sized, X, K> RateLimitService<S, L, X, K> {
+    /// The readied inner service, for a call after an await, leaving a
+    /// fresh clone in its place (tower's readiness contract).
+    fn ready_clone(&mut self) -> S {
+        let fresh = self.inner.clone();
+        core::mem::replace(&mut self.inner, fresh)
+    }
+}
+
 impl<S, L: ?Sized, X, K, ReqBody, ResBody> tower::Service<Request<ReqBody>>
     for RateLimitService<S, L, X, K>
 where
@@ -399,10 +409,6 @@ where
             .extractor
             .extract(&request)
             .or_else(|| layer.fallback.clone());
-        // Hand the ready service to the future, keep a fresh clone here
-        // (tower's readiness contract).
-        let ready = self.inner.clone();
-        let inner = core::mem::replace(&mut self.inner, ready);
         // A key with its own quota is described by its own policies.
         let (policies, policy_value) =
             match key.as_ref().and_then(|k| layer.backend.key_policies(k)) {
@@ -418,19 +424,45 @@ where
             unavailable: layer.unavailable,
             name: layer.name.clone(),
         };
-        match key {
-            Some(key) => ResponseFuture {
+        let now = key.as_ref().and_then(|key| layer.backend.check_now(key));
+        match (key, now) {
+            // Decided at once (in process): call the inner service now, the
+            // one `poll_ready` readied, with no clone of it.
+            (Some(key), Some(verdict)) => {
+                let state = match verdict.decision {
+                    Ok(admitted) => State::Calling {
+                        headers: admitted_headers(&style, &verdict, &admitted),
+                        call: self.inner.call(request),
+                    },
+                    Err(denied) => {
+                        // The hook sees the request's head and key.
+                        let (parts, _body) = request.into_parts();
+                        let response = denial(
+                            &style,
+                            denied,
+                            verdict.per_policy.as_ref(),
+                            Some(&parts),
+                            Some(&key),
+                        );
+                        State::Done {
+                            response: Some(response),
+                        }
+                    }
+                };
+                ResponseFuture { state, style }
+            }
+            (Some(key), None) => ResponseFuture {
                 state: State::Checking {
                     key: style
                         .hook
                         .as_ref()
                         .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
                     check: layer.backend.check(key),
-                    request: Some((request, inner)),
+                    request: Some((request, self.ready_clone())),
                 },
                 style,
             },
-            None => {
+            (None, _) => {
                 let missing = layer.missing;
                 // Relaxed: only decides whether to log; no data depends on it.
                 if !layer.missing_logged.swap(true, Ordering::Relaxed) {
@@ -442,13 +474,10 @@ where
                     );
                 }
                 let state = match missing {
-                    MissingKey::Allow => {
-                        let mut inner = inner;
-                        State::Calling {
-                            call: inner.call(request),
-                            headers: Headers::default(),
-                        }
-                    }
+                    MissingKey::Allow => State::Calling {
+                        call: self.inner.call(request),
+                        headers: Headers::default(),
+                    },
                     MissingKey::Reject(status) => State::Done {
                         response: Some(missing_key(style.deny, status)),
                     },
@@ -501,6 +530,31 @@ pub(super) struct Style {
     pub(super) unavailable: http::StatusCode,
     /// The `limiter` label of the layer's metrics.
     pub(super) name: crate::observe::Name,
+}
+
+/// The rate-limit headers of an admission (and its count in the metrics).
+fn admitted_headers(style: &Style, verdict: &Verdict, admitted: &Admitted) -> Headers {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "slidelog_requests_total",
+        "limiter" => style.name.label(),
+        "decision" => "admitted"
+    )
+    .increment(1);
+    // Admitted by a failure policy (fail open): nothing was counted, so no
+    // `RateLimit` fields.
+    if verdict.degraded {
+        return Headers::default();
+    }
+    list_headers(
+        style.headers,
+        &style.policies,
+        style.policy_value.as_ref(),
+        admitted.policy(),
+        admitted.remaining(),
+        verdict.wait,
+        verdict.per_policy.as_ref(),
+    )
 }
 
 pin_project! {
@@ -563,39 +617,9 @@ where
                     let Some((request, mut inner)) = request.take() else {
                         unreachable!("polled after completion")
                     };
-                    let Style {
-                        headers: style,
-                        policies,
-                        policy_value,
-                        name,
-                        ..
-                    } = &*this.style;
                     match verdict.decision {
                         Ok(admitted) => {
-                            #[cfg(feature = "metrics")]
-                            metrics::counter!(
-                                "slidelog_requests_total",
-                                "limiter" => name.label(),
-                                "decision" => "admitted"
-                            )
-                            .increment(1);
-                            #[cfg(not(feature = "metrics"))]
-                            let _ = name;
-                            // Admitted by a failure policy (fail open):
-                            // nothing was counted, so no `RateLimit` fields.
-                            let headers = if verdict.degraded {
-                                Headers::default()
-                            } else {
-                                list_headers(
-                                    *style,
-                                    policies,
-                                    policy_value.as_ref(),
-                                    admitted.policy(),
-                                    admitted.remaining(),
-                                    verdict.wait,
-                                    verdict.per_policy.as_ref(),
-                                )
-                            };
+                            let headers = admitted_headers(this.style, &verdict, &admitted);
                             let call = inner.call(request);
                             this.state.set(State::Calling { call, headers });
                         }
