@@ -1,6 +1,7 @@
 //! HTTP side by side: plain axum, axum behind the slidelog layer, and axum
 //! behind tower_governor, each keyed by the peer IP with its rate-limit
-//! headers on, on the path that admits everything and on the 429 path.
+//! headers on, on the path that admits everything and on the 429 path,
+//! each layer mounted with `Router::layer` and around the whole router.
 //!
 //! The server runs on one core (a current-thread tokio runtime on a pinned
 //! thread) and a load generator on the other: `CONNECTIONS` keep-alive
@@ -58,31 +59,37 @@ impl Drop for Server {
     }
 }
 
-fn app(contender: Contender, deny: bool) -> Router {
-    let plain = Router::new().route("/", get(|| async { "ok" }));
-    match contender {
-        Contender::Plain => plain,
-        Contender::Slidelog => {
-            // Admit everything: more than any round sends; or one per hour.
-            let (limit, window) = if deny {
-                (1, Duration::from_secs(3600))
-            } else {
-                (1 << 20, Duration::from_millis(1))
-            };
-            let limiter = Arc::new(KeyedLimiter::<IpAddr>::new(limit, window).unwrap());
-            plain.layer(RateLimitLayer::new(limiter, PeerIp::new()))
-        }
-        Contender::TowerGovernor => {
-            let mut builder = GovernorConfigBuilder::default();
-            if deny {
-                builder.per_second(3600).burst_size(1);
-            } else {
-                builder.per_nanosecond(1).burst_size(u32::MAX);
-            }
-            let config = builder.use_headers().finish().unwrap();
-            plain.layer(GovernorLayer::new(config))
-        }
+fn plain() -> Router {
+    Router::new().route("/", get(|| async { "ok" }))
+}
+
+/// slidelog's layer: admit everything (more than any round sends), or one
+/// per hour.
+fn slidelog_layer(deny: bool) -> RateLimitLayer<KeyedLimiter<IpAddr>, PeerIp, IpAddr> {
+    let (limit, window) = if deny {
+        (1, Duration::from_secs(3600))
+    } else {
+        (1 << 20, Duration::from_millis(1))
+    };
+    let limiter = Arc::new(KeyedLimiter::<IpAddr>::new(limit, window).unwrap());
+    RateLimitLayer::new(limiter, PeerIp::new())
+}
+
+/// tower_governor's layer with the same two quotas.
+fn governor_layer<B>(
+    deny: bool,
+) -> GovernorLayer<
+    tower_governor::key_extractor::PeerIpKeyExtractor,
+    governor::middleware::StateInformationMiddleware,
+    B,
+> {
+    let mut builder = GovernorConfigBuilder::default();
+    if deny {
+        builder.per_second(3600).burst_size(1);
+    } else {
+        builder.per_nanosecond(1).burst_size(u32::MAX);
     }
+    GovernorLayer::new(builder.use_headers().finish().unwrap())
 }
 
 fn pin(core: usize) {
@@ -91,7 +98,28 @@ fn pin(core: usize) {
     }
 }
 
-fn serve(contender: Contender, deny: bool) -> Server {
+/// A service around the whole router, served with the peer's address.
+fn around<S>(
+    service: S,
+) -> axum::extract::connect_info::IntoMakeServiceWithConnectInfo<S, SocketAddr>
+where
+    S: tower::Service<axum::extract::Request> + Sized,
+{
+    axum::ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<SocketAddr>(
+        service,
+    )
+}
+
+/// How a layer is mounted: `Router::layer` (axum boxes each route's
+/// layered service and its future), or around the whole router as one
+/// service (no per-route boxing; the way to put one limit on a whole app).
+#[derive(Clone, Copy, Debug)]
+enum Mount {
+    RouterLayer,
+    AroundRouter,
+}
+
+fn serve(contender: Contender, deny: bool, mount: Mount) -> Server {
     let (addr_tx, addr_rx) = mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
@@ -103,13 +131,60 @@ fn serve(contender: Contender, deny: bool) -> Server {
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            let service = app(contender, deny).into_make_service_with_connect_info::<SocketAddr>();
-            axum::serve(listener, service)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            match (contender, mount) {
+                (Contender::Plain, _) => axum::serve(
+                    listener,
+                    plain().into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped)
                 .await
-                .unwrap();
+                .unwrap(),
+                (Contender::Slidelog, Mount::RouterLayer) => axum::serve(
+                    listener,
+                    plain()
+                        .layer(slidelog_layer(deny))
+                        .into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped)
+                .await
+                .unwrap(),
+                (Contender::Slidelog, Mount::AroundRouter) => axum::serve(
+                    listener,
+                    around(
+                        tower::ServiceBuilder::new()
+                            .map_response(axum::response::IntoResponse::into_response)
+                            .layer(slidelog_layer(deny))
+                            .service(plain()),
+                    ),
+                )
+                .with_graceful_shutdown(stopped)
+                .await
+                .unwrap(),
+                (Contender::TowerGovernor, Mount::RouterLayer) => axum::serve(
+                    listener,
+                    plain()
+                        .layer(governor_layer(deny))
+                        .into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped)
+                .await
+                .unwrap(),
+                (Contender::TowerGovernor, Mount::AroundRouter) => axum::serve(
+                    listener,
+                    around(
+                        tower::ServiceBuilder::new()
+                            .map_response(axum::response::IntoResponse::into_response)
+                            .layer(governor_layer(deny))
+                            .service(plain()),
+                    ),
+                )
+                .with_graceful_shutdown(stopped)
+                .await
+                .unwrap(),
+            }
         });
     });
     Server {
@@ -202,7 +277,17 @@ fn main() {
         "| path | plain axum req/s | slidelog req/s | tower_governor req/s | slidelog / plain | tower_governor / plain | slidelog / tower_governor |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for (path, deny, status) in [("admit all", false, "200"), ("429", true, "429")] {
+    for (path, deny, status, mount) in [
+        ("admit all", false, "200", Mount::RouterLayer),
+        ("429", true, "429", Mount::RouterLayer),
+        (
+            "admit all, around the router",
+            false,
+            "200",
+            Mount::AroundRouter,
+        ),
+        ("429, around the router", true, "429", Mount::AroundRouter),
+    ] {
         let contenders = [
             Contender::Plain,
             Contender::Slidelog,
@@ -211,7 +296,7 @@ fn main() {
         let mut rates = vec![Vec::new(); contenders.len()];
         for _ in 0..rounds {
             for (i, &contender) in contenders.iter().enumerate() {
-                let server = serve(contender, deny);
+                let server = serve(contender, deny, mount);
                 // Warm up (and, on the 429 path, use the one admission).
                 let _ = load(server.addr, 0.2, status);
                 let (rate, share) = load(server.addr, seconds, status);
