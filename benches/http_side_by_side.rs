@@ -98,16 +98,30 @@ fn pin(core: usize) {
     }
 }
 
-/// A service around the whole router, served with the peer's address.
-fn around<S>(
+/// Serves `service` (the router, or a layer around it) with the peer's
+/// address until `stopped`.
+async fn run<S>(
+    listener: tokio::net::TcpListener,
     service: S,
-) -> axum::extract::connect_info::IntoMakeServiceWithConnectInfo<S, SocketAddr>
-where
-    S: tower::Service<axum::extract::Request> + Sized,
+    stopped: impl Future<Output = ()> + Send + 'static,
+) where
+    S: tower::Service<
+            axum::extract::Request,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send,
 {
-    axum::ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<SocketAddr>(
-        service,
-    )
+    let service = axum::ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<
+        SocketAddr,
+    >(service);
+    axum::serve(listener, service)
+        .with_graceful_shutdown(stopped)
+        .await
+        .unwrap();
 }
 
 /// How a layer is mounted: `Router::layer` (axum boxes each route's
@@ -134,56 +148,39 @@ fn serve(contender: Contender, deny: bool, mount: Mount) -> Server {
             let stopped = async move {
                 let _ = stopped.await;
             };
+            // Around the router: the layer's response mapped to axum's.
+            use axum::response::IntoResponse;
+            use tower::ServiceBuilder;
             match (contender, mount) {
-                (Contender::Plain, _) => axum::serve(
-                    listener,
-                    plain().into_make_service_with_connect_info::<SocketAddr>(),
-                )
-                .with_graceful_shutdown(stopped)
-                .await
-                .unwrap(),
-                (Contender::Slidelog, Mount::RouterLayer) => axum::serve(
-                    listener,
-                    plain()
-                        .layer(slidelog_layer(deny))
-                        .into_make_service_with_connect_info::<SocketAddr>(),
-                )
-                .with_graceful_shutdown(stopped)
-                .await
-                .unwrap(),
-                (Contender::Slidelog, Mount::AroundRouter) => axum::serve(
-                    listener,
-                    around(
-                        tower::ServiceBuilder::new()
-                            .map_response(axum::response::IntoResponse::into_response)
+                (Contender::Plain, _) => run(listener, plain(), stopped).await,
+                (Contender::Slidelog, Mount::RouterLayer) => {
+                    run(listener, plain().layer(slidelog_layer(deny)), stopped).await
+                }
+                (Contender::Slidelog, Mount::AroundRouter) => {
+                    run(
+                        listener,
+                        ServiceBuilder::new()
+                            .map_response(IntoResponse::into_response)
                             .layer(slidelog_layer(deny))
                             .service(plain()),
-                    ),
-                )
-                .with_graceful_shutdown(stopped)
-                .await
-                .unwrap(),
-                (Contender::TowerGovernor, Mount::RouterLayer) => axum::serve(
-                    listener,
-                    plain()
-                        .layer(governor_layer(deny))
-                        .into_make_service_with_connect_info::<SocketAddr>(),
-                )
-                .with_graceful_shutdown(stopped)
-                .await
-                .unwrap(),
-                (Contender::TowerGovernor, Mount::AroundRouter) => axum::serve(
-                    listener,
-                    around(
-                        tower::ServiceBuilder::new()
-                            .map_response(axum::response::IntoResponse::into_response)
+                        stopped,
+                    )
+                    .await
+                }
+                (Contender::TowerGovernor, Mount::RouterLayer) => {
+                    run(listener, plain().layer(governor_layer(deny)), stopped).await
+                }
+                (Contender::TowerGovernor, Mount::AroundRouter) => {
+                    run(
+                        listener,
+                        ServiceBuilder::new()
+                            .map_response(IntoResponse::into_response)
                             .layer(governor_layer(deny))
                             .service(plain()),
-                    ),
-                )
-                .with_graceful_shutdown(stopped)
-                .await
-                .unwrap(),
+                        stopped,
+                    )
+                    .await
+                }
             }
         });
     });

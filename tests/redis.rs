@@ -725,18 +725,6 @@ fn peek_remove_and_reset() {
     });
 }
 
-/// How many clients the server at `url` has connected.
-fn clients(url: &str) -> usize {
-    let out = Command::new("redis-cli")
-        .args(["-u", url, "client", "list"])
-        .output()
-        .expect("redis-cli runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with("id="))
-        .count()
-}
-
 /// `with_quota`: other policies on the same connection and the same keys,
 /// configured apart from the limiter it came from.
 #[test]
@@ -750,7 +738,7 @@ fn with_quota_shares_the_connection_and_the_keys() {
             for _ in 0..3 {
                 assert!(base.check("k").await.unwrap().is_ok());
             }
-            let before = clients(&server.url);
+            let before = common::redis_server::client_count(&server.url);
             let derived: Vec<RedisLimiter> = (1..=20)
                 .map(|limit| base.with_quota(&slidelog::Quota::new(limit, minute).unwrap()))
                 .collect();
@@ -760,7 +748,11 @@ fn with_quota_shares_the_connection_and_the_keys() {
                 let fresh = d.check(&format!("fresh-{limit}")).await.unwrap().unwrap();
                 assert_eq!(fresh.remaining(), limit - 1, "{layout:?}");
             }
-            assert_eq!(clients(&server.url), before, "no new connection");
+            assert_eq!(
+                common::redis_server::client_count(&server.url),
+                before,
+                "no new connection"
+            );
             // The same keys: three admitted through the base fill a window of 2.
             let strict = &derived[1];
             assert!(strict.check("k").await.unwrap().is_err(), "{layout:?}");

@@ -552,18 +552,6 @@ async fn request_limit_overrides_are_honoured() {
     }
 }
 
-/// How many clients the redis-server on `port` has connected.
-fn redis_clients(port: u16) -> usize {
-    let out = Command::new("redis-cli")
-        .args(["-p", &port.to_string(), "client", "list"])
-        .output()
-        .expect("redis-cli runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with("id="))
-        .count()
-}
-
 /// Two replicas of the service sharing one real `redis-server` stay exact
 /// together: one limit of 5 per minute per address, asked alternately
 /// through both, admits exactly 5; a reload on one replica (cut to 3)
@@ -612,12 +600,16 @@ async fn replicas_sharing_redis_stay_exact() {
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
     // Fifty distinct request overrides: fifty policy sets, no new
     // connection (each replica holds one).
-    let before = redis_clients(port);
+    let before = common::redis_server::client_count(&url);
     for rpu in 1..=50 {
         let r = ask(&mut ca, "api", vec![overridden(&me, rpu, 3)]).await;
         assert_eq!(r.statuses[0].limit_remaining, rpu - 1, "override {rpu}");
     }
-    assert_eq!(redis_clients(port), before, "a connection per policy set");
+    assert_eq!(
+        common::redis_server::client_count(&url),
+        before,
+        "a connection per policy set"
+    );
     drop((a, b));
     let _ = redis.kill();
     let _ = redis.wait();

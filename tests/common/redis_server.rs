@@ -116,3 +116,15 @@ pub fn start(args: impl Fn(u16) -> Vec<String>) -> Result<(Child, u16), String> 
     }
     Err(last)
 }
+
+/// How many clients the server at `url` has connected (`CLIENT LIST`).
+pub fn client_count(url: &str) -> usize {
+    let out = Command::new("redis-cli")
+        .args(["-u", url, "client", "list"])
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("id="))
+        .count()
+}
