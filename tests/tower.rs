@@ -854,3 +854,82 @@ async fn deny_hooks_see_the_request_and_the_key() {
     assert_eq!(r.status, 503);
     assert_eq!(r.body, "GET /page by alice (no agent)");
 }
+
+/// The keyed limiter behind a backend that only answers through the
+/// awaited future (no `check_now`), as an out-of-process store does.
+struct Awaited(Arc<KeyedLimiter<IpAddr, ManualClock>>);
+
+impl slidelog::tower::Backend<IpAddr> for Awaited {
+    type Future = <KeyedLimiter<IpAddr, ManualClock> as slidelog::tower::Backend<IpAddr>>::Future;
+    fn check(&self, key: IpAddr) -> Self::Future {
+        slidelog::tower::Backend::check(&*self.0, key)
+    }
+    fn policy(&self) -> (u32, Duration) {
+        slidelog::tower::Backend::<IpAddr>::policy(&*self.0)
+    }
+    fn policies(&self) -> Vec<slidelog::Policy> {
+        slidelog::tower::Backend::<IpAddr>::policies(&*self.0)
+    }
+}
+
+/// A verdict known inside `call` (in-process backends: the inner service
+/// is called at once) and one awaited (the inner service cloned for later)
+/// answer alike: statuses, every header, bodies, and the key a `deny_with`
+/// hook is shown.
+#[tokio::test]
+async fn immediate_and_awaited_verdicts_answer_alike() {
+    let make = |clock: &ManualClock| {
+        Arc::new(
+            KeyedLimiter::<IpAddr>::builder(2, Duration::from_secs(1))
+                .and(3, Duration::from_secs(60))
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        )
+    };
+    let hook = |denial: &slidelog::tower::Denial<'_>| {
+        let key = denial.key::<IpAddr>().map(ToString::to_string);
+        http::Response::builder()
+            .status(429)
+            .body(bytes::Bytes::from(format!("slow down, {key:?}")))
+            .unwrap()
+    };
+    let (now, later) = (ManualClock::new(), ManualClock::new());
+    let immediate = serve(
+        Router::new()
+            .route("/", get(|| async { "hello" }))
+            .layer(RateLimitLayer::new(make(&now), by_peer()).deny_with(hook)),
+    )
+    .await;
+    let awaited =
+        serve(Router::new().route("/", get(|| async { "hello" })).layer(
+            RateLimitLayer::new(Arc::new(Awaited(make(&later))), by_peer()).deny_with(hook),
+        ))
+        .await;
+    let mut statuses = Vec::new();
+    for step in 0..8 {
+        if step == 4 {
+            now.advance(Duration::from_secs(1));
+            later.advance(Duration::from_secs(1));
+        }
+        let (a, b) = (
+            get_path(immediate, "/", &[]).await,
+            get_path(awaited, "/", &[]).await,
+        );
+        let shown = |r: &Reply| {
+            let mut headers: Vec<_> = r
+                .headers
+                .iter()
+                .filter(|(n, _)| !n.eq_ignore_ascii_case("date"))
+                .cloned()
+                .collect();
+            headers.sort();
+            (r.status, headers, r.body.clone())
+        };
+        assert_eq!(shown(&a), shown(&b), "step {step}");
+        statuses.push(a.status);
+    }
+    assert_eq!(statuses, [200, 200, 429, 429, 200, 429, 429, 429]);
+    let denied = get_path(immediate, "/", &[]).await;
+    assert_eq!(denied.body, "slow down, Some(\"127.0.0.1\")");
+}
