@@ -5,6 +5,8 @@
 
 #![cfg(all(feature = "tower", feature = "metrics"))]
 
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,16 +38,6 @@ async fn get_from(app: &Router, last_octet: u8) -> Response<Body> {
     let peer = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, last_octet)), 1234);
     request.extensions_mut().insert(ConnectInfo(peer));
     app.clone().oneshot(request).await.unwrap()
-}
-
-fn limiter(clock: &ManualClock) -> Arc<KeyedLimiter<IpAddr, ManualClock>> {
-    Arc::new(
-        KeyedLimiter::<IpAddr>::builder(2, Duration::from_secs(1))
-            .and(3, Duration::from_secs(60))
-            .clock(clock.clone())
-            .build()
-            .unwrap(),
-    )
 }
 
 /// Every event's fields, as `name=value` strings.
@@ -83,7 +75,7 @@ async fn counters_events_and_denial_bodies() {
     let _guard = tracing::subscriber::set_default(events.clone());
 
     let clock = ManualClock::new();
-    let limited = limiter(&clock);
+    let limited = common::two_policy_limiter(&clock);
     let plain = app(Arc::clone(&limited), |l| l);
     for _ in 0..2 {
         assert_eq!(get_from(&plain, 1).await.status(), StatusCode::OK);

@@ -4,6 +4,8 @@
 
 #![cfg(feature = "tower")]
 
+mod common;
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -878,15 +880,6 @@ impl slidelog::tower::Backend<IpAddr> for Awaited {
 /// hook is shown.
 #[tokio::test]
 async fn immediate_and_awaited_verdicts_answer_alike() {
-    let make = |clock: &ManualClock| {
-        Arc::new(
-            KeyedLimiter::<IpAddr>::builder(2, Duration::from_secs(1))
-                .and(3, Duration::from_secs(60))
-                .clock(clock.clone())
-                .build()
-                .unwrap(),
-        )
-    };
     let hook = |denial: &slidelog::tower::Denial<'_>| {
         let key = denial.key::<IpAddr>().map(ToString::to_string);
         http::Response::builder()
@@ -895,17 +888,21 @@ async fn immediate_and_awaited_verdicts_answer_alike() {
             .unwrap()
     };
     let (now, later) = (ManualClock::new(), ManualClock::new());
-    let immediate = serve(
-        Router::new()
-            .route("/", get(|| async { "hello" }))
-            .layer(RateLimitLayer::new(make(&now), by_peer()).deny_with(hook)),
-    )
-    .await;
-    let awaited =
+    let immediate =
         serve(Router::new().route("/", get(|| async { "hello" })).layer(
-            RateLimitLayer::new(Arc::new(Awaited(make(&later))), by_peer()).deny_with(hook),
+            RateLimitLayer::new(common::two_policy_limiter(&now), by_peer()).deny_with(hook),
         ))
         .await;
+    let awaited = serve(
+        Router::new().route("/", get(|| async { "hello" })).layer(
+            RateLimitLayer::new(
+                Arc::new(Awaited(common::two_policy_limiter(&later))),
+                by_peer(),
+            )
+            .deny_with(hook),
+        ),
+    )
+    .await;
     let mut statuses = Vec::new();
     for step in 0..8 {
         if step == 4 {

@@ -80,6 +80,20 @@ impl<K: Hash + Eq + Clone> KeyedModel<K> {
     }
 }
 
+/// A keyed limiter of 2 per second and 3 per minute per address on
+/// `clock`: two policies, so headers and metrics name each.
+pub fn two_policy_limiter(
+    clock: &slidelog::ManualClock,
+) -> std::sync::Arc<slidelog::KeyedLimiter<std::net::IpAddr, slidelog::ManualClock>> {
+    std::sync::Arc::new(
+        slidelog::KeyedLimiter::<std::net::IpAddr>::builder(2, std::time::Duration::from_secs(1))
+            .and(3, std::time::Duration::from_secs(60))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    )
+}
+
 /// Converts a limiter result into the model's terms.
 pub fn observed(result: Result<slidelog::Admitted, slidelog::Denied>) -> ModelDecision {
     match result {
