@@ -72,6 +72,14 @@ impl<'a> RingRef<'a> {
                 return false;
             };
             let kept: Vec<u64> = self.log_from(v).collect();
+            // A log read while an admission landed may be torn (a batch
+            // committed at `c` after the view, its fill read past it): slot
+            // `c` then no longer holds the view's word (the commit precedes
+            // every fill, and a fill we read synchronises with it), so read
+            // again rather than hand `prepare` a log out of order.
+            if self.load_slot(v.pos) != v.s {
+                continue;
+            }
             prepare(&kept);
             if self.geometry.flaw() == Flaw::OpenMigration {
                 return true;
