@@ -62,6 +62,11 @@ pub enum Flaw {
     /// then skips live admissions.
     TrustHint,
 
+    /// (Frontier guess) Follow the guess past `head` without checking that
+    /// the slot before it is claimed: a stale guess then claims a slot past
+    /// the frontier, out of index order.
+    UnverifiedGuess,
+
     // --- The counter (docs/design.md §8) ---
     /// Merge into a cell that already holds a later sub-window.
     MergeOverLater,

@@ -10,18 +10,18 @@ use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
 use crate::link::Link;
 use crate::policy::{Policy, Quota};
-use crate::ring::{Now, RingRef, Shape};
+use crate::ring::{Hints, Now, RingRef, Shape};
 use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// `head` and the expiry hint, on one padded line: the hint is read only
-/// when the window holds live admissions, and written after such an
-/// admission, next to the word the admitter just read.
+/// `head` and the ring's two guesses ([`Hints`]), on one padded line: a
+/// single reads them with `head` and writes them next to the word it just
+/// read.
 #[derive(Default)]
 struct Head {
     head: AtomicU64,
-    hint: AtomicU64,
+    hints: Hints,
 }
 
 /// An exact sliding-window-log rate limiter for one key: at most `limit`
@@ -203,7 +203,7 @@ impl Generation {
     #[inline(always)]
     fn ring(&self) -> RingRef<'_> {
         self.shape
-            .ring_hinted(&self.head.head, &self.head.hint, &self.slots)
+            .ring_hinted(&self.head.head, &self.head.hints, &self.slots)
     }
 
     fn memory_bytes(&self) -> usize {

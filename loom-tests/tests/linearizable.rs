@@ -62,6 +62,25 @@ fn lazy_head_scan() {
     run(3, 10, &[&[0, 0, 0], &[5, 12]], Flaw::None);
 }
 
+/// The frontier guess: with L = 3 a single leaves `head` behind and stores
+/// "the frontier is one past head"; the other thread may read that guess
+/// before it sees the claim the guess follows (nothing orders the two for
+/// it), and must then not follow it.
+#[test]
+fn guess_seen_before_its_claim() {
+    run(3, 10, &[&[5], &[0, 6]], Flaw::None);
+}
+
+/// Negative control: following the guess without checking that the slot
+/// before it is claimed, the reader that sees the guess but not the claim
+/// judges by the wrong previous admission (its effective time goes back
+/// past the claim's).
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_unverified_guess_is_caught() {
+    run(3, 10, &[&[5], &[0, 6]], Flaw::UnverifiedGuess);
+}
+
 /// Negative control: without the seqlock re-validation, the sleeping reader
 /// judges by the slot of a later lap and denies spuriously.
 #[test]

@@ -52,16 +52,23 @@ impl<'a> RingRef<'a> {
     /// it, while a denial (or an admission into an empty window) keeps the
     /// inlined check small.
     #[inline(never)]
-    fn remaining_search(&self, c: u64, n: u64, free: u64, t_eff: u64) -> u32 {
+    fn remaining_search(self, c: u64, n: u64, free: u64, t_eff: u64) -> u32 {
         let g = self.geometry;
         // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
         // first, at positions `base + k`; candidate `free - 1` (the previous
         // admission) is alive here.
         let base = g.position(g.advance(c, n));
-        match self.hint.filter(|_| g.hinted()) {
+        match self.expiry_hint() {
             Some(hint) => self.remaining_hinted(hint, base, free, t_eff),
             None => first_alive(free, |k| self.alive(base, k, t_eff)) as u32,
         }
+    }
+
+    /// The expiry hint, if this ring keeps one and is large enough to use it.
+    #[inline(always)]
+    fn expiry_hint(&self) -> Option<&'a AtomicU64> {
+        let g = self.geometry;
+        self.hints.filter(|_| g.hinted()).map(|h| &h.expiry)
     }
 
     /// Whether candidate `k` (at position `base + k`) is alive at `t_eff`.
@@ -88,8 +95,7 @@ impl<'a> RingRef<'a> {
         let guess = hint.load(Ordering::Relaxed) as usize;
         // The candidate at the hinted position; one of our own `n` slots
         // (or garbage) means "all alive" (the window was full).
-        let mut k =
-            g.position_plus(guess.min(g.limit() as usize - 1), g.len() - base as u64) as u64;
+        let mut k = g.steps(base, guess.min(g.limit() as usize - 1));
         if k >= free {
             k = 0;
         }
@@ -143,7 +149,7 @@ impl<'a> RingRef<'a> {
     #[inline(always)]
     pub(super) fn note_expired(&self, c: u64, n: u64, remaining: u32) {
         let g = self.geometry;
-        if let Some(hint) = self.hint.filter(|_| g.hinted()) {
+        if let Some(hint) = self.expiry_hint() {
             let first_alive = g.position_plus(g.position(g.advance(c, n)), u64::from(remaining));
             // Relaxed: see `remaining_hinted`; racing admitters may store in
             // either order, any value is safe.

@@ -173,21 +173,25 @@ impl Geometry {
         }
     }
 
+    /// How many places forward from position `from` to position `to` (both
+    /// `< L`): `(to - from) mod L`.
+    #[inline]
+    pub(super) fn steps(&self, from: usize, to: usize) -> u64 {
+        self.position_plus(to, self.limit - from as u64) as u64
+    }
+
+    /// The stamp that admission `index - 1` writes (the lap changes where
+    /// the position wraps to 0).
+    #[inline]
+    pub(super) fn stamp_before(&self, index: u64) -> u64 {
+        self.stamp(index) ^ u64::from(self.position(index) == 0)
+    }
+
     /// The position `k < L` places after `pos`.
     #[inline]
     pub(super) fn position_plus(&self, pos: usize, k: u64) -> usize {
         let p = pos as u64 + k;
         (if p >= self.limit { p - self.limit } else { p }) as usize
-    }
-
-    /// The position before `pos`.
-    #[inline]
-    pub(super) fn position_before(&self, pos: usize) -> usize {
-        if pos == 0 {
-            self.limit as usize - 1
-        } else {
-            pos - 1
-        }
     }
 
     /// **The clamp** (docs/design.md §2): the deadline `t_eff + W` of an

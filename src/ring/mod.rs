@@ -16,7 +16,7 @@
 //! | `geometry.rs` | positions, stamps, `advance`, the clamp, [`Now`] | `Geometry::deadline_for` |
 //! | `shape.rs` | validated policies → geometry; the single/multi dispatch; `Outcome` → `Admitted`/`Denied` | `Shape::decide` |
 //! | `view.rs` | the seqlock view at the frontier, helping, moving `head`, a batch's fill, the single commit | `revalidate`, `taken`, `torn_past_frontier`, `claim` |
-//! | `single.rs` | the single-unit fast path, the lazy-head scan | the scan's soundness |
+//! | `single.rs` | the single-unit fast path and its frontier guess, the lazy-head scan | the scan's soundness, `at_frontier` |
 //! | `batch.rs` | weighted requests (announce, commit, fill), `peek` | |
 //! | `count.rs` | `remaining`, the verified expiry hint | the count at the linearization point |
 //! | `multi.rs` | several policies on one ring | the chain argument per policy |
@@ -62,8 +62,24 @@ pub(crate) struct RingRef<'a> {
     pub(crate) geometry: &'a Geometry,
     pub(crate) head: &'a AtomicU64,
     pub(crate) slots: &'a [AtomicU64],
-    /// The expiry hint (see `remaining_after`), if the ring keeps one.
-    pub(crate) hint: Option<&'a AtomicU64>,
+    /// The ring's two guesses, if it keeps them ([`crate::Limiter`]'s do;
+    /// a keyed state's ring does not).
+    pub(crate) hints: Option<&'a Hints>,
+}
+
+/// Two words a ring may keep beside `head`, each only a **guess** that the
+/// path reading it verifies, so that no value either holds — stale, from
+/// another lap, stored out of order by racing threads, or garbage — can
+/// change a decision or a count, only what it costs:
+/// - `expiry`: the position of the first live admission the last count
+///   found (`count.rs`, `remaining_after`);
+/// - `frontier`: the index after the last single admitted behind a lazy
+///   `head`, so that a single finds the frontier there without scanning
+///   (`single.rs`, `guessed`).
+#[derive(Debug, Default)]
+pub(crate) struct Hints {
+    pub(crate) expiry: AtomicU64,
+    pub(crate) frontier: AtomicU64,
 }
 
 impl core::fmt::Debug for RingRef<'_> {

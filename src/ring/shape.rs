@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::geometry::{Geometry, Now};
-use super::{Outcome, RingRef};
+use super::{Hints, Outcome, RingRef};
 use crate::config;
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
@@ -14,6 +14,15 @@ use crate::sync::atomic::AtomicU64;
 
 /// The most policies one ring serves.
 pub(crate) const MAX_POLICIES: usize = 8;
+
+/// The multi-policy check, out of line: the single-policy paths keep the
+/// ring's parts in registers (a call by reference would make every check
+/// write them to the stack first).
+#[cold]
+#[inline(never)]
+fn multi(ring: RingRef<'_>, now: u64, n: u32, rules: &[Rule]) -> Outcome {
+    ring.check_multi(now, n, rules)
+}
 
 /// One policy of a multi-policy ring, in nanoseconds: at most `limit`
 /// admissions in any window of `window`.
@@ -149,21 +158,21 @@ impl Shape {
             geometry: &self.geometry,
             head,
             slots,
-            hint: None,
+            hints: None,
         }
     }
 
-    /// A view of a ring of this shape that keeps an expiry hint (see
-    /// `RingRef::remaining_after`).
+    /// A view of a ring of this shape that keeps the two guesses of
+    /// [`Hints`].
     #[inline]
     pub(crate) fn ring_hinted<'a>(
         &'a self,
         head: &'a AtomicU64,
-        hint: &'a AtomicU64,
+        hints: &'a Hints,
         slots: &'a [AtomicU64],
     ) -> RingRef<'a> {
         RingRef {
-            hint: Some(hint),
+            hints: Some(hints),
             ..self.ring(head, slots)
         }
     }
@@ -187,7 +196,7 @@ impl Shape {
     ) -> Option<Result<Admitted, Denied>> {
         let outcome = match &self.rules {
             None => ring.check(now.judged, n),
-            Some(rules) => ring.check_multi(now.judged, n, rules),
+            Some(rules) => multi(ring, now.judged, n, rules),
         };
         self.decide(outcome, now)
     }
@@ -198,7 +207,7 @@ impl Shape {
     pub(crate) fn admit_at(&self, ring: RingRef<'_>, now: Now) -> Option<Result<(), Denied>> {
         let outcome = match &self.rules {
             None => ring.check_one::<false>(now.judged),
-            Some(rules) => ring.check_multi(now.judged, 1, rules),
+            Some(rules) => multi(ring, now.judged, 1, rules),
         };
         match outcome {
             Outcome::Admitted { .. } => Some(Ok(())),

@@ -1,24 +1,33 @@
 //! One unit: the straight-line fast path, the lazy-head scan it falls back
 //! to, and the judgement and count they share (docs/design.md §4).
 
-use super::word::slot;
+use super::view::View;
+use super::word::{head, slot};
 use super::{Outcome, RingRef};
+use crate::flaw::Flaw;
+use crate::sync::atomic::Ordering;
 
 impl<'a> RingRef<'a> {
     /// One unit at `now` (judged time): the common case in straight-line
     /// code, the rest in [`check_one_scan`](Self::check_one_scan).
     ///
-    /// When `head` is at the frontier (slot `c` unclaimed) and does not move
-    /// while slots `c` and `c - 1` are read, this is exactly the scan below
-    /// with no claimed slot to pass (`k == 0`): judge, count, one CAS on
-    /// slot `c`. The admitter then moves `head` to `c + 1` at once (the scan
-    /// would wait for a lag of `B`), so that on one thread the next check
-    /// finds the frontier at `head` again and takes this path; a head CAS
-    /// that loses to another thread changes nothing (whoever moved head
-    /// moved it past `c`, or announced a batch there that our claim defeats
-    /// and the next reader helps along: see `advance_head`). Anything else —
-    /// a claimed or closed slot, a moved head, a lost CAS — goes to the
-    /// general path, which starts over from a fresh read of `head`.
+    /// It reads the view where the frontier guess puts the frontier
+    /// ([`guessed`](Self::guessed): index `idx`, at most `k <= B` past
+    /// `head`; `head` itself without a guess), and takes it if, past `head`,
+    /// **slot `idx - 1` holds its own index's word and slot `idx`, read
+    /// after it, does not** ([`at_frontier`]), with `head` unmoved. That is
+    /// the scan below at the point where it has passed the claimed slots,
+    /// checked at the last of them only: claims go in index order, so every
+    /// slot from `head` to `idx - 1` is claimed too, and `idx` was the
+    /// frontier when slot `idx` was read (`read_view_at`); the scan's
+    /// soundness (`k <= B < L`) covers the rest. Judge, count, one CAS on
+    /// slot `idx`; then [`after_single`](Self::after_single) stores the next
+    /// guess and moves `head` about every `B` admissions. Anything else — a
+    /// claimed or closed slot, a wrong guess, a moved head, a lost CAS —
+    /// goes to the general path, which starts over from a fresh read of
+    /// `head`.
+    ///
+    /// [`at_frontier`]: Self::at_frontier
     #[inline(always)]
     pub(crate) fn check_one<const COUNT: bool>(&self, now: u64) -> Outcome {
         let g = self.geometry;
@@ -26,8 +35,9 @@ impl<'a> RingRef<'a> {
             return self.check_one_scan::<COUNT>(now);
         }
         let hw = self.load_head();
-        let v = self.read_view(hw);
-        if v.s == slot::CLOSED || self.taken(v.s, v.c) || !self.revalidate(hw) {
+        let (k, idx) = self.guessed(hw);
+        let v = self.read_view_at(hw, idx);
+        if !self.at_frontier(&v, k) || !self.revalidate(hw) {
             return self.check_one_scan::<COUNT>(now);
         }
         let (d, t_eff) = match self.judge_one(now, v.s, v.p) {
@@ -41,7 +51,7 @@ impl<'a> RingRef<'a> {
         {
             return self.check_one_scan::<COUNT>(now);
         }
-        self.advance_head(hw, v.c, v.c, 1);
+        self.after_single(hw, k, v.c, v.pos, self.hints.is_none());
         if COUNT && slot::deadline(v.p) > t_eff {
             // The count searched: keep where it stopped as the hint.
             self.note_expired(v.c, 1, remaining);
@@ -50,6 +60,82 @@ impl<'a> RingRef<'a> {
             at: t_eff,
             remaining,
             policy: 0,
+        }
+    }
+
+    /// **The frontier guess**: `(k, idx)`, the index `idx` the guess names
+    /// if it lies at most `B` past `head` (word `hw`), and `k` its distance
+    /// as an upper bound; else `(0, head)` — a ring that keeps no guess, a
+    /// guess behind `head` or too far ahead, a `head` announcing a batch.
+    ///
+    /// The guess is the index after a single admitted behind a lazy `head`
+    /// ([`after_single`](Self::after_single)), never past the end of a lap
+    /// (an admission at position `L - 1` moves `head` instead), so it is
+    /// followed only within `head`'s lap: there an index is `head` plus the
+    /// distance. A head word announcing a batch carries `PENDING` above the
+    /// index, which makes the difference wrap: no guess is followed into a
+    /// batch's fill.
+    ///
+    /// The guess only says where to look. The caller verifies the view it
+    /// leads to ([`at_frontier`], `head` re-validated), so no value — stale,
+    /// stored out of order by racing admitters, garbage — changes a
+    /// decision: a wrong one costs the scan. (Loom:
+    /// `control_unverified_guess_is_caught`.)
+    ///
+    /// [`at_frontier`]: Self::at_frontier
+    #[inline(always)]
+    fn guessed(&self, hw: u64) -> (u64, u64) {
+        let g = self.geometry;
+        let Some(hints) = self.hints else {
+            return (0, head::index(hw));
+        };
+        // Relaxed: a guess, verified as above; it orders nothing.
+        let guess = hints.frontier.load(Ordering::Relaxed);
+        let k = guess.wrapping_sub(hw);
+        // In `head`'s lap (so `k` is the distance) and at most `B` past it.
+        if k <= g.lag() && g.position(hw) as u64 + k < g.len() {
+            (k, guess)
+        } else {
+            (0, head::index(hw))
+        }
+    }
+
+    /// **At the frontier**: whether view `v`, read by `read_view_at` at most
+    /// `k <= B` past a `head` the caller re-validates, has slot `c`
+    /// unclaimed (not CLOSED) and, past `head` (`k > 0`), slot `c - 1`
+    /// holding its own index's word: then `c` was the first unclaimed index
+    /// when slot `c` was read. (At `head` itself slot `c - 1` is committed.)
+    #[inline(always)]
+    fn at_frontier(&self, v: &View, k: u64) -> bool {
+        let g = self.geometry;
+        v.s != slot::CLOSED
+            && !self.taken(v.s, v.c)
+            && (k == 0
+                || g.flaw() == Flaw::UnverifiedGuess
+                || slot::claimed_by(v.p, g.stamp_before(v.c)))
+    }
+
+    /// After a single committed at index `c` (position `pos`), at most `k`
+    /// past `head` (word `hw`): store the guess `c + 1` (a ring that keeps
+    /// one) — or move `head` to `c + 1` when the lag reaches `B`, when the next index
+    /// starts a lap (a guess never crosses one: see [`guessed`]), or when
+    /// `eager` (the fast path of a ring without a guess — a keyed state's —
+    /// so that its next single finds the frontier at `head`). A head CAS
+    /// that loses changes nothing (whoever moved head moved it past `c`, or
+    /// announced a batch there that our claim defeats and the next reader
+    /// helps along: see `advance_head`).
+    ///
+    /// [`guessed`]: Self::guessed
+    #[inline(always)]
+    fn after_single(&self, hw: u64, k: u64, c: u64, pos: usize, eager: bool) {
+        let g = self.geometry;
+        match self.hints {
+            Some(hints) if !eager && k + 1 < g.lag() && pos as u64 + 1 < g.len() => {
+                // Relaxed: a guess (see `guessed`); racing admitters may
+                // store in either order. `c + 1` is in `c`'s lap.
+                hints.frontier.store(c + 1, Ordering::Relaxed);
+            }
+            _ => self.advance_head(hw, head::index(hw), c, 1),
         }
     }
 
@@ -68,7 +154,7 @@ impl<'a> RingRef<'a> {
     /// slot is the frontier. A slot of a later lap would need a head beyond
     /// ours, which the seqlock re-validation catches.
     #[inline(never)]
-    fn check_one_scan<const COUNT: bool>(&self, now: u64) -> Outcome {
+    fn check_one_scan<const COUNT: bool>(self, now: u64) -> Outcome {
         let g = self.geometry;
         'fresh: loop {
             let hw = self.load_head();
@@ -111,12 +197,9 @@ impl<'a> RingRef<'a> {
                     s = beaten;
                     continue;
                 }
-                if k + 1 >= g.lag() || (COUNT && remaining == 0) {
-                    // The lag reached B, or the window is now full (so the
-                    // denials that follow find the frontier at `head`, with
-                    // no scan): move head to the new frontier.
-                    self.advance_head(hw, c, idx, 1);
-                }
+                // Eager when the window is now full: the denials that
+                // follow then find the frontier at `head`, guess or none.
+                self.after_single(hw, k, idx, pos, COUNT && remaining == 0);
                 if COUNT && slot::deadline(p) > t_eff {
                     // The slow count ran: keep its result as the hint.
                     self.note_expired(idx, 1, remaining);
@@ -140,16 +223,18 @@ impl<'a> RingRef<'a> {
     fn judge_one(&self, now: u64, s: u64, p: u64) -> Result<(u64, u64), Outcome> {
         let g = self.geometry;
         let d = g.deadline_for(now, p);
-        let t_eff = d - g.window();
         let oldest = slot::deadline(s);
-        if oldest > t_eff {
+        // `oldest > t_eff` with `t_eff = d - W`, compared without the
+        // subtraction (no overflow: both deadlines are at most
+        // `MAX_DEADLINE`, and `W <= 2^61`).
+        if oldest + g.window() > d {
             // The L-th most recent admission is still in the window.
             return Err(Outcome::Denied {
                 available_at: oldest,
                 policy: 0,
             });
         }
-        Ok((d, t_eff))
+        Ok((d, d - g.window()))
     }
 
     /// `remaining` for a single at `index` (previous slot `p`), counted
@@ -177,6 +262,115 @@ impl<'a> RingRef<'a> {
             self.help(hw, c, self.geometry.position(c), s);
         } else {
             self.advance_head(hw, c, idx, 1);
+        }
+    }
+}
+
+#[cfg(all(test, not(slidelog_loom)))]
+mod tests {
+    //! The frontier guess changes no answer: a ring whose guess is
+    //! overwritten before every call — with garbage, with indices just
+    //! behind or ahead of the frontier, with the frontier itself — answers
+    //! every call exactly as the same ring left alone. (That ring is held to
+    //! the reference model by `tests/model.rs`.)
+
+    use proptest::prelude::*;
+
+    use super::super::word::head;
+    use super::super::{Hints, Shape};
+    use crate::sync::atomic::{AtomicU64, Ordering};
+
+    /// A ring of `limit` slots with its own `head` and guesses.
+    struct Ring {
+        shape: Shape,
+        head: AtomicU64,
+        hints: Hints,
+        slots: Vec<AtomicU64>,
+    }
+
+    impl Ring {
+        fn new(limit: u32, window: u64) -> Ring {
+            Ring {
+                shape: Shape::single(limit, std::time::Duration::from_nanos(window)).unwrap(),
+                head: AtomicU64::new(0),
+                hints: Hints::default(),
+                slots: (0..limit).map(|_| AtomicU64::new(0)).collect(),
+            }
+        }
+
+        /// `n` units at `t` (`n == 1` through `admit` when `admit`): the
+        /// answer as `(admitted, at, remaining, retry)`.
+        fn call(&self, t: u64, n: u32, admit: bool) -> (bool, u64, u32, u64) {
+            let ring = self.shape.ring_hinted(&self.head, &self.hints, &self.slots);
+            let now = self.shape.now(t, 0);
+            if admit {
+                return match self.shape.admit_at(ring, now).unwrap() {
+                    Ok(()) => (true, 0, 0, 0),
+                    Err(denied) => (false, 0, 0, denied.retry_after_nanos()),
+                };
+            }
+            match self.shape.check_at(ring, now, n).unwrap() {
+                Ok(admitted) => (true, admitted.at(), admitted.remaining(), 0),
+                Err(denied) => (false, 0, 0, denied.retry_after_nanos()),
+            }
+        }
+    }
+
+    /// What to write into the guess before a call.
+    #[derive(Clone, Copy, Debug)]
+    enum Scramble {
+        Keep,
+        Garbage(u64),
+        /// `head + j`: past the frontier, at it, or behind it.
+        AheadOfHead(u64),
+        /// The frontier itself plus `j` (found from the clean ring's slots).
+        AheadOfFrontier(u64),
+        BehindHead(u64),
+    }
+
+    fn scramble() -> impl Strategy<Value = Scramble> {
+        prop_oneof![
+            Just(Scramble::Keep),
+            any::<u64>().prop_map(Scramble::Garbage),
+            (0..8u64).prop_map(Scramble::AheadOfHead),
+            (0..4u64).prop_map(Scramble::AheadOfFrontier),
+            (1..12u64).prop_map(Scramble::BehindHead),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn no_guess_changes_an_answer(
+            limit in 1u32..12,
+            window in 1u64..40,
+            calls in prop::collection::vec((0u64..6, 0u32..4, any::<bool>(), scramble()), 1..80),
+        ) {
+            let (clean, scrambled) = (Ring::new(limit, window), Ring::new(limit, window));
+            let mut t = 0;
+            for (dt, n, admit, how) in calls {
+                t += dt;
+                let hw = scrambled.head.load(Ordering::Relaxed);
+                let frontier = clean.hints.frontier.load(Ordering::Relaxed);
+                let word = match how {
+                    Scramble::Keep => None,
+                    Scramble::Garbage(word) => Some(word),
+                    Scramble::AheadOfHead(j) => Some(head::index(hw) + j),
+                    Scramble::AheadOfFrontier(j) => Some(frontier.max(head::index(hw)) + j),
+                    Scramble::BehindHead(j) => Some(head::index(hw).wrapping_sub(j)),
+                };
+                if let Some(word) = word {
+                    scrambled.hints.frontier.store(word, Ordering::Relaxed);
+                }
+                let n = n.min(limit);
+                let admit = admit && n == 1;
+                prop_assert_eq!(
+                    scrambled.call(t, n, admit),
+                    clean.call(t, n, admit),
+                    "at {} ns, {} unit(s), admit: {}, guess {:?}", t, n, admit, how
+                );
+            }
         }
     }
 }

@@ -13,7 +13,8 @@ use crate::sync::atomic::Ordering;
 pub(super) struct View {
     /// The head word.
     pub(super) hw: u64,
-    /// `index(hw)`.
+    /// The index read: `index(hw)`, or for a single that followed the
+    /// frontier guess, up to `B` past it (`RingRef::read_view_at`).
     pub(super) c: u64,
     /// Position of `c`.
     pub(super) pos: usize,
@@ -63,41 +64,46 @@ impl<'a> RingRef<'a> {
         self.geometry.flaw() == Flaw::NoRevalidate || self.head.load(Ordering::Relaxed) == hw
     }
 
-    /// Slot `c - 1` of a view whose slot `c` (at `pos`) read `s`. With
-    /// `L == 1` it is slot `c` itself, already read: reading it twice could
-    /// see two different words (e.g. `s` unclaimed and then CLOSED) under
-    /// one head.
+    /// Reads the view at index `c` under head word `hw` (`c` is `index(hw)`
+    /// or up to `B` past it): slot `c - 1`, **then** slot `c`, not yet
+    /// re-validated (the caller calls [`revalidate`](Self::revalidate) after
+    /// whatever else it reads).
+    ///
+    /// The order matters past `head`: a slot `c - 1` read claimed stays so
+    /// (it is overwritten only by admission `c - 1 + L`, after `c` is
+    /// claimed), so if slot `c` then reads unclaimed, both words held at
+    /// once, at the second load (Acquire keeps it after the first). At
+    /// `head` itself slot `c - 1` is committed and stays so either way.
+    ///
+    /// With `L == 1` slot `c - 1` is slot `c`: the first load is discarded
+    /// (two loads could see two different words, e.g. unclaimed then
+    /// CLOSED, under one head). The position before is taken from the
+    /// slice's length `L`, and chosen with conditional moves, not branches.
     #[inline(always)]
-    fn load_previous(&self, pos: usize, s: u64) -> u64 {
-        let before = self.geometry.position_before(pos);
-        if before == pos {
-            s
-        } else {
-            self.load_slot(before)
-        }
-    }
-
-    /// Reads slot `c` of head word `hw` and slot `c - 1`: a view not yet
-    /// re-validated (the caller calls [`revalidate`](Self::revalidate)
-    /// after whatever else it reads).
-    #[inline(always)]
-    pub(super) fn read_view(&self, hw: u64) -> View {
+    pub(super) fn read_view_at(&self, hw: u64, c: u64) -> View {
         let g = self.geometry;
-        let c = head::index(hw);
         let pos = g.position(c);
+        debug_assert_eq!(self.slots.len(), g.limit() as usize);
+        let before = pos.checked_sub(1).unwrap_or(self.slots.len() - 1);
+        let p = self.load_slot(before);
         let s = self.load_slot(pos);
-        let p = self.load_previous(pos, s);
         View {
             hw,
             c,
             pos,
             stamp: g.stamp(c),
             s,
-            p,
+            p: if before == pos { s } else { p },
         }
     }
 
-    /// Reads a view under head word `hw`: slot `c`, slot `c - 1`, then
+    /// The view at `head` itself ([`read_view_at`](Self::read_view_at)).
+    #[inline(always)]
+    pub(super) fn read_view(&self, hw: u64) -> View {
+        self.read_view_at(hw, head::index(hw))
+    }
+
+    /// Reads a view under head word `hw`: slot `c - 1`, slot `c`, then
     /// whatever `more` reads (the slots a weighted request or a policy
     /// needs; `None` for a torn view), then re-validates `head`. `None`: the
     /// view is torn; the caller starts again.
