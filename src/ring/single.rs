@@ -51,7 +51,7 @@ impl<'a> RingRef<'a> {
         {
             return self.check_one_scan::<COUNT>(now);
         }
-        self.after_single(hw, k, v.c, v.pos, self.hints.is_none());
+        self.after_single(hw, k, v.c, v.pos);
         if COUNT && slot::deadline(v.p) > t_eff {
             // The count searched: keep where it stopped as the hint.
             self.note_expired(v.c, 1, remaining);
@@ -115,22 +115,22 @@ impl<'a> RingRef<'a> {
                 || slot::claimed_by(v.p, g.stamp_before(v.c)))
     }
 
-    /// After a single committed at index `c` (position `pos`), at most `k`
-    /// past `head` (word `hw`): store the guess `c + 1` (a ring that keeps
-    /// one) — or move `head` to `c + 1` when the lag reaches `B`, when the next index
-    /// starts a lap (a guess never crosses one: see [`guessed`]), or when
-    /// `eager` (the fast path of a ring without a guess — a keyed state's —
-    /// so that its next single finds the frontier at `head`). A head CAS
-    /// that loses changes nothing (whoever moved head moved it past `c`, or
-    /// announced a batch there that our claim defeats and the next reader
+    /// After the fast path committed a single at index `c` (position `pos`),
+    /// at most `k` past `head` (word `hw`): store the guess `c + 1` (a ring
+    /// that keeps one) — or move `head` to `c + 1` when the lag reaches `B`,
+    /// when the next index starts a lap (a guess never crosses one: see
+    /// [`guessed`]), or at once for a ring without a guess (a keyed
+    /// state's: its next single then finds the frontier at `head`). A head
+    /// CAS that loses changes nothing (whoever moved head moved it past `c`,
+    /// or announced a batch there that our claim defeats and the next reader
     /// helps along: see `advance_head`).
     ///
     /// [`guessed`]: Self::guessed
     #[inline(always)]
-    fn after_single(&self, hw: u64, k: u64, c: u64, pos: usize, eager: bool) {
+    fn after_single(&self, hw: u64, k: u64, c: u64, pos: usize) {
         let g = self.geometry;
         match self.hints {
-            Some(hints) if !eager && k + 1 < g.lag() && pos as u64 + 1 < g.len() => {
+            Some(hints) if k + 1 < g.lag() && pos as u64 + 1 < g.len() => {
                 // Relaxed: a guess (see `guessed`); racing admitters may
                 // store in either order. `c + 1` is in `c`'s lap.
                 hints.frontier.store(c + 1, Ordering::Relaxed);
@@ -197,9 +197,16 @@ impl<'a> RingRef<'a> {
                     s = beaten;
                     continue;
                 }
-                // Eager when the window is now full: the denials that
-                // follow then find the frontier at `head`, guess or none.
-                self.after_single(hw, k, idx, pos, COUNT && remaining == 0);
+                if k + 1 >= g.lag() || (COUNT && remaining == 0) {
+                    // The lag reached B, or the window is now full (so the
+                    // denials that follow find the frontier at `head`, with
+                    // no scan): move head to the new frontier. No frontier
+                    // guess is stored here: this path runs when admitters
+                    // race, where a store to `head`'s line on every admission
+                    // costs more than the scans it would save (two threads
+                    // on one key: about 1.7x slower with it).
+                    self.advance_head(hw, c, idx, 1);
+                }
                 if COUNT && slot::deadline(p) > t_eff {
                     // The slow count ran: keep its result as the hint.
                     self.note_expired(idx, 1, remaining);
