@@ -64,9 +64,10 @@ impl<'a> RingRef<'a> {
     }
 
     /// **The frontier guess**: `(k, idx)`, the index `idx` the guess names
-    /// if it lies at most `B` past `head` (word `hw`), and `k` its distance
-    /// as an upper bound; else `(0, head)` — a ring that keeps no guess, a
-    /// guess behind `head` or too far ahead, a `head` announcing a batch.
+    /// if it lies in `head`'s lap at most `B` past `head` (word `hw`), and
+    /// `k` its distance; else `(0, head)` — a ring that keeps no guess, a
+    /// guess behind `head`, too far ahead or in another lap, a `head`
+    /// announcing a batch.
     ///
     /// The guess is the index after a single admitted behind a lazy `head`
     /// ([`after_single`](Self::after_single)), never past the end of a lap
