@@ -27,20 +27,18 @@ mod reconfig;
 /// What `KeyedLimiter::check_then_peek_at` found on a key's state.
 #[cfg(feature = "tower")]
 pub(crate) enum Layered {
-    /// Admitted, with the dry run and each policy's state.
+    /// Admitted, with the wait until `remaining` grows and each policy's
+    /// state.
     Admitted(Peeked),
     /// Denied, with each policy's state (several policies only).
     Denied(Denied, Option<Vec<(u32, Duration)>>),
 }
 
-/// An admission, the dry run of `remaining + 1` units after it, and (with
-/// several policies) each policy's room and wait.
+/// An admission, how long until its `remaining` grows (zero when unknown:
+/// `remaining + 1` units can never fit), and (with several policies) each
+/// policy's room and wait.
 #[cfg(feature = "tower")]
-pub(crate) type Peeked = (
-    Admitted,
-    Option<Result<Admitted, Denied>>,
-    Option<Vec<(u32, Duration)>>,
-);
+pub(crate) type Peeked = (Admitted, Duration, Option<Vec<(u32, Duration)>>);
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
 /// 256 MiB of rings and map entries, at most 1,048,576 (and at least one).
@@ -794,10 +792,11 @@ where
         )
     }
 
-    /// One unit for `key` at `now` and, if admitted, the dry run of
-    /// `remaining + 1` units on the same state (`None` if that many can
-    /// never fit): both from one lookup of the key. The tower layer's IETF
-    /// `t` is that dry run's wait.
+    /// One unit for `key` at `now` and, if admitted, how long until its
+    /// `remaining` grows — read with the count (one policy), or the wait of
+    /// a dry run of `remaining + 1` units on the same state (zero if that
+    /// many can never fit): all from one lookup of the key. The tower
+    /// layer's IETF `t` is that wait.
     ///
     /// A denial by the state comes with each policy's state too (with
     /// several policies, for the headers): `Ok(Layered::Denied(..))`; an
@@ -814,23 +813,31 @@ where
             now,
             |algorithm, state, floor| {
                 let quota = state.quota();
-                let admitted = match algorithm.check(&state.words, quota, 1, now, floor)? {
+                let (decision, grows) = algorithm.check_growing(&state.words, quota, now, floor)?;
+                let admitted = match decision {
                     Ok(admitted) => admitted,
                     Err(denied) => {
                         let states = algorithm.policy_states(&state.words, quota, now, floor);
                         return Some(Ok(Layered::Denied(denied, states)));
                     }
                 };
-                let more = admitted.remaining().saturating_add(1);
-                let peeked = algorithm
-                    .exceeds(quota, more)
-                    .is_none()
-                    .then(|| algorithm.peek(&state.words, quota, more, now, floor))
-                    .flatten();
+                let wait = match grows {
+                    // Found with the count: no second pass.
+                    Some(nanos) => Duration::from_nanos(nanos),
+                    None => {
+                        let more = admitted.remaining().saturating_add(1);
+                        let peeked = algorithm
+                            .exceeds(quota, more)
+                            .is_none()
+                            .then(|| algorithm.peek(&state.words, quota, more, now, floor))
+                            .flatten();
+                        crate::tower::wait_of(peeked)
+                    }
+                };
                 let states = algorithm.policy_states(&state.words, quota, now, floor);
-                Some(Ok(Layered::Admitted((admitted, peeked, states))))
+                Some(Ok(Layered::Admitted((admitted, wait, states))))
             },
-            |admitted| Layered::Admitted((admitted, None, None)),
+            |admitted| Layered::Admitted((admitted, Duration::ZERO, None)),
         )
     }
 

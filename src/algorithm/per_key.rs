@@ -93,6 +93,21 @@ pub(crate) mod sealed {
             self.check(state, quota, 1, now, floor)
                 .map(|decision| decision.map(|_| ()))
         }
+        /// `check` of one unit and, where the algorithm knows it from the
+        /// same pass, how many nanoseconds after `now` `remaining` next
+        /// grows (`None`: the caller asks `peek`); `None` if closed.
+        #[cfg(feature = "tower")]
+        #[inline]
+        fn check_growing(
+            &self,
+            state: &[AtomicU64],
+            quota: Option<&Shape>,
+            now: u64,
+            floor: u64,
+        ) -> Option<(Result<Admitted, Denied>, Option<u64>)> {
+            self.check(state, quota, 1, now, floor)
+                .map(|decision| (decision, None))
+        }
         /// What `check` would answer, recording nothing; `None` if closed.
         fn peek(
             &self,
@@ -262,6 +277,18 @@ impl sealed::Sealed for Log {
     ) -> Option<Result<(), Denied>> {
         let (shape, ring) = self.ring(state, quota);
         shape.admit_at(ring, shape.now(now, floor))
+    }
+    #[cfg(feature = "tower")]
+    #[inline]
+    fn check_growing(
+        &self,
+        state: &[AtomicU64],
+        quota: Option<&Shape>,
+        now: u64,
+        floor: u64,
+    ) -> Option<(Result<Admitted, Denied>, Option<u64>)> {
+        let (shape, ring) = self.ring(state, quota);
+        shape.check_growing_at(ring, shape.now(now, floor))
     }
     fn peek(
         &self,

@@ -49,11 +49,7 @@ impl<'a> RingRef<'a> {
             let d = g.deadline_for(now, v.p);
             let t_eff = d - g.window();
             if n == 0 {
-                return Outcome::Admitted {
-                    at: t_eff,
-                    remaining: self.remaining_after(v.c, 0, v.p, t_eff),
-                    policy: 0,
-                };
+                return Outcome::admitted(t_eff, self.remaining_after(v.c, 0, v.p, t_eff), 0);
             }
             let oldest = slot::deadline(last);
             if oldest > t_eff {
@@ -69,11 +65,7 @@ impl<'a> RingRef<'a> {
                 if slot::deadline(v.p) > t_eff && remaining < g.limit() - n {
                     self.note_expired(v.c, n64, remaining);
                 }
-                return Outcome::Admitted {
-                    at: t_eff,
-                    remaining,
-                    policy: 0,
-                };
+                return Outcome::admitted(t_eff, remaining, 0);
             }
         }
     }
@@ -100,11 +92,7 @@ impl<'a> RingRef<'a> {
             // the next admission's.
             self.note_expired(v.c, n64, remaining);
         }
-        Outcome::Admitted {
-            at: t_eff,
-            remaining,
-            policy: 0,
-        }
+        Outcome::admitted(t_eff, remaining, 0)
     }
 
     /// Commits a batch of `n >= 2` units with deadline `d` at the frontier
@@ -152,7 +140,7 @@ impl<'a> RingRef<'a> {
         // admission, not as a wrong count).
         let mut admitted = None;
         for _ in 0..n {
-            match self.check_one::<true>(now) {
+            match self.check_one::<{ super::report::REMAINING }>(now) {
                 Outcome::Admitted { at, remaining, .. } => {
                     let at = admitted.map_or(at, |(first, _)| first);
                     admitted = Some((at, remaining));
@@ -161,10 +149,6 @@ impl<'a> RingRef<'a> {
             }
         }
         let (at, remaining) = admitted.unwrap_or((now, 0));
-        Outcome::Admitted {
-            at,
-            remaining,
-            policy: 0,
-        }
+        Outcome::admitted(at, remaining, 0)
     }
 }

@@ -137,6 +137,26 @@ impl<'a> RingRef<'a> {
         (k + first_alive(free - k, |j| alive(k + j))) as u32
     }
 
+    /// **When `remaining` next grows** after single admission `c` (deadline
+    /// `d`) that counted `remaining`: the deadline of the oldest admission
+    /// then alive — candidate `remaining` (the first alive one, at position
+    /// `pos(c + 1) + remaining`), or `c` itself when every candidate has
+    /// expired. Read before the commit CAS, like the count and by the same
+    /// argument (the candidate's word is final for our index).
+    #[inline(always)]
+    pub(super) fn growth_after(&self, c: u64, remaining: u32, d: u64) -> u64 {
+        let g = self.geometry;
+        if u64::from(remaining) + 1 >= g.len() {
+            return d;
+        }
+        let base = g.position(g.advance(c, 1));
+        // Relaxed: as the count's loads (see `alive`).
+        let word = self
+            .slot(g.position_plus(base, u64::from(remaining)))
+            .load(Ordering::Relaxed);
+        slot::deadline(word)
+    }
+
     /// After admission `c` of `n` units committed with `remaining` left (and
     /// some candidate alive): the first live candidate is at position
     /// `pos(c + n) + remaining`; record it as the expiry hint when the hint

@@ -45,8 +45,15 @@ use crate::sync::atomic::AtomicU64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// Admitted at effective time `at` with `remaining` units left under
-    /// `policy` (the policy closest to exhaustion; 0 with one policy).
-    Admitted { at: u64, remaining: u32, policy: u8 },
+    /// `policy` (the policy closest to exhaustion; 0 with one policy), and —
+    /// where the caller asked for it ([`report::GROWTH`]) — `grows_at`, when
+    /// `remaining` next grows.
+    Admitted {
+        at: u64,
+        remaining: u32,
+        policy: u8,
+        grows_at: Option<u64>,
+    },
     /// Denied: the request is admissible from `available_at` (nanoseconds);
     /// `policy` is the violated policy that waits longest (0 with one).
     Denied { available_at: u64, policy: u8 },
@@ -91,6 +98,33 @@ impl core::fmt::Debug for RingRef<'_> {
     }
 }
 
+impl Outcome {
+    /// An admission that reports no growth time.
+    #[inline(always)]
+    pub(crate) const fn admitted(at: u64, remaining: u32, policy: u8) -> Outcome {
+        Outcome::Admitted {
+            at,
+            remaining,
+            policy,
+            grows_at: None,
+        }
+    }
+}
+
+/// What a single's admission reports beyond the decision: the const
+/// parameter of `RingRef::check_one`, so that each caller's path compiles
+/// on its own.
+pub(crate) mod report {
+    /// The decision only (`admit`).
+    pub(crate) const DECISION: u8 = 0;
+    /// And `remaining` (`check`).
+    pub(crate) const REMAINING: u8 = 1;
+    /// And when `remaining` next grows (the tower layer's `t`): one more
+    /// slot load, read with the count.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) const GROWTH: u8 = 2;
+}
+
 impl<'a> RingRef<'a> {
     #[inline(always)]
     fn slot(&self, pos: usize) -> &'a AtomicU64 {
@@ -105,7 +139,7 @@ impl<'a> RingRef<'a> {
     #[inline]
     pub(crate) fn check(&self, now: u64, n: u32) -> Outcome {
         if n == 1 {
-            self.check_one::<true>(now)
+            self.check_one::<{ report::REMAINING }>(now)
         } else {
             self.check_many(now, n)
         }

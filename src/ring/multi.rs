@@ -54,11 +54,7 @@ impl<'a> RingRef<'a> {
                 } => (view, d, remaining, policy),
                 judged => return judged.outcome(g.window()),
             };
-            let admitted = Outcome::Admitted {
-                at: d - g.window(),
-                remaining,
-                policy,
-            };
+            let admitted = Outcome::admitted(d - g.window(), remaining, policy);
             let committed = match n {
                 0 => true,
                 1 => self
@@ -244,11 +240,7 @@ impl Judged {
                 remaining,
                 policy,
                 ..
-            } => Outcome::Admitted {
-                at: d - window,
-                remaining,
-                policy,
-            },
+            } => Outcome::admitted(d - window, remaining, policy),
         }
     }
 }

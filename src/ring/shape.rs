@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::geometry::{Geometry, Now};
-use super::{Hints, Outcome, RingRef};
+use super::{Hints, Outcome, RingRef, report};
 use crate::config;
 use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
@@ -206,13 +206,38 @@ impl Shape {
     #[inline(always)]
     pub(crate) fn admit_at(&self, ring: RingRef<'_>, now: Now) -> Option<Result<(), Denied>> {
         let outcome = match &self.rules {
-            None => ring.check_one::<false>(now.judged),
+            None => ring.check_one::<{ report::DECISION }>(now.judged),
             Some(rules) => multi(ring, now.judged, 1, rules),
         };
         match outcome {
             Outcome::Admitted { .. } => Some(Ok(())),
             outcome => self.decide(outcome, now).map(|decision| decision.map(drop)),
         }
+    }
+
+    /// One unit at `now`, as [`check_at`](Self::check_at), and — with one
+    /// policy — how long after `now` `remaining` next grows (the wait a dry
+    /// run of `remaining + 1` units would answer, read with the count
+    /// instead of by a second pass; `None` with several policies or when
+    /// denied). A wait counts from the caller's reading, as a denial's does.
+    #[cfg(feature = "tower")]
+    #[inline(always)]
+    pub(crate) fn check_growing_at(
+        &self,
+        ring: RingRef<'_>,
+        now: Now,
+    ) -> Option<(Result<Admitted, Denied>, Option<u64>)> {
+        let outcome = match &self.rules {
+            None => ring.check_one::<{ report::GROWTH }>(now.judged),
+            Some(rules) => multi(ring, now.judged, 1, rules),
+        };
+        let wait = match outcome {
+            Outcome::Admitted {
+                grows_at: Some(at), ..
+            } => Some(at.saturating_sub(now.read)),
+            _ => None,
+        };
+        self.decide(outcome, now).map(|decision| (decision, wait))
     }
 
     /// What [`check_at`](Self::check_at) would answer, recording nothing.
@@ -267,6 +292,7 @@ impl Shape {
                 at,
                 remaining,
                 policy,
+                ..
             } => Some(Ok(Admitted {
                 at,
                 remaining,

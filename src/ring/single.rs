@@ -3,7 +3,7 @@
 
 use super::view::View;
 use super::word::{head, slot};
-use super::{Outcome, RingRef};
+use super::{Outcome, RingRef, report};
 use crate::flaw::Flaw;
 use crate::sync::atomic::Ordering;
 
@@ -29,30 +29,30 @@ impl<'a> RingRef<'a> {
     ///
     /// [`at_frontier`]: Self::at_frontier
     #[inline(always)]
-    pub(crate) fn check_one<const COUNT: bool>(&self, now: u64) -> Outcome {
+    pub(crate) fn check_one<const R: u8>(&self, now: u64) -> Outcome {
         let g = self.geometry;
         if g.general_only() {
-            return self.check_one_scan::<COUNT>(now);
+            return self.check_one_scan::<R>(now);
         }
         let hw = self.load_head();
         let (k, idx) = self.guessed(hw);
         let v = self.read_view_at(hw, idx);
         if !self.at_frontier(&v, k) || !self.revalidate(hw) {
-            return self.check_one_scan::<COUNT>(now);
+            return self.check_one_scan::<R>(now);
         }
         let (d, t_eff) = match self.judge_one(now, v.s, v.p) {
             Ok(fits) => fits,
             Err(denied) => return denied,
         };
-        let remaining = self.count_one::<COUNT>(v.c, v.p, t_eff);
+        let (remaining, grows_at) = self.count_one::<R>(v.c, v.p, d);
         if self
             .claim(v.pos, v.s, slot::pack(d, v.stamp, false))
             .is_err()
         {
-            return self.check_one_scan::<COUNT>(now);
+            return self.check_one_scan::<R>(now);
         }
         self.after_single(hw, k, v.c, v.pos);
-        if COUNT && slot::deadline(v.p) > t_eff {
+        if R >= report::REMAINING && slot::deadline(v.p) > t_eff {
             // The count searched: keep where it stopped as the hint.
             self.note_expired(v.c, 1, remaining);
         }
@@ -60,6 +60,7 @@ impl<'a> RingRef<'a> {
             at: t_eff,
             remaining,
             policy: 0,
+            grows_at,
         }
     }
 
@@ -155,7 +156,7 @@ impl<'a> RingRef<'a> {
     /// slot is the frontier. A slot of a later lap would need a head beyond
     /// ours, which the seqlock re-validation catches.
     #[inline(never)]
-    fn check_one_scan<const COUNT: bool>(self, now: u64) -> Outcome {
+    fn check_one_scan<const R: u8>(self, now: u64) -> Outcome {
         let g = self.geometry;
         'fresh: loop {
             let hw = self.load_head();
@@ -191,14 +192,14 @@ impl<'a> RingRef<'a> {
                     Ok(fits) => fits,
                     Err(denied) => return denied,
                 };
-                let remaining = self.count_one::<COUNT>(idx, p, t_eff);
+                let (remaining, grows_at) = self.count_one::<R>(idx, p, d);
                 if let Err(beaten) = self.claim(pos, s, slot::pack(d, g.stamp(idx), false)) {
                     // Scan on from the word that beat us (usually the
                     // admission that took `idx`), re-validating head again.
                     s = beaten;
                     continue;
                 }
-                if k + 1 >= g.lag() || (COUNT && remaining == 0) {
+                if k + 1 >= g.lag() || (R >= report::REMAINING && remaining == 0) {
                     // The lag reached B, or the window is now full (so the
                     // denials that follow find the frontier at `head`, with
                     // no scan): move head to the new frontier. No frontier
@@ -208,7 +209,7 @@ impl<'a> RingRef<'a> {
                     // on one key: about 1.7x slower with it).
                     self.advance_head(hw, c, idx, 1);
                 }
-                if COUNT && slot::deadline(p) > t_eff {
+                if R >= report::REMAINING && slot::deadline(p) > t_eff {
                     // The slow count ran: keep its result as the hint.
                     self.note_expired(idx, 1, remaining);
                 }
@@ -216,6 +217,7 @@ impl<'a> RingRef<'a> {
                     at: t_eff,
                     remaining,
                     policy: 0,
+                    grows_at,
                 };
             }
         }
@@ -245,16 +247,18 @@ impl<'a> RingRef<'a> {
         Ok((d, d - g.window()))
     }
 
-    /// `remaining` for a single at `index` (previous slot `p`), counted
-    /// before its CAS (see `remaining_after`); 0 for a caller that does not
-    /// ask (`admit`).
+    /// What a single at `index` (previous slot `p`, deadline `d`) reports,
+    /// counted before its CAS (see `remaining_after`): `remaining` (0 for
+    /// [`report::DECISION`], `admit`'s) and, for [`report::GROWTH`], when it
+    /// next grows (`growth_after`).
     #[inline(always)]
-    fn count_one<const COUNT: bool>(&self, index: u64, p: u64, t_eff: u64) -> u32 {
-        if COUNT {
-            self.remaining_after(index, 1, p, t_eff)
-        } else {
-            0
+    fn count_one<const R: u8>(&self, index: u64, p: u64, d: u64) -> (u32, Option<u64>) {
+        if R == report::DECISION {
+            return (0, None);
         }
+        let remaining = self.remaining_after(index, 1, p, d - self.geometry.window());
+        let grows_at = (R == report::GROWTH).then(|| self.growth_after(index, remaining, d));
+        (remaining, grows_at)
     }
 
     /// The scan from `head` (word `hw`, index `c`) stopped at `idx` on the
@@ -348,6 +352,44 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The growth time read with the count equals what the tower layer
+        /// computed before it (and still does with several policies): the
+        /// wait of a dry run of `remaining + 1` units right after.
+        #[cfg(feature = "tower")]
+        #[test]
+        fn growth_equals_the_dry_run(
+            limit in 1u32..12,
+            window in 1u64..40,
+            calls in prop::collection::vec((0u64..6, 1u32..4, any::<bool>()), 1..80),
+        ) {
+            let (growing, peeking) = (Ring::new(limit, window), Ring::new(limit, window));
+            let mut t = 0;
+            for (dt, n, grow) in calls {
+                t += dt;
+                if !grow {
+                    // Other traffic: weighted calls that move the log on.
+                    let n = n.min(limit);
+                    prop_assert_eq!(growing.call(t, n, false), peeking.call(t, n, false));
+                    continue;
+                }
+                let ring = growing.shape.ring_hinted(&growing.head, &growing.hints, &growing.slots);
+                let now = growing.shape.now(t, 0);
+                let (decision, wait) = growing.shape.check_growing_at(ring, now).unwrap();
+                let ring = peeking.shape.ring_hinted(&peeking.head, &peeking.hints, &peeking.slots);
+                let expected = peeking.shape.check_at(ring, now, 1).unwrap();
+                prop_assert_eq!(&decision, &expected);
+                let Ok(admitted) = expected else {
+                    prop_assert_eq!(wait, None);
+                    continue;
+                };
+                let more = admitted.remaining() + 1;
+                let dry = peeking.shape.peek_at(ring, now, more).unwrap();
+                let dry_wait = dry.err().map(|denied| denied.retry_after_nanos());
+                prop_assert!(dry_wait.is_some(), "{} units fit right after {} remained", more, more - 1);
+                prop_assert_eq!(wait, dry_wait, "at {} ns, remaining {}", t, admitted.remaining());
+            }
+        }
 
         #[test]
         fn no_guess_changes_an_answer(

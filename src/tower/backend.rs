@@ -181,9 +181,9 @@ where
     A: Algorithm,
 {
     match limiter.check_then_peek_at(key, limiter.clock().now()) {
-        Ok(Layered::Admitted((admitted, peeked, states))) => Verdict {
+        Ok(Layered::Admitted((admitted, wait, states))) => Verdict {
             decision: Ok(admitted),
-            wait: wait_of(peeked),
+            wait,
             degraded: false,
             per_policy: states.as_deref().map(PolicyStates::new),
         },
@@ -227,7 +227,7 @@ pub(super) fn verdict(
 
 /// The wait of a dry run of `remaining + 1` units: how long until
 /// `remaining` grows (zero when the dry run did not run or fits).
-fn wait_of(peeked: Option<Result<Admitted, Denied>>) -> Duration {
+pub(crate) fn wait_of(peeked: Option<Result<Admitted, Denied>>) -> Duration {
     peeked
         .and_then(Result::err)
         .filter(Denied::is_rate_limited)

@@ -26,6 +26,7 @@ mod headers;
 mod peer;
 mod service;
 
+pub(crate) use backend::wait_of;
 pub use backend::{Backend, PolicyStates, Verdict};
 pub use body::RateLimitBody;
 pub use deny::{Denial, DenyStyle, MissingKey};
