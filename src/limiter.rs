@@ -125,6 +125,23 @@ struct AdmitOne;
 struct CheckN(u32);
 /// `peek_n`: what `check_n` would answer.
 struct PeekN(u32);
+/// `check` that also reads when `remaining` next grows (the tower layer).
+#[cfg(feature = "tower")]
+struct CheckGrowing;
+
+#[cfg(feature = "tower")]
+impl Judge<(Admitted, Option<u64>)> for CheckGrowing {
+    #[inline(always)]
+    fn judge(
+        &self,
+        shape: &Shape,
+        ring: RingRef<'_>,
+        now: Now,
+    ) -> Option<Result<(Admitted, Option<u64>), Denied>> {
+        let (decision, wait) = shape.check_growing_at(ring, now)?;
+        Some(decision.map(|admitted| (admitted, wait)))
+    }
+}
 
 impl Judge<Admitted> for CheckOne {
     #[inline(always)]
@@ -453,6 +470,15 @@ impl<C: Clock> Limiter<C> {
         }
         let held = self.current.get();
         f(held.as_deref().unwrap_or(&self.first))
+    }
+
+    /// One request at `now`, as [`check_at`](Self::check_at), and — with one
+    /// policy — how many nanoseconds after `now` its `remaining` next grows,
+    /// read with the count (the tower layer's IETF `t`; `None`: ask a dry
+    /// run).
+    #[cfg(feature = "tower")]
+    pub(crate) fn check_growing_at(&self, now: u64) -> Result<(Admitted, Option<u64>), Denied> {
+        self.decide(now, CheckGrowing)
     }
 
     /// With several policies, each one's room and wait at `now` (for the

@@ -930,3 +930,38 @@ async fn immediate_and_awaited_verdicts_answer_alike() {
     let denied = get_path(immediate, "/", &[]).await;
     assert_eq!(denied.body, "slow down, Some(\"127.0.0.1\")");
 }
+
+/// A single-key `Limiter` as the backend: the IETF `t` of each admitted
+/// response is the time until the oldest admission still in the window
+/// leaves it (read with the count), as a keyed limiter's is.
+#[tokio::test]
+async fn single_limiter_backend_reports_t_until_the_oldest_live_admission() {
+    let clock = ManualClock::new();
+    let single =
+        Arc::new(slidelog::Limiter::with_clock(3, Duration::from_secs(10), clock.clone()).unwrap());
+    let keyed = Arc::new(
+        KeyedLimiter::<(), ManualClock>::with_clock(3, Duration::from_secs(10), clock.clone())
+            .unwrap(),
+    );
+    let single_addr = serve(Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::<_, _, ()>::new(Arc::clone(&single), slidelog::tower::GlobalKey),
+    ))
+    .await;
+    let keyed_addr = serve(Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(Arc::clone(&keyed), slidelog::tower::GlobalKey),
+    ))
+    .await;
+    // (seconds to advance first, remaining, t): admissions at 0, 4, 8, 11.
+    for (advance, remaining, t) in [(0, 2, 10), (4, 1, 6), (4, 0, 2), (3, 0, 3)] {
+        clock.advance(Duration::from_secs(advance));
+        for addr in [single_addr, keyed_addr] {
+            let r = get_path(addr, "/", &[]).await;
+            assert_eq!(r.status, 200);
+            assert_eq!(
+                r.header("ratelimit"),
+                Some(format!("\"default\";r={remaining};t={t}").as_str()),
+                "after {advance} s more"
+            );
+        }
+    }
+}

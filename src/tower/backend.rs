@@ -353,8 +353,17 @@ impl<K> Backend<K> for dyn SingleKey {
 /// A single-key [`Limiter`]'s verdict, with each policy's state.
 fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
     let now = limiter.clock().now();
-    let decision = limiter.check_n_at(1, now);
-    let mut verdict = verdict(decision, |n| limiter.peek_n_at(n, now));
+    let mut verdict = match limiter.check_growing_at(now) {
+        // `t` read with the count: no dry run.
+        Ok((admitted, Some(nanos))) => Verdict {
+            decision: Ok(admitted),
+            wait: Duration::from_nanos(nanos),
+            degraded: false,
+            per_policy: None,
+        },
+        Ok((admitted, None)) => verdict(Ok(admitted), |n| limiter.peek_n_at(n, now)),
+        Err(denied) => verdict(Err(denied), |n| limiter.peek_n_at(n, now)),
+    };
     verdict.per_policy = limiter
         .policy_states_at(now)
         .as_deref()
