@@ -217,9 +217,8 @@ impl Shape {
 
     /// One unit at `now`, as [`check_at`](Self::check_at), and — with one
     /// policy — how long after `now` `remaining` next grows (the wait a dry
-    /// run of `remaining + 1` units would answer, read with the count
-    /// instead of by a second pass; `None` with several policies or when
-    /// denied). A wait counts from the caller's reading, as a denial's does.
+    /// run of `remaining + 1` units would answer, read in the same pass as
+    /// the count; `None` with several policies or when denied). A wait counts from the caller's reading, as a denial's does.
     #[cfg(feature = "tower")]
     #[inline(always)]
     pub(crate) fn check_growing_at(
