@@ -49,7 +49,11 @@ impl<'a> RingRef<'a> {
             let d = g.deadline_for(now, v.p);
             let t_eff = d - g.window();
             if n == 0 {
-                return Outcome::admitted(t_eff, self.remaining_after(v.c, 0, v.p, t_eff), 0);
+                return Outcome::admitted(
+                    t_eff,
+                    self.remaining_after(v.c, 0, v.p, t_eff).remaining,
+                    0,
+                );
             }
             let oldest = slot::deadline(last);
             if oldest > t_eff {
@@ -60,12 +64,10 @@ impl<'a> RingRef<'a> {
             }
             // Counted before the commit, at the linearization point (see
             // `remaining_after`).
-            let remaining = self.remaining_after(v.c, n64, v.p, t_eff);
+            let count = self.remaining_after(v.c, n64, v.p, t_eff);
             if self.commit_batch(&v, n64, d, &backoff) {
-                if slot::deadline(v.p) > t_eff && remaining < g.limit() - n {
-                    self.note_expired(v.c, n64, remaining);
-                }
-                return Outcome::admitted(t_eff, remaining, 0);
+                self.note_expired(count);
+                return Outcome::admitted(t_eff, count.remaining, 0);
             }
         }
     }
@@ -86,13 +88,13 @@ impl<'a> RingRef<'a> {
                 policy: 0,
             };
         }
-        let remaining = self.remaining_after(v.c, n64, v.p, t_eff);
-        if g.flaw() == Flaw::TrustHint && slot::deadline(v.p) > t_eff {
+        let count = self.remaining_after(v.c, n64, v.p, t_eff);
+        if g.flaw() == Flaw::TrustHint {
             // The broken variant: a peek's effective time may be later than
             // the next admission's.
-            self.note_expired(v.c, n64, remaining);
+            self.note_expired(count);
         }
-        Outcome::admitted(t_eff, remaining, 0)
+        Outcome::admitted(t_eff, count.remaining, 0)
     }
 
     /// Commits a batch of `n >= 2` units with deadline `d` at the frontier

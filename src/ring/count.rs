@@ -2,8 +2,8 @@
 //! verified expiry hint that makes it O(1) loads amortised (docs/design.md
 //! §4).
 
-use super::RingRef;
 use super::word::slot;
+use super::{Geometry, RingRef};
 use crate::flaw::Flaw;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,12 +37,12 @@ impl<'a> RingRef<'a> {
     /// admitters or from another lap, can change a count; it only costs
     /// loads. (Loom: `control_unverified_hint_is_caught`.)
     #[inline(always)]
-    pub(super) fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> u32 {
+    pub(super) fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> Count {
         let g = self.geometry;
         let free = g.len() - n;
         // Fast path: the previous admission expired, so all older ones did.
         if free == 0 || slot::deadline(prev) <= t_eff {
-            return free as u32;
+            return Count::kept(free as u32);
         }
         self.remaining_search(c, n, free, t_eff)
     }
@@ -52,7 +52,7 @@ impl<'a> RingRef<'a> {
     /// it, while a denial (or an admission into an empty window) keeps the
     /// inlined check small.
     #[inline(never)]
-    fn remaining_search(self, c: u64, n: u64, free: u64, t_eff: u64) -> u32 {
+    fn remaining_search(self, c: u64, n: u64, free: u64, t_eff: u64) -> Count {
         let g = self.geometry;
         // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
         // first, at positions `base + k`; candidate `free - 1` (the previous
@@ -60,7 +60,7 @@ impl<'a> RingRef<'a> {
         let base = g.position(g.advance(c, n));
         match self.expiry_hint() {
             Some(hint) => self.remaining_hinted(hint, base, free, t_eff),
-            None => first_alive(free, |k| self.alive(base, k, t_eff)) as u32,
+            None => Count::kept(first_alive(free, |k| self.alive(base, k, t_eff)) as u32),
         }
     }
 
@@ -84,21 +84,20 @@ impl<'a> RingRef<'a> {
 
     /// The search of [`remaining_after`](Self::remaining_after) from the
     /// expiry hint: usually the candidate before the hinted one (expired)
-    /// and the next four (the first alive among them), loaded together and
-    /// compared without a branch on each, so the search costs a few loads
-    /// on one or two cache lines and one predictable branch.
+    /// and the next four (the first alive among them), so the search costs a
+    /// few loads on one or two cache lines and one predictable branch. The
+    /// [`Count`] it returns carries the position found when the hint should
+    /// move there.
     #[inline(always)]
-    fn remaining_hinted(&self, hint: &AtomicU64, base: usize, free: u64, t_eff: u64) -> u32 {
+    fn remaining_hinted(&self, hint: &AtomicU64, base: usize, free: u64, t_eff: u64) -> Count {
         let g = self.geometry;
         let alive = |k: u64| self.alive(base, k, t_eff);
         // Relaxed: the hint is a guess, verified below; it orders nothing.
         let guess = hint.load(Ordering::Relaxed) as usize;
         // The candidate at the hinted position; one of our own `n` slots
         // (or garbage) means "all alive" (the window was full).
-        let mut k = g.steps(base, guess.min(g.limit() as usize - 1));
-        if k >= free {
-            k = 0;
-        }
+        let hinted = g.steps(base, guess.min(g.limit() as usize - 1));
+        let mut k = if hinted >= free { 0 } else { hinted };
         // Candidate `free - 1` is alive: reading it in place of any later
         // one keeps the order false ... true.
         let ahead = g.flaw() != Flaw::TrustHint && k > 0 && alive(k - 1);
@@ -107,34 +106,39 @@ impl<'a> RingRef<'a> {
             // (candidate `free - 1` is alive).
             for _ in 0..4 {
                 if k + 1 >= free || alive(k) {
-                    return k as u32;
+                    return Count::found(g, base, k, hinted);
                 }
                 k += 1;
             }
             k -= 4;
         }
-        self.remaining_far(base, free, k, ahead, t_eff)
+        Count::found(
+            g,
+            base,
+            self.remaining_far(base, free, k, ahead, t_eff),
+            hinted,
+        )
     }
 
     /// The hinted search's rare cases: the hint is ahead of the first alive
     /// candidate (stale from another lap), or far behind it.
     #[cold]
     #[inline(never)]
-    fn remaining_far(&self, base: usize, free: u64, k: u64, ahead: bool, t_eff: u64) -> u32 {
+    fn remaining_far(&self, base: usize, free: u64, k: u64, ahead: bool, t_eff: u64) -> u64 {
         let alive = |k: u64| self.alive(base, k, t_eff);
         if ahead {
             // Search the candidates before the hinted one (k - 1 is alive).
-            return first_alive(k, alive) as u32;
+            return first_alive(k, alive);
         }
         // Candidates k .. k + 3 expired: scan on, then gallop.
         let mut k = k + 4;
         for _ in 0..HINT_SCAN {
             if k + 1 >= free || alive(k) {
-                return k.min(free - 1) as u32;
+                return k.min(free - 1);
             }
             k += 1;
         }
-        (k + first_alive(free - k, |j| alive(k + j))) as u32
+        k + first_alive(free - k, |j| alive(k + j))
     }
 
     /// **When `remaining` next grows** after single admission `c` (deadline
@@ -157,30 +161,63 @@ impl<'a> RingRef<'a> {
         slot::deadline(word)
     }
 
-    /// After admission `c` of `n` units committed with `remaining` left (and
-    /// some candidate alive): the first live candidate is at position
-    /// `pos(c + n) + remaining`; record it as the expiry hint when the hint
-    /// lags it by two or more (each store writes `head`'s line, which every
-    /// check reads; the search starts up to three candidates behind at no
-    /// extra cost). Only after the commit CAS succeeded: a peek's or a
-    /// failed attempt's effective time may be later than the next
+    /// After the admission that made `count` committed: move the expiry
+    /// hint where the count found the first live candidate, if the count
+    /// says so ([`Count`]). Only after the commit CAS succeeded: a peek's or
+    /// a failed attempt's effective time may be later than the next
     /// admission's, so its hint would point past that admission's first
     /// live candidate (harmless, being verified, but a wasted search).
     #[inline(always)]
-    pub(super) fn note_expired(&self, c: u64, n: u64, remaining: u32) {
-        let g = self.geometry;
-        if let Some(hint) = self.expiry_hint() {
-            let first_alive = g.position_plus(g.position(g.advance(c, n)), u64::from(remaining));
+    pub(super) fn note_expired(&self, count: Count) {
+        if count.hint != Count::KEEP
+            && let Some(hint) = self.expiry_hint()
+        {
             // Relaxed: see `remaining_hinted`; racing admitters may store in
             // either order, any value is safe.
-            let old = hint.load(Ordering::Relaxed) as usize;
-            let lag = g.position_plus(
-                first_alive,
-                g.len() - old.min(g.limit() as usize - 1) as u64,
-            );
-            if lag >= 2 {
-                hint.store(first_alive as u64, Ordering::Relaxed);
-            }
+            hint.store(u64::from(count.hint), Ordering::Relaxed);
+        }
+    }
+}
+
+/// What [`RingRef::remaining_after`] counted: `remaining`, and where the
+/// expiry hint moves once the admission that counted commits
+/// ([`RingRef::note_expired`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Count {
+    pub(super) remaining: u32,
+    /// The position of the first live candidate when the hinted search
+    /// found it two or more candidates past the hinted one, or before it:
+    /// each store writes `head`'s line, which every check reads, and the
+    /// search starts up to three candidates behind at no extra cost. Else
+    /// [`KEEP`](Count::KEEP).
+    hint: u32,
+}
+
+impl Count {
+    /// No hint to record (positions are below `2^20`).
+    const KEEP: u32 = u32::MAX;
+
+    /// A count that moves no hint: no search ran, or the ring keeps none.
+    #[inline(always)]
+    pub(super) const fn kept(remaining: u32) -> Count {
+        Count {
+            remaining,
+            hint: Count::KEEP,
+        }
+    }
+
+    /// The hinted search found the first live candidate `k` (position
+    /// `base + k`), having started from candidate `hinted`.
+    #[inline(always)]
+    fn found(g: &Geometry, base: usize, k: u64, hinted: u64) -> Count {
+        let moved = k >= hinted + 2 || k < hinted;
+        Count {
+            remaining: k as u32,
+            hint: if moved {
+                g.position_plus(base, k) as u32
+            } else {
+                Count::KEEP
+            },
         }
     }
 }

@@ -1,6 +1,7 @@
 //! One unit: the straight-line fast path, the lazy-head scan it falls back
 //! to, and the judgement and count they share (docs/design.md §4).
 
+use super::count::Count;
 use super::view::View;
 use super::word::{head, slot};
 use super::{Outcome, RingRef, report};
@@ -44,7 +45,7 @@ impl<'a> RingRef<'a> {
             Ok(fits) => fits,
             Err(denied) => return denied,
         };
-        let (remaining, grows_at) = self.count_one::<R>(v.c, v.p, d);
+        let (count, grows_at) = self.count_one::<R>(v.c, v.p, d);
         if self
             .claim(v.pos, v.s, slot::pack(d, v.stamp, false))
             .is_err()
@@ -52,13 +53,12 @@ impl<'a> RingRef<'a> {
             return self.check_one_scan::<R>(now);
         }
         self.after_single(hw, k, v.c, v.pos);
-        if R >= report::REMAINING && slot::deadline(v.p) > t_eff {
-            // The count searched: keep where it stopped as the hint.
-            self.note_expired(v.c, 1, remaining);
+        if R >= report::REMAINING {
+            self.note_expired(count);
         }
         Outcome::Admitted {
             at: t_eff,
-            remaining,
+            remaining: count.remaining,
             policy: 0,
             grows_at,
         }
@@ -192,14 +192,14 @@ impl<'a> RingRef<'a> {
                     Ok(fits) => fits,
                     Err(denied) => return denied,
                 };
-                let (remaining, grows_at) = self.count_one::<R>(idx, p, d);
+                let (count, grows_at) = self.count_one::<R>(idx, p, d);
                 if let Err(beaten) = self.claim(pos, s, slot::pack(d, g.stamp(idx), false)) {
                     // Scan on from the word that beat us (usually the
                     // admission that took `idx`), re-validating head again.
                     s = beaten;
                     continue;
                 }
-                if k + 1 >= g.lag() || (R >= report::REMAINING && remaining == 0) {
+                if k + 1 >= g.lag() || (R >= report::REMAINING && count.remaining == 0) {
                     // The lag reached B, or the window is now full (so the
                     // denials that follow find the frontier at `head`, with
                     // no scan): move head to the new frontier. No frontier
@@ -209,13 +209,12 @@ impl<'a> RingRef<'a> {
                     // on one key: about 1.7x slower with it).
                     self.advance_head(hw, c, idx, 1);
                 }
-                if R >= report::REMAINING && slot::deadline(p) > t_eff {
-                    // The slow count ran: keep its result as the hint.
-                    self.note_expired(idx, 1, remaining);
+                if R >= report::REMAINING {
+                    self.note_expired(count);
                 }
                 return Outcome::Admitted {
                     at: t_eff,
-                    remaining,
+                    remaining: count.remaining,
                     policy: 0,
                     grows_at,
                 };
@@ -252,13 +251,13 @@ impl<'a> RingRef<'a> {
     /// [`report::DECISION`], `admit`'s) and, for [`report::GROWTH`], when it
     /// next grows (`growth_after`).
     #[inline(always)]
-    fn count_one<const R: u8>(&self, index: u64, p: u64, d: u64) -> (u32, Option<u64>) {
+    fn count_one<const R: u8>(&self, index: u64, p: u64, d: u64) -> (Count, Option<u64>) {
         if R == report::DECISION {
-            return (0, None);
+            return (Count::kept(0), None);
         }
-        let remaining = self.remaining_after(index, 1, p, d - self.geometry.window());
-        let grows_at = (R == report::GROWTH).then(|| self.growth_after(index, remaining, d));
-        (remaining, grows_at)
+        let count = self.remaining_after(index, 1, p, d - self.geometry.window());
+        let grows_at = (R == report::GROWTH).then(|| self.growth_after(index, count.remaining, d));
+        (count, grows_at)
     }
 
     /// The scan from `head` (word `hw`, index `c`) stopped at `idx` on the
@@ -388,6 +387,35 @@ mod tests {
                 let dry_wait = dry.err().map(|denied| denied.retry_after_nanos());
                 prop_assert!(dry_wait.is_some(), "{} units fit right after {} remained", more, more - 1);
                 prop_assert_eq!(wait, dry_wait, "at {} ns, remaining {}", t, admitted.remaining());
+            }
+        }
+
+        /// The expiry hint is a guess too: overwritten before every call
+        /// with garbage or any position, it changes no count (rings of 8
+        /// slots and more keep one; windows long enough to hold many live
+        /// admissions).
+        #[test]
+        fn no_expiry_hint_changes_a_count(
+            limit in 8u32..40,
+            window in 1u64..200,
+            calls in prop::collection::vec(
+                (0u64..8, 0u32..4, any::<bool>(), prop::option::of(any::<u64>()), 0u64..48),
+                1..120,
+            ),
+        ) {
+            let (clean, scrambled) = (Ring::new(limit, window), Ring::new(limit, window));
+            let mut t = 0;
+            for (dt, n, admit, garbage, position) in calls {
+                t += dt;
+                let hint = garbage.unwrap_or(position);
+                scrambled.hints.expiry.store(hint, Ordering::Relaxed);
+                let n = n.min(limit);
+                let admit = admit && n == 1;
+                prop_assert_eq!(
+                    scrambled.call(t, n, admit),
+                    clean.call(t, n, admit),
+                    "at {} ns, {} unit(s), admit: {}, hint {}", t, n, admit, hint
+                );
             }
         }
 
