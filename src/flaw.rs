@@ -62,10 +62,17 @@ pub enum Flaw {
     /// then skips live admissions.
     TrustHint,
 
-    /// (Frontier guess) Follow the guess past `head` without checking that
-    /// the slot before it is claimed: a stale guess then claims a slot past
-    /// the frontier, out of index order.
+    /// (Frontier guess) Take the slots at the guess without checking that
+    /// their stamps are adjacent (the slot before written by the admission
+    /// `L - 1` after the one in the guessed slot): a stale guess then judges
+    /// by a slot that is not the previous admission's.
     UnverifiedGuess,
+    /// (Head-free denial) Read the slot before the guessed one, then the
+    /// guessed slot, and judge those two words with no second read of the
+    /// guessed slot: admissions landing between the two loads make a slot
+    /// `c - 1` one lap behind look adjacent to a fresh slot `c`, and the
+    /// denial is spurious.
+    DenyWithoutReread,
 
     // --- The counter (docs/design.md §8) ---
     /// Merge into a cell that already holds a later sub-window.

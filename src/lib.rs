@@ -306,8 +306,10 @@
 //! A [`Limiter`]'s admission is one CAS on the slot, plus one on `head`
 //! about every fourth admission (meanwhile a verified guess beside `head`
 //! tells readers where the frontier is); a [`KeyedLimiter`] state's is one
-//! on the slot and one on `head`. A denial only loads: `head`, the guess,
-//! two slots and `head` again. `check` also counts `remaining` exactly (a few more loads when the
+//! on the slot and one on `head`. A denial only loads: for a [`Limiter`]
+//! the guess and three slot reads, no `head` at all (the slots' stamps
+//! prove the frontier); for a keyed state `head`, two slots and `head`
+//! again. `check` also counts `remaining` exactly (a few more loads when the
 //! window holds live admissions); `admit` decides the same without counting. No lock, no allocation and no division on any check (the ring index
 //! is laid out in mixed radix: `lap << bits | position`). See `BENCHMARKS.md`
 //! for measurements against `governor` and a `Mutex<VecDeque>` log.

@@ -81,6 +81,26 @@ fn control_unverified_guess_is_caught() {
     run(3, 10, &[&[5], &[0, 6]], Flaw::UnverifiedGuess);
 }
 
+/// The head-free denial: a reader judges the slots at the guess with no
+/// `head` read, while the other thread fills the ring twice over (L = 2,
+/// times at which only one admission is ever alive at a check at 10): a
+/// denial must come from a frontier's slots, never from a slot `c - 1` read
+/// one lap behind a slot `c` admitted after it.
+#[test]
+fn denial_without_head() {
+    run(2, 10, &[&[0, 0, 10], &[10]], Flaw::None);
+}
+
+/// Negative control: reading slot `c - 1` then slot `c` once (no second
+/// read of slot `c` before it, no `head` around them), the reader that
+/// loads slot `c - 1` before the other thread's first admission and slot `c`
+/// after its third sees stamps one lap apart and denies spuriously.
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_deny_without_reread_is_caught() {
+    run(2, 10, &[&[0, 0, 10], &[10]], Flaw::DenyWithoutReread);
+}
+
 /// Negative control: without the seqlock re-validation, the sleeping reader
 /// judges by the slot of a later lap and denies spuriously.
 #[test]

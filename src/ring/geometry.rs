@@ -180,13 +180,6 @@ impl Geometry {
         self.position_plus(to, self.limit - from as u64) as u64
     }
 
-    /// The stamp that admission `index - 1` writes (the lap changes where
-    /// the position wraps to 0).
-    #[inline]
-    pub(super) fn stamp_before(&self, index: u64) -> u64 {
-        self.stamp(index) ^ u64::from(self.position(index) == 0)
-    }
-
     /// The position `k < L` places after `pos`.
     #[inline]
     pub(super) fn position_plus(&self, pos: usize, k: u64) -> usize {

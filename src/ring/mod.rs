@@ -16,7 +16,7 @@
 //! | `geometry.rs` | positions, stamps, `advance`, the clamp, [`Now`] | `Geometry::deadline_for` |
 //! | `shape.rs` | validated policies → geometry; the single/multi dispatch; `Outcome` → `Admitted`/`Denied` | `Shape::decide` |
 //! | `view.rs` | the seqlock view at the frontier, helping, moving `head`, a batch's fill, the single commit | `revalidate`, `taken`, `torn_past_frontier`, `claim` |
-//! | `single.rs` | the single-unit fast path and its frontier guess, the lazy-head scan | the scan's soundness, `at_frontier` |
+//! | `single.rs` | the single-unit fast path: its frontier guess and the head-free denial; the lazy-head scan | the scan's soundness, `at_guess`, `claimable` |
 //! | `batch.rs` | weighted requests (announce, commit, fill), `peek` | |
 //! | `count.rs` | `remaining`, the verified expiry hint | the count at the linearization point |
 //! | `multi.rs` | several policies on one ring | the chain argument per policy |
@@ -80,9 +80,9 @@ pub(crate) struct RingRef<'a> {
 /// change a decision or a count, only what it costs:
 /// - `expiry`: the position of the first live admission the last count
 ///   found (`count.rs`, `remaining_after`);
-/// - `frontier`: the index after the last single admitted behind a lazy
-///   `head`, so that a single finds the frontier there without scanning
-///   (`single.rs`, `guessed`).
+/// - `frontier`: the index after the last single the fast path admitted,
+///   so that a single finds the frontier there without scanning, and a
+///   denial without loading `head` (`single.rs`, `at_guess`).
 #[derive(Debug, Default)]
 pub(crate) struct Hints {
     pub(crate) expiry: AtomicU64,

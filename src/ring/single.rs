@@ -12,39 +12,163 @@ impl<'a> RingRef<'a> {
     /// One unit at `now` (judged time): the common case in straight-line
     /// code, the rest in [`check_one_scan`](Self::check_one_scan).
     ///
-    /// It reads the view where the frontier guess puts the frontier
-    /// ([`guessed`](Self::guessed): index `idx`, at most `k <= B` past
-    /// `head`; `head` itself without a guess), and takes it if, past `head`,
-    /// **slot `idx - 1` holds its own index's word and slot `idx`, read
-    /// after it, does not** ([`at_frontier`]), with `head` unmoved. That is
-    /// the scan below at the point where it has passed the claimed slots,
-    /// checked at the last of them only: claims go in index order, so every
-    /// slot from `head` to `idx - 1` is claimed too, and `idx` was the
-    /// frontier when slot `idx` was read (`read_view_at`); the scan's
-    /// soundness (`k <= B < L`) covers the rest. Judge, count, one CAS on
-    /// slot `idx`; then [`after_single`](Self::after_single) stores the next
-    /// guess and moves `head` about every `B` admissions. Anything else — a
-    /// claimed or closed slot, a wrong guess, a moved head, a lost CAS —
-    /// goes to the general path, which starts over from a fresh read of
-    /// `head`.
-    ///
-    /// [`at_frontier`]: Self::at_frontier
+    /// A ring that keeps a frontier guess (a [`crate::Limiter`]'s) reads the
+    /// slots where the guess puts the frontier **before `head`**
+    /// ([`at_guess`](Self::at_guess)), and judges them: a denial is then
+    /// final with no load of `head` at all (**the head-free denial**). An
+    /// admission loads `head` last and takes the view if the guess lies at
+    /// most `B` past it in its lap and slot `c` still holds its previous
+    /// lap's word ([`claimable`](Self::claimable)). A keyed state's ring
+    /// (no guess) reads the view at `head` and re-validates `head`
+    /// ([`at_head`](Self::at_head)). Then: count, one CAS on slot `c`, and
+    /// [`after_single`](Self::after_single) stores the next guess and moves
+    /// `head` about every `B` admissions. Anything else — a claimed or
+    /// closed slot, a wrong guess, a moved head, a lost CAS — goes to the
+    /// general path, which starts over from a fresh read of `head`.
     #[inline(always)]
     pub(crate) fn check_one<const R: u8>(&self, now: u64) -> Outcome {
         let g = self.geometry;
         if g.general_only() {
             return self.check_one_scan::<R>(now);
         }
-        let hw = self.load_head();
-        let (k, idx) = self.guessed(hw);
-        let v = self.read_view_at(hw, idx);
-        if !self.at_frontier(&v, k) || !self.revalidate(hw) {
+        let Some(hints) = self.hints else {
+            return match self.at_head() {
+                Some((v, k)) => self.judge_and_claim::<R>(now, v, k),
+                None => self.check_one_scan::<R>(now),
+            };
+        };
+        // Relaxed: a guess; `at_guess` and `claimable` verify what it leads to.
+        let guess = hints.frontier.load(Ordering::Relaxed);
+        let Some((pos, s, p)) = self.at_guess(guess) else {
             return self.check_one_scan::<R>(now);
-        }
-        let (d, t_eff) = match self.judge_one(now, v.s, v.p) {
+        };
+        let (d, t_eff) = match self.judge_one(now, s, p) {
             Ok(fits) => fits,
             Err(denied) => return denied,
         };
+        let Some((v, k)) = self.claimable(guess, pos, s, p) else {
+            return self.check_one_scan::<R>(now);
+        };
+        self.claim_judged::<R>(now, v, k, d, t_eff)
+    }
+
+    /// **At the guess**: `(q, s, p)`, the words `s` of slot `q =
+    /// pos(guess)` and `p` of the slot before it, if they are a frontier's — read as slot `q`,
+    /// slot `q - 1`, slot `q` again, the two reads of slot `q` equal, neither
+    /// word CLOSED, and the stamps **adjacent**: `p` written by the
+    /// admission `L - 1` after the one that wrote `s` (the next lap's stamp
+    /// unless `q = 0`, where both are in one lap). Then, at the load of slot
+    /// `q - 1`, `s` was the word of admission `F - L` and `p` that of `F - 1`
+    /// for the frontier `F` — or a weighted admission was half filled, whose
+    /// view [`judge_one`](Self::judge_one) never denies. So a denial judged
+    /// on `(s, p)` is exact, with no `head` read.
+    ///
+    /// Why (docs/design.md §4, "The head-free denial"): every slot's words
+    /// only grow (an admission overwrites a word that expired at its
+    /// effective time, so its deadline is at least `W` later), so equal reads
+    /// of slot `q` are one write, held through the load of slot `q - 1`; and
+    /// slots are written in index order (each writer has seen the slot
+    /// before written). Say `s` is admission `j`'s word and `p` admission
+    /// `i`'s; adjacency leaves `i = j + L - 1 + 2mL`. With `m > 0`, `j + L`
+    /// was written before `i`, so before our load of `p`, yet slot `q`
+    /// still held `j` after it; with `m < 0`, `i + L < j` was unwritten at
+    /// our load of `p`, yet `j` was written before it. So `i = j + L - 1`:
+    /// admissions `j .. j + L - 1` are written and `j + L` is not, so `F =
+    /// j + L` — unless `j + L` belongs to a batch whose fill had not reached
+    /// slot `q`; then `p` holds the batch's deadline and `j` had expired at
+    /// its effective time, and the judgement admits (and goes on to
+    /// `claimable`, which needs `head`).
+    #[inline(always)]
+    fn at_guess(&self, guess: u64) -> Option<(usize, u64, u64)> {
+        let g = self.geometry;
+        let pos = g.position(guess);
+        if pos >= self.slots.len() {
+            return None; // garbage
+        }
+        let before = pos.checked_sub(1).unwrap_or(self.slots.len() - 1);
+        let s = self.load_slot(pos);
+        let p = self.load_slot(before);
+        let again = self.load_slot(pos);
+        // With `L == 1` slot `q - 1` is slot `q`: equal reads of it
+        // bracket the one in between.
+        let p = if before == pos { s } else { p };
+        let s = match g.flaw() {
+            // The broken variant: judge the last read of slot `q` only (the
+            // order slot `q - 1` then slot `q`, with no `head` around it).
+            Flaw::DenyWithoutReread => again,
+            _ if s != again => return None,
+            _ => s,
+        };
+        let adjacent = (p ^ s) & slot::STAMP == u64::from(pos != 0);
+        let verified = adjacent || g.flaw() == Flaw::UnverifiedGuess;
+        (s != slot::CLOSED && p != slot::CLOSED && verified).then_some((pos, s, p))
+    }
+
+    /// **Claimable**: the words `at_guess` read (`s`, `p` at position `pos
+    /// = pos(guess)`), as a view at index `c = guess` for an admission, if
+    /// `head` — loaded now, after the slots — announces no batch and lies
+    /// at most `B` behind `c` in `c`'s lap (the distance `k` then wraps for
+    /// neither), and `s` is not claimed for `c`.
+    ///
+    /// Why `head` read once, last, suffices (docs/design.md §4): the slot
+    /// reads fixed `F = j + L` with `s` admission `j`'s word, unless a batch
+    /// was half filled. Our CAS on slot `c` succeeds only if slot `c` still
+    /// holds `s`; `head` at `h <= c` means admissions before `h >= c - B >
+    /// c - L` were written before we loaded it, so a successful CAS finds
+    /// `j = c - L` (an older `j` was overwritten by then; `s`'s stamp rules
+    /// out `j = c`, and `j = c + L` would have been admitted under a `head`
+    /// of at least `c + L - B > c`); and a batch that covered `c` at the slot reads would still
+    /// announce itself in `head`, or `head` would be past it. So `c` was
+    /// the frontier at the load of slot `c - 1` and still is at the CAS:
+    /// `s` and `p` are the view the judgement needs.
+    #[inline(always)]
+    fn claimable(&self, guess: u64, pos: usize, s: u64, p: u64) -> Option<(View, u64)> {
+        let g = self.geometry;
+        // Acquire (`load_head`): the slot writes before this `head` are
+        // visible to our CAS. The Acquire slot loads before it keep it below
+        // them.
+        let hw = self.load_head();
+        let k = guess.wrapping_sub(hw);
+        let fits = k <= g.lag() && g.position(hw) as u64 + k < g.len();
+        (fits && !self.taken(s, guess)).then(|| {
+            let view = View {
+                hw,
+                c: guess,
+                pos,
+                stamp: g.stamp(guess),
+                s,
+                p,
+            };
+            (view, k)
+        })
+    }
+
+    /// **At head** (a ring without a guess): the view at `head`, if slot
+    /// `c` is unclaimed (not CLOSED) and `head` is unmoved after the slots
+    /// (the seqlock re-validation). At `head` slot `c - 1` is committed.
+    #[inline(always)]
+    fn at_head(&self) -> Option<(View, u64)> {
+        let hw = self.load_head();
+        let v = self.read_view(hw);
+        let open = v.s != slot::CLOSED && !self.taken(v.s, v.c);
+        (open && self.revalidate(hw)).then_some((v, 0))
+    }
+
+    /// Judges a single on view `v` (`k` past `head`), then claims it
+    /// ([`claim_judged`](Self::claim_judged)).
+    #[inline(always)]
+    fn judge_and_claim<const R: u8>(&self, now: u64, v: View, k: u64) -> Outcome {
+        match self.judge_one(now, v.s, v.p) {
+            Ok((d, t_eff)) => self.claim_judged::<R>(now, v, k, d, t_eff),
+            Err(denied) => denied,
+        }
+    }
+
+    /// A single that fits (deadline `d`, effective time `t_eff`) on view
+    /// `v`, `k` past `head`: count, claim slot `c`, then the next guess and
+    /// `head` ([`after_single`](Self::after_single)) and the expiry hint.
+    #[inline(always)]
+    fn claim_judged<const R: u8>(&self, now: u64, v: View, k: u64, d: u64, t_eff: u64) -> Outcome {
         let (count, grows_at) = self.count_one::<R>(v.c, v.p, d);
         if self
             .claim(v.pos, v.s, slot::pack(d, v.stamp, false))
@@ -52,7 +176,7 @@ impl<'a> RingRef<'a> {
         {
             return self.check_one_scan::<R>(now);
         }
-        self.after_single(hw, k, v.c, v.pos);
+        self.after_single(v.hw, k, v.c, v.pos);
         if R >= report::REMAINING {
             self.note_expired(count);
         }
@@ -64,80 +188,32 @@ impl<'a> RingRef<'a> {
         }
     }
 
-    /// **The frontier guess**: `(k, idx)`, the index `idx` the guess names
-    /// if it lies in `head`'s lap at most `B` past `head` (word `hw`), and
-    /// `k` its distance; else `(0, head)` — a ring that keeps no guess, a
-    /// guess behind `head`, too far ahead or in another lap, a `head`
-    /// announcing a batch.
-    ///
-    /// The guess is the index after a single admitted behind a lazy `head`
-    /// ([`after_single`](Self::after_single)), never past the end of a lap
-    /// (an admission at position `L - 1` moves `head` instead), so it is
-    /// followed only within `head`'s lap: there an index is `head` plus the
-    /// distance. A head word announcing a batch carries `PENDING` above the
-    /// index, which makes the difference wrap: no guess is followed into a
-    /// batch's fill.
-    ///
-    /// The guess only says where to look. The caller verifies the view it
-    /// leads to ([`at_frontier`], `head` re-validated), so no value — stale,
-    /// stored out of order by racing admitters, garbage — changes a
-    /// decision: a wrong one costs the scan. (Loom:
-    /// `control_unverified_guess_is_caught`.)
-    ///
-    /// [`at_frontier`]: Self::at_frontier
-    #[inline(always)]
-    fn guessed(&self, hw: u64) -> (u64, u64) {
-        let g = self.geometry;
-        let Some(hints) = self.hints else {
-            return (0, head::index(hw));
-        };
-        // Relaxed: a guess, verified as above; it orders nothing.
-        let guess = hints.frontier.load(Ordering::Relaxed);
-        let k = guess.wrapping_sub(hw);
-        // In `head`'s lap (so `k` is the distance) and at most `B` past it.
-        if k <= g.lag() && g.position(hw) as u64 + k < g.len() {
-            (k, guess)
-        } else {
-            (0, head::index(hw))
-        }
-    }
-
-    /// **At the frontier**: whether view `v`, read by `read_view_at` at most
-    /// `k <= B` past a `head` the caller re-validates, has slot `c`
-    /// unclaimed (not CLOSED) and, past `head` (`k > 0`), slot `c - 1`
-    /// holding its own index's word: then `c` was the first unclaimed index
-    /// when slot `c` was read. (At `head` itself slot `c - 1` is committed.)
-    #[inline(always)]
-    fn at_frontier(&self, v: &View, k: u64) -> bool {
-        let g = self.geometry;
-        v.s != slot::CLOSED
-            && !self.taken(v.s, v.c)
-            && (k == 0
-                || g.flaw() == Flaw::UnverifiedGuess
-                || slot::claimed_by(v.p, g.stamp_before(v.c)))
-    }
-
     /// After the fast path committed a single at index `c` (position `pos`),
-    /// at most `k` past `head` (word `hw`): store the guess `c + 1` (a ring
-    /// that keeps one) — or move `head` to `c + 1` when the lag reaches `B`,
-    /// when the next index starts a lap (a guess never crosses one: see
-    /// [`guessed`]), or at once for a ring without a guess (a keyed
-    /// state's: its next single then finds the frontier at `head`). A head
-    /// CAS that loses changes nothing (whoever moved head moved it past `c`,
-    /// or announced a batch there that our claim defeats and the next reader
+    /// `k` past `head` (word `hw`): store the guess `c + 1` (a ring that
+    /// keeps one), and move `head` to `c + 1` when the lag reaches `B`, when
+    /// the next index starts a lap (a guess is followed only within
+    /// `head`'s lap: see [`claimable`](Self::claimable)), or at once for a
+    /// ring without a guess (a keyed state's: its next single then finds
+    /// the frontier at `head`). The guess is stored every time, so that the
+    /// next denial finds the frontier with no `head` read. A head CAS that
+    /// loses changes nothing (whoever moved head moved it past `c`, or
+    /// announced a batch there that our claim defeats and the next reader
     /// helps along: see `advance_head`).
-    ///
-    /// [`guessed`]: Self::guessed
     #[inline(always)]
     fn after_single(&self, hw: u64, k: u64, c: u64, pos: usize) {
         let g = self.geometry;
-        match self.hints {
-            Some(hints) if k + 1 < g.lag() && pos as u64 + 1 < g.len() => {
-                // Relaxed: a guess (see `guessed`); racing admitters may
-                // store in either order. `c + 1` is in `c`'s lap.
-                hints.frontier.store(c + 1, Ordering::Relaxed);
+        let next = g.advance(c, 1);
+        let lazy = match self.hints {
+            Some(hints) => {
+                // Relaxed: a guess (see `check_one`); racing admitters may
+                // store in either order.
+                hints.frontier.store(next, Ordering::Relaxed);
+                k + 1 < g.lag() && pos as u64 + 1 < g.len()
             }
-            _ => self.advance_head(hw, head::index(hw), c, 1),
+            None => false,
+        };
+        if !lazy {
+            self.move_head(hw, head::index(hw), next);
         }
     }
 
@@ -199,15 +275,21 @@ impl<'a> RingRef<'a> {
                     s = beaten;
                     continue;
                 }
-                if k + 1 >= g.lag() || (R >= report::REMAINING && count.remaining == 0) {
-                    // The lag reached B, or the window is now full (so the
-                    // denials that follow find the frontier at `head`, with
-                    // no scan): move head to the new frontier. No frontier
-                    // guess is stored here: this path runs when admitters
-                    // race, where a store to `head`'s line on every admission
-                    // costs more than the scans it would save (two threads
-                    // on one key: about 1.7x slower with it).
+                let full = R >= report::REMAINING && count.remaining == 0;
+                if k + 1 >= g.lag() || full {
+                    // The lag reached B, or the window is now full: move
+                    // head to the new frontier, and — when full — the guess
+                    // with it, so that the denials that follow take the
+                    // head-free path. Only then: this path runs when
+                    // admitters race, where a store to `head`'s line costs
+                    // more than the scans it would save (two threads on one
+                    // key: about 1.7x slower with one on every admission,
+                    // 5-10% with one every `B`).
                     self.advance_head(hw, c, idx, 1);
+                    if let (true, Some(hints)) = (full, self.hints) {
+                        // Relaxed: a guess (see `check_one`).
+                        hints.frontier.store(g.advance(idx, 1), Ordering::Relaxed);
+                    }
                 }
                 if R >= report::REMAINING {
                     self.note_expired(count);

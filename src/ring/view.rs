@@ -7,14 +7,16 @@ use super::word::{head, slot};
 use crate::flaw::Flaw;
 use crate::sync::atomic::Ordering;
 
-/// A consistent view of the ring: `head` did not move while the slots were
-/// read.
+/// A consistent view of the ring at index `c`: `head` did not move while
+/// the slots were read (the seqlock), or — the fast path's view at the
+/// frontier guess — the slots' stamps, read before `head`, fix the frontier
+/// (`RingRef::claimable`).
 #[derive(Clone, Copy)]
 pub(super) struct View {
     /// The head word.
     pub(super) hw: u64,
     /// The index read: `index(hw)`, or for a single that followed the
-    /// frontier guess, up to `B` past it (`RingRef::read_view_at`).
+    /// frontier guess, up to `B` past it (`RingRef::claimable`).
     pub(super) c: u64,
     /// Position of `c`.
     pub(super) pos: usize,
@@ -64,24 +66,19 @@ impl<'a> RingRef<'a> {
         self.geometry.flaw() == Flaw::NoRevalidate || self.head.load(Ordering::Relaxed) == hw
     }
 
-    /// Reads the view at index `c` under head word `hw` (`c` is `index(hw)`
-    /// or up to `B` past it): slot `c - 1`, **then** slot `c`, not yet
-    /// re-validated (the caller calls [`revalidate`](Self::revalidate) after
-    /// whatever else it reads).
-    ///
-    /// The order matters past `head`: a slot `c - 1` read claimed stays so
-    /// (it is overwritten only by admission `c - 1 + L`, after `c` is
-    /// claimed), so if slot `c` then reads unclaimed, both words held at
-    /// once, at the second load (Acquire keeps it after the first). At
-    /// `head` itself slot `c - 1` is committed and stays so either way.
+    /// Reads the view at `head` (word `hw`, index `c`): slot `c - 1`, then
+    /// slot `c`, not yet re-validated (the caller calls
+    /// [`revalidate`](Self::revalidate) after whatever else it reads). At
+    /// `head` slot `c - 1` is committed and stays so until `c` is claimed.
     ///
     /// With `L == 1` slot `c - 1` is slot `c`: the first load is discarded
     /// (two loads could see two different words, e.g. unclaimed then
     /// CLOSED, under one head). The position before is taken from the
     /// slice's length `L`, and chosen with conditional moves, not branches.
     #[inline(always)]
-    pub(super) fn read_view_at(&self, hw: u64, c: u64) -> View {
+    pub(super) fn read_view(&self, hw: u64) -> View {
         let g = self.geometry;
+        let c = head::index(hw);
         let pos = g.position(c);
         debug_assert_eq!(self.slots.len(), g.limit() as usize);
         let before = pos.checked_sub(1).unwrap_or(self.slots.len() - 1);
@@ -95,12 +92,6 @@ impl<'a> RingRef<'a> {
             s,
             p: if before == pos { s } else { p },
         }
-    }
-
-    /// The view at `head` itself ([`read_view_at`](Self::read_view_at)).
-    #[inline(always)]
-    pub(super) fn read_view(&self, hw: u64) -> View {
-        self.read_view_at(hw, head::index(hw))
     }
 
     /// Reads a view under head word `hw`: slot `c - 1`, slot `c`, then
@@ -211,8 +202,14 @@ impl<'a> RingRef<'a> {
     /// after we read `hw` (it lost slot `c`). Failing otherwise is fine:
     /// someone moved head on.
     #[inline]
-    pub(super) fn advance_head(&self, mut hw: u64, c: u64, idx: u64, n: u64) {
-        let next = self.geometry.advance(idx, n);
+    pub(super) fn advance_head(&self, hw: u64, c: u64, idx: u64, n: u64) {
+        self.move_head(hw, c, self.geometry.advance(idx, n));
+    }
+
+    /// [`advance_head`](Self::advance_head) to index `next`, already
+    /// computed.
+    #[inline]
+    pub(super) fn move_head(&self, mut hw: u64, c: u64, next: u64) {
         loop {
             // Release pairs with the Acquire head loads of readers: the
             // slots up to `idx` (committed by us, or seen by us with Acquire
