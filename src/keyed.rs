@@ -758,7 +758,16 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n_at(key, 1, now)
+        // `check_n_at` with the one unit spelled out, so that the state's
+        // answer inlines as `admit_at`'s does.
+        self.decide_at(
+            key,
+            1,
+            now,
+            #[inline(always)]
+            |algorithm, state, floor| algorithm.check(&state.words, state.quota(), 1, now, floor),
+            |admitted| admitted,
+        )
     }
 
     /// Checks `n` units for `key` at `now`.
@@ -891,16 +900,22 @@ where
             key,
             1,
             now,
+            #[inline(always)]
             |algorithm, state, floor| algorithm.admit(&state.words, state.quota(), now, floor),
             |_| (),
         )
     }
 
-    /// The lookup behind `check_n_at` and `admit_at`: finds or creates
-    /// `key`'s state and asks `op` (the state's answer, `None` if it was
-    /// closed for eviction); `fresh` maps what an absent key answers to
-    /// `n == 0`.
-    #[inline]
+    /// The lookup behind `check_at`, `check_n_at` and `admit_at`: finds or
+    /// creates `key`'s state and asks `op` (the state's answer, `None` if
+    /// it was closed); `fresh` maps what an absent key answers to `n == 0`.
+    ///
+    /// Inlined into each caller, with `op` asked in one place: a live key
+    /// within its limits answers there. Everything else — an absent key, a
+    /// request over the limit, a closed state — goes through
+    /// [`settle`](Self::settle), out of line, which says whom to ask next
+    /// or answers itself.
+    #[inline(always)]
     fn decide_at<Q, R>(
         &self,
         key: &Q,
@@ -915,54 +930,87 @@ where
     {
         // Pin once per call (docs/design.md §7).
         let guard = self.map.guard();
+        let mut found = self.map.get(key, &guard);
         loop {
-            let state = match self.map.get(key, &guard) {
-                Some(state) => state,
-                // An absent key is a fresh state: nothing to record (and,
-                // without per-key quotas, no key to copy).
-                None if n == 0 && self.quota.is_none() && self.config.unchanged() => {
-                    return Ok(fresh(self.algorithm.fresh(None, 0, now, self.floor.get())));
-                }
-                None => {
-                    let epoch = self.config.epoch();
-                    let owned = key.to_owned().compact();
-                    let quota = self.quota_for(&owned);
-                    if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
-                        return Err(denied);
-                    }
-                    if n == 0 {
-                        let floor = self.floor.get();
-                        return Ok(fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor)));
-                    }
-                    let state = self.insert(owned, quota, now, &guard)?;
-                    if self.config.raced(epoch) {
-                        // Its policies may be the ones just replaced.
-                        self.migrate_raced(key);
-                        continue;
-                    }
-                    state
-                }
-            };
             // The floor is loaded after the lookup found (or made) this
             // state, and again on every retry: a state that replaced an
             // evicted one is only reached after the eviction's raise.
-            let answer = match self.algorithm.exceeds(state.quota(), n) {
-                // Never by a closed state's limits: its successor answers.
-                Some(denied) => {
-                    (!self.algorithm.is_closed(&state.words, state.quota())).then_some(Err(denied))
-                }
-                None => op(&self.algorithm, state, self.floor.get()),
+            if let Some(state) = found
+                && self.algorithm.exceeds(state.quota(), n).is_none()
+                && let Some(decision) = op(&self.algorithm, state, self.floor.get())
+            {
+                return decision;
+            }
+            found = match self.settle(key, n, now, found, &guard) {
+                Next::Ask(state) => Some(state),
+                Next::Fresh(admitted) => return Ok(fresh(admitted)),
+                Next::Deny(denied) => return Err(denied),
             };
-            match answer {
-                Some(decision) => return decision,
+        }
+    }
+
+    /// Whom [`decide_at`](Self::decide_at) asks next, after `found` (the
+    /// state the lookup found, if any) did not answer: a state inserted for
+    /// an absent key, or the key's state after a closed one was swapped
+    /// for its successor or unlinked; or the answer itself — an absent key
+    /// asked for no units, a request over the limit.
+    #[inline(never)]
+    fn settle<'g, Q>(
+        &'g self,
+        key: &Q,
+        n: u32,
+        now: u64,
+        mut found: Option<&'g KeyState>,
+        guard: &'g impl Guard,
+    ) -> Next<'g>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        loop {
+            let Some(state) = found else {
+                // An absent key is a fresh state: nothing to record (and,
+                // without per-key quotas, no key to copy).
+                if n == 0 && self.quota.is_none() && self.config.unchanged() {
+                    return Next::Fresh(self.algorithm.fresh(None, 0, now, self.floor.get()));
+                }
+                let epoch = self.config.epoch();
+                let owned = key.to_owned().compact();
+                let quota = self.quota_for(&owned);
+                if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
+                    return Next::Deny(denied);
+                }
+                if n == 0 {
+                    let floor = self.floor.get();
+                    return Next::Fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor));
+                }
+                let state = match self.insert(owned, quota, now, guard) {
+                    Ok(state) => state,
+                    Err(denied) => return Next::Deny(denied),
+                };
+                if self.config.raced(epoch) {
+                    // Its policies may be the ones just replaced.
+                    self.migrate_raced(key);
+                    found = self.map.get(key, guard);
+                    continue;
+                }
+                return Next::Ask(state);
+            };
+            // Over the limit, or closed (the state answered nothing). Never
+            // by a closed state's limits: its successor answers.
+            if let Some(denied) = self.algorithm.exceeds(state.quota(), n)
+                && !self.algorithm.is_closed(&state.words, state.quota())
+            {
+                return Next::Deny(denied);
+            }
+            match self.config.successor(state) {
                 // Closed for reconfiguration: swap its successor in (if the
                 // reconfiguring thread has not yet) and look again.
-                None => match self.config.successor(state) {
-                    Some(successor) => self.relink(key.to_owned(), state, &successor, &guard),
-                    // Closed for eviction: unlink it and look again.
-                    None => self.unlink(key, state, &guard),
-                },
+                Some(successor) => self.relink(key.to_owned(), state, &successor, guard),
+                // Closed for eviction: unlink it and look again.
+                None => self.unlink(key, state, guard),
             }
+            found = self.map.get(key, guard);
         }
     }
 
@@ -1930,4 +1978,12 @@ where
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
+}
+
+/// What [`KeyedLimiter::settle`] tells the lookup: ask this state, or the
+/// answer itself.
+enum Next<'g> {
+    Ask(&'g KeyState),
+    Fresh(Admitted),
+    Deny(Denied),
 }

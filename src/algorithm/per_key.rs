@@ -255,7 +255,7 @@ impl sealed::Sealed for Log {
     fn exceeds(&self, quota: Option<&Shape>, n: u32) -> Option<Denied> {
         self.shape(quota).exceeds(n)
     }
-    #[inline]
+    #[inline(always)]
     fn check(
         &self,
         state: &[AtomicU64],
@@ -267,7 +267,7 @@ impl sealed::Sealed for Log {
         let (shape, ring) = self.ring(state, quota);
         shape.check_at(ring, shape.now(now, floor), n)
     }
-    #[inline]
+    #[inline(always)]
     fn admit(
         &self,
         state: &[AtomicU64],
