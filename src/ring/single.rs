@@ -409,6 +409,31 @@ mod tests {
         }
     }
 
+    /// `n` units at `t` (at most the limit; through `admit` when asked and
+    /// `n == 1`) answer alike on both rings; `scramble` says what was
+    /// overwritten.
+    fn same_answer(
+        clean: &Ring,
+        scrambled: &Ring,
+        t: u64,
+        n: u32,
+        admit: bool,
+        scramble: &dyn core::fmt::Debug,
+    ) -> Result<(), TestCaseError> {
+        let n = n.min(clean.shape.limit());
+        let admit = admit && n == 1;
+        prop_assert_eq!(
+            scrambled.call(t, n, admit),
+            clean.call(t, n, admit),
+            "at {} ns, {} unit(s), admit: {}, overwritten: {:?}",
+            t,
+            n,
+            admit,
+            scramble
+        );
+        Ok(())
+    }
+
     /// What to write into the guess before a call.
     #[derive(Clone, Copy, Debug)]
     enum Scramble {
@@ -491,13 +516,7 @@ mod tests {
                 t += dt;
                 let hint = garbage.unwrap_or(position);
                 scrambled.hints.expiry.store(hint, Ordering::Relaxed);
-                let n = n.min(limit);
-                let admit = admit && n == 1;
-                prop_assert_eq!(
-                    scrambled.call(t, n, admit),
-                    clean.call(t, n, admit),
-                    "at {} ns, {} unit(s), admit: {}, hint {}", t, n, admit, hint
-                );
+                same_answer(&clean, &scrambled, t, n, admit, &hint)?;
             }
         }
 
@@ -523,13 +542,7 @@ mod tests {
                 if let Some(word) = word {
                     scrambled.hints.frontier.store(word, Ordering::Relaxed);
                 }
-                let n = n.min(limit);
-                let admit = admit && n == 1;
-                prop_assert_eq!(
-                    scrambled.call(t, n, admit),
-                    clean.call(t, n, admit),
-                    "at {} ns, {} unit(s), admit: {}, guess {:?}", t, n, admit, how
-                );
+                same_answer(&clean, &scrambled, t, n, admit, &how)?;
             }
         }
     }
