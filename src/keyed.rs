@@ -988,13 +988,16 @@ where
                     Ok(state) => state,
                     Err(denied) => return Next::Deny(denied),
                 };
-                if self.config.raced(epoch) {
-                    // Its policies may be the ones just replaced.
-                    self.migrate_raced(key);
-                    found = self.map.get(key, guard);
-                    continue;
+                if !self.config.raced(epoch) {
+                    return Next::Ask(state);
                 }
-                return Next::Ask(state);
+                // Its policies may be the ones just replaced: move it, then
+                // ask whatever the key holds.
+                self.migrate_raced(key);
+                match self.map.get(key, guard) {
+                    Some(state) => return Next::Ask(state),
+                    None => continue,
+                }
             };
             // Over the limit, or closed (the state answered nothing). Never
             // by a closed state's limits: its successor answers.
@@ -1010,7 +1013,12 @@ where
                 // Closed for eviction: unlink it and look again.
                 None => self.unlink(key, state, guard),
             }
+            // Whatever the key holds now is asked, never settled unasked: a
+            // live state must answer, not be taken for a closed one.
             found = self.map.get(key, guard);
+            if let Some(state) = found {
+                return Next::Ask(state);
+            }
         }
     }
 
