@@ -115,7 +115,7 @@ fn full_ring_weighted_vs_single() {
     weighted_vs_single(2, &[2], &[1], 0, Singles::Fast, Flaw::None);
 }
 
-/// Issue #14: with L >= 4 the head is lazy (it lags by up to B = 3..4), so
+/// Issue #14: with L >= 4 the head is lazy (it lags by up to B = L - 1), so
 /// singles claim slots behind it; a pair that read slot c before their
 /// claims and slot c + 1 after them must not deny. Everything fits here
 /// (2 + 2 <= 4), so any denial fails the linearizability check.
@@ -145,7 +145,7 @@ fn pair_vs_singles_behind_a_lazy_head_prefilled() {
     weighted_vs_single(5, &[2], &[2], 1, Singles::General, Flaw::None);
 }
 
-/// A triple at L = 6 (B = 4) against three singles: it reads slot c + 2,
+/// A triple at L = 6 (B = 5) against three singles: it reads slot c + 2,
 /// which the singles claim behind the lazy head.
 #[test]
 fn triple_vs_singles_behind_a_lazy_head() {

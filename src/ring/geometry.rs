@@ -5,7 +5,13 @@ use super::word::{head, slot};
 use crate::flaw::Flaw;
 
 /// The most a lazy `head` lags the frontier (docs/design.md §4: `B < L`).
-const MAX_LAG: u64 = 4;
+/// A larger `B` makes the fast path's head CAS rarer (one per `B + 1`
+/// admissions, or once a lap when `L <= B + 1`) and the scan after a lost
+/// race longer (up to `B` slots, two cache lines at 16). Measured against
+/// 4 and 8 (BENCHMARKS.md, "Where the time goes"): `admit` one thread
+/// 4-5% faster, two threads on one key 15-28% faster, `check` between
+/// two threads within noise.
+const MAX_LAG: u64 = 16;
 
 /// The smallest ring that keeps an expiry hint: below it the gallop reads
 /// at most three slots anyway, and the hint's extra load and store cost
@@ -19,8 +25,6 @@ pub(crate) struct Geometry {
     limit: u64,
     /// `W` in nanoseconds.
     window: u64,
-    /// Width of the position field of an index.
-    bits: u32,
     /// `2^bits - 1`: the position field of an index.
     mask: u64,
     /// `2^bits - L`: added when an index steps past position `L - 1`.
@@ -62,7 +66,6 @@ impl Geometry {
         Geometry {
             limit: u64::from(limit),
             window,
-            bits,
             mask: (1u64 << bits) - 1,
             gap: (1u64 << bits) - u64::from(limit),
             lag: u64::from(limit - 1).min(MAX_LAG),
@@ -151,7 +154,9 @@ impl Geometry {
     /// The stamp that admission `index` writes: the inverted parity of its lap.
     #[inline]
     pub(super) fn stamp(&self, index: u64) -> u64 {
-        ((index >> self.bits) & 1) ^ slot::STAMP
+        // The lap's lowest bit is the one just above the position field
+        // (`mask + 1`): a test, no shift by a variable count.
+        u64::from(index & (self.mask + 1) == 0) * slot::STAMP
     }
 
     /// Whether `word`, read from the slot of `index`, was written by

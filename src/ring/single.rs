@@ -22,7 +22,7 @@ impl<'a> RingRef<'a> {
     /// (no guess) reads the view at `head` and re-validates `head`
     /// ([`at_head`](Self::at_head)). Then: count, one CAS on slot `c`, and
     /// [`after_single`](Self::after_single) stores the next guess and moves
-    /// `head` about every `B` admissions. Anything else — a claimed or
+    /// `head` every `B + 1` admissions or once a lap. Anything else — a claimed or
     /// closed slot, a wrong guess, a moved head, a lost CAS — goes to the
     /// general path, which starts over from a fresh read of `head`.
     #[inline(always)]
@@ -190,8 +190,11 @@ impl<'a> RingRef<'a> {
 
     /// After the fast path committed a single at index `c` (position `pos`),
     /// `k` past `head` (word `hw`): store the guess `c + 1` (a ring that
-    /// keeps one), and move `head` to `c + 1` when the lag reaches `B`, when
-    /// the next index starts a lap (a guess is followed only within
+    /// keeps one), and move `head` to `c + 1` when `c + 1` would lie more
+    /// than `B` past it (`claimable` follows a guess at most `B` past
+    /// `head`, and the scan's bound is the frontier at most `B + 1` ahead:
+    /// `c = head + B` is the last single either allows), when the next
+    /// index starts a lap (a guess is followed only within
     /// `head`'s lap: see [`claimable`](Self::claimable)), or at once for a
     /// ring without a guess (a keyed state's: its next single then finds
     /// the frontier at `head`). The guess is stored every time, so that the
@@ -208,7 +211,7 @@ impl<'a> RingRef<'a> {
                 // Relaxed: a guess (see `check_one`); racing admitters may
                 // store in either order.
                 hints.frontier.store(next, Ordering::Relaxed);
-                k + 1 < g.lag() && pos as u64 + 1 < g.len()
+                k < g.lag() && pos as u64 + 1 < g.len()
             }
             None => false,
         };
@@ -218,7 +221,7 @@ impl<'a> RingRef<'a> {
     }
 
     /// The single-unit general path, with a lazy head: `head` may lag the
-    /// frontier (the first unclaimed index) by up to `B = min(L - 1, 4)`
+    /// frontier (the first unclaimed index) by up to `B = min(L - 1, 16)`
     /// admissions. A reader scans forward from `head` over slots already
     /// claimed for their index to find the frontier, and `head` is moved only
     /// every `B` admissions, so an admission is usually one CAS on one slot.
