@@ -304,8 +304,9 @@
 //! # Performance
 //!
 //! A [`Limiter`]'s admission is one CAS on the slot, plus one on `head`
-//! once a lap or every 17th admission, whichever comes first (meanwhile a verified guess beside `head`
-//! tells readers where the frontier is); a [`KeyedLimiter`] state's is one
+//! once a lap or every 17th admission, whichever comes first (meanwhile a
+//! verified guess beside `head` tells readers where the frontier is); a
+//! [`KeyedLimiter`] state's is one
 //! on the slot and one on `head`. A denial only loads: for a [`Limiter`]
 //! the guess and three slot reads, no `head` at all (the slots' stamps
 //! prove the frontier); for a keyed state `head`, two slots and `head`

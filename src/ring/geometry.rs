@@ -7,10 +7,10 @@ use crate::flaw::Flaw;
 /// The most a lazy `head` lags the frontier (docs/design.md §4: `B < L`).
 /// A larger `B` makes the fast path's head CAS rarer (one per `B + 1`
 /// admissions, or once a lap when `L <= B + 1`) and the scan after a lost
-/// race longer (up to `B` slots, two cache lines at 16). Measured against
-/// 4 and 8 (BENCHMARKS.md, "Where the time goes"): `admit` one thread
-/// 4-5% faster, two threads on one key 15-28% faster, `check` between
-/// two threads within noise.
+/// race longer (up to `B` slots, two cache lines at 16). 16 is chosen by
+/// measurement beside 4, 8 and 32 (BENCHMARKS.md, "Where the time goes"):
+/// against 4, `admit` 4-5% faster on one thread and 15-28% faster on two
+/// threads sharing a key, `check` between two threads within noise.
 const MAX_LAG: u64 = 16;
 
 /// The smallest ring that keeps an expiry hint: below it the gallop reads
