@@ -62,7 +62,8 @@ const SWEEP_MIN_INSERTS: usize = 64;
 const DEFAULT_SLOTS: u32 = 10;
 
 /// A key's state: one allocation of words, `head` in word 0 (the ring's
-/// `L + 1` words, or the counter's `N + 3`), and the key's own policies
+/// `L + 1` words, `L + 2` from 64 slots on, see `Shape::ring_in`; or the
+/// counter's `N + 3`), and the key's own policies
 /// when a per-key quota chose other than the default ones.
 struct KeyState {
     words: Box<[AtomicU64]>,
@@ -1567,14 +1568,17 @@ where
         self.max_bytes
     }
 
-    /// Bytes per live key: the ring (`8 (limit + 1)`) plus the map entry
-    /// (key, ring pointer, table slot), measured at about 56 bytes for
-    /// 8-byte keys plus `size_of::<K>()` beyond that.
+    /// Bytes per live key: the ring (`8 (limit + 1)`, and 8 more from a
+    /// limit of 64 on for its expiry hint) plus the map entry (key, ring
+    /// pointer, table slot), measured at about 56 bytes for 8-byte keys plus
+    /// `size_of::<K>()` beyond that.
     ///
     /// ```
     /// # use std::time::Duration;
     /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
     /// assert_eq!(limiter.bytes_per_key(), 8 * 11 + 56);
+    /// let large = slidelog::KeyedLimiter::<u64>::new(100, Duration::from_secs(1))?;
+    /// assert_eq!(large.bytes_per_key(), 8 * 102 + 56);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn bytes_per_key(&self) -> usize {
@@ -1769,9 +1773,8 @@ where
             .iter(&guard)
             .filter_map(|(key, state)| {
                 let shape = state.quota().unwrap_or(self.algorithm.default_shape());
-                let (head, slots) = state.words.split_first()?;
                 let admissions: Vec<u64> = shape
-                    .ring(head, slots)
+                    .ring_in(&state.words)
                     .admissions(anchor.clock_nanos)
                     .unwrap_or_default()
                     .into_iter()
@@ -1848,10 +1851,7 @@ where
             };
             let shape = quota.as_deref().unwrap_or(self.algorithm.default_shape());
             let current = existing
-                .and_then(|state| {
-                    let (head, slots) = state.words.split_first()?;
-                    shape.ring(head, slots).admissions(now)
-                })
+                .and_then(|state| shape.ring_in(&state.words).admissions(now))
                 .unwrap_or_default();
             let already = current.len();
             let g = shape.geometry;
@@ -1872,10 +1872,7 @@ where
             }
             let words =
                 crate::algorithm::sealed::Sealed::init(&self.algorithm, quota.as_deref(), now);
-            {
-                let (head, slots) = words.split_first().expect("at least two words");
-                shape.ring(head, slots).fill_fresh(&times);
-            }
+            shape.ring_in(&words).fill_fresh(&times);
             report.admissions += times.len().saturating_sub(already);
             report.keys += 1;
             // `&mut self`: no check runs meanwhile, so replacing the state

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{Model, ModelDecision, max_in_window, observed};
 use proptest::prelude::*;
-use slidelog::{Limiter, ManualClock};
+use slidelog::{KeyedLimiter, Limiter, ManualClock};
 
 /// A time step that hits the edges: 0, exactly the window, one either side,
 /// or something random.
@@ -112,7 +112,9 @@ proptest! {
     /// dense traffic so that many admissions are live, and `admit` (which
     /// never moves the hint) and peeks mixed in, so that the count often
     /// starts from a stale hint: every count, decision and wait still
-    /// equals the model's, and `admit` decides exactly as `check`.
+    /// equals the model's, and `admit` decides exactly as `check`. A keyed
+    /// state of the same limit answers alike (from 64 slots on it keeps
+    /// its own expiry hint in its allocation).
     #[test]
     fn hinted_counts_equal_model(
         limit in prop_oneof![Just(8u32), Just(9), 10..=40u32, Just(64), Just(300)],
@@ -131,6 +133,7 @@ proptest! {
         ),
     ) {
         let limiter = Limiter::with_clock(limit, Duration::from_nanos(window), ManualClock::new()).unwrap();
+        let keyed = KeyedLimiter::<u64, ManualClock>::with_clock(limit, Duration::from_nanos(window), ManualClock::new()).unwrap();
         let mut model = Model::new(limit, window);
         let mut t = 0u64;
         for (i, (dt, op)) in ops.into_iter().enumerate() {
@@ -139,16 +142,18 @@ proptest! {
                 HintOp::Check(n) => {
                     let expect = model.decide(t, n);
                     prop_assert_eq!(observed(limiter.check_n_at(n, t)), expect, "step {} check_n({}) at {}", i, n, t);
+                    prop_assert_eq!(observed(keyed.check_n_at(&7, n, t)), expect, "keyed: step {} check_n({}) at {}", i, n, t);
                 }
                 HintOp::Admit => {
                     let expect = model.decide(t, 1);
-                    let got = limiter.admit_at(t);
-                    match expect {
-                        ModelDecision::Admitted { .. } => prop_assert!(got.is_ok(), "step {} admit at {}: {:?}", i, t, got),
-                        ModelDecision::Denied { retry_after } => prop_assert_eq!(
-                            got.map_err(|d| d.retry_after_nanos()), Err(retry_after), "step {} admit at {}", i, t
-                        ),
-                        other => prop_assert!(false, "unexpected model answer {:?}", other),
+                    for (got, which) in [(limiter.admit_at(t), "limiter"), (keyed.admit_at(&7, t), "keyed")] {
+                        match expect {
+                            ModelDecision::Admitted { .. } => prop_assert!(got.is_ok(), "{}: step {} admit at {}: {:?}", which, i, t, got),
+                            ModelDecision::Denied { retry_after } => prop_assert_eq!(
+                                got.map_err(|d| d.retry_after_nanos()), Err(retry_after), "{}: step {} admit at {}", which, i, t
+                            ),
+                            other => prop_assert!(false, "unexpected model answer {:?}", other),
+                        }
                     }
                 }
                 HintOp::Peek(n) => {
@@ -156,6 +161,7 @@ proptest! {
                     let mut probe = model.clone();
                     let expect = probe.decide(t, n);
                     prop_assert_eq!(observed(limiter.peek_n_at(n, t)), expect, "step {} peek_n({}) at {}", i, n, t);
+                    prop_assert_eq!(observed(keyed.peek_n_at(&7, n, t)), expect, "keyed: step {} peek_n({}) at {}", i, n, t);
                 }
             }
         }

@@ -222,8 +222,7 @@ impl Log {
         quota: Option<&'a Shape>,
     ) -> (&'a Shape, RingRef<'a>) {
         let shape = self.shape(quota);
-        let (head, slots) = sealed::split(state);
-        (shape, shape.ring(head, slots))
+        (shape, shape.ring_in(state))
     }
 }
 
@@ -343,9 +342,8 @@ impl sealed::Sealed for Log {
         let to = self.shape(to);
         self.ring(state, quota).1.close_into(|kept| {
             let words = self.init(Some(to), 0);
-            let (head, slots) = sealed::split(&words);
-            let keep = kept.len().min(slots.len());
-            to.ring(head, slots).fill_fresh(&kept[kept.len() - keep..]);
+            let keep = kept.len().min(to.geometry.limit() as usize);
+            to.ring_in(&words).fill_fresh(&kept[kept.len() - keep..]);
             publish(words);
         })
     }

@@ -25,7 +25,8 @@ impl<'a> RingRef<'a> {
     /// clamp), so "alive at `t_eff`" reads false ... false, true ... true,
     /// and the count is the index of the first alive candidate.
     ///
-    /// **The expiry hint** (a ring that keeps one: [`crate::Limiter`]'s)
+    /// **The expiry hint** (a ring that keeps one: a [`crate::Limiter`]'s, a
+    /// keyed state's of 64 slots or more)
     /// makes that search O(1) loads amortised whatever the number of live
     /// admissions: it holds the *position* of the first live admission the
     /// last committed admission found. Effective times never decrease, so
@@ -68,7 +69,7 @@ impl<'a> RingRef<'a> {
     #[inline(always)]
     fn expiry_hint(&self) -> Option<&'a AtomicU64> {
         let g = self.geometry;
-        self.hints.filter(|_| g.hinted()).map(|h| &h.expiry)
+        self.expiry.filter(|_| g.hinted())
     }
 
     /// Whether candidate `k` (at position `base + k`) is alive at `t_eff`.

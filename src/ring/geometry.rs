@@ -18,6 +18,12 @@ const MAX_LAG: u64 = 16;
 /// more than they save.
 const HINT_MIN_LIMIT: u64 = 8;
 
+/// The smallest keyed state that keeps an expiry hint: the hint is one
+/// more word in every key's allocation, so a keyed ring keeps one only
+/// where that word is at most 1/64 of the ring (`8 L` bytes) and the gallop
+/// it replaces reads six slots or more (`log2 L`), over as many lines.
+const KEYED_HINT_MIN_LIMIT: u64 = 64;
+
 /// The immutable shape of a ring: limit, window and the index layout.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Geometry {
@@ -143,6 +149,14 @@ impl Geometry {
     #[inline]
     pub(super) fn hinted(&self) -> bool {
         self.limit >= HINT_MIN_LIMIT && self.flaw() != Flaw::NoHint
+    }
+
+    /// Whether a keyed state's ring of this size keeps an expiry hint word
+    /// ([`KEYED_HINT_MIN_LIMIT`]).
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    #[inline]
+    pub(super) fn keyed_hint(&self) -> bool {
+        self.limit >= KEYED_HINT_MIN_LIMIT
     }
 
     /// `index mod L`, a mask.

@@ -69,15 +69,21 @@ pub(crate) struct RingRef<'a> {
     pub(crate) geometry: &'a Geometry,
     pub(crate) head: &'a AtomicU64,
     pub(crate) slots: &'a [AtomicU64],
-    /// The ring's two guesses, if it keeps them ([`crate::Limiter`]'s do;
-    /// a keyed state's ring does not).
-    pub(crate) hints: Option<&'a Hints>,
+    /// The frontier guess ([`Hints`]), if the ring keeps one (a
+    /// [`crate::Limiter`]'s does; a keyed state's does not).
+    pub(crate) frontier: Option<&'a AtomicU64>,
+    /// The expiry hint ([`Hints`]), if the ring keeps one (a
+    /// [`crate::Limiter`]'s does; a keyed state's from 64 slots on, see
+    /// [`Shape::ring_in`]).
+    pub(crate) expiry: Option<&'a AtomicU64>,
 }
 
-/// Two words a ring may keep beside `head`, each only a **guess** that the
-/// path reading it verifies, so that no value either holds — stale, from
-/// another lap, stored out of order by racing threads, or garbage — can
-/// change a decision or a count, only what it costs:
+/// Two words a ring may keep beside `head` (a [`crate::Limiter`] both, on
+/// `head`'s line; a keyed state of 64 slots or more the expiry hint, in its
+/// allocation), each only a **guess** that the path reading it verifies, so
+/// that no value either holds — stale, from another lap, stored out of
+/// order by racing threads, garbage, or a fresh state's zero — can change a
+/// decision or a count, only what it costs:
 /// - `expiry`: the position of the first live admission the last count
 ///   found (`count.rs`, `remaining_after`);
 /// - `frontier`: the index after the last single the fast path admitted,

@@ -135,12 +135,21 @@ impl Shape {
         self.first.window
     }
 
-    /// Words of a ring: `head` and `L` slots (keyed states; the keyed map
-    /// is not compiled for the model checker).
+    /// Words of a keyed state's ring ([`ring_in`](Self::ring_in)): `head`,
+    /// the expiry hint from 64 slots on, and `L` slots (the keyed map is
+    /// not compiled for the model checker).
     #[cfg_attr(slidelog_loom, allow(dead_code))]
     #[inline]
     pub(crate) fn words(&self) -> usize {
-        self.geometry.limit() as usize + 1
+        self.keyed_header() + self.geometry.limit() as usize
+    }
+
+    /// Words before a keyed state's slots: `head`, and the expiry hint if
+    /// the ring keeps one.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    #[inline(always)]
+    fn keyed_header(&self) -> usize {
+        1 + usize::from(self.geometry.keyed_hint())
     }
 
     /// `Some(denial)` if `n` units can never fit (more than the smallest
@@ -151,19 +160,8 @@ impl Shape {
             .then(|| Denied::exceeds_limit(n, self.min_limit).with_policy(self.min_policy))
     }
 
-    /// A view of a ring of this shape.
-    #[inline]
-    pub(crate) fn ring<'a>(&'a self, head: &'a AtomicU64, slots: &'a [AtomicU64]) -> RingRef<'a> {
-        RingRef {
-            geometry: &self.geometry,
-            head,
-            slots,
-            hints: None,
-        }
-    }
-
-    /// A view of a ring of this shape that keeps the two guesses of
-    /// [`Hints`].
+    /// A view of a ring of this shape whose `head` and guesses live apart
+    /// from its slots (a [`crate::Limiter`]'s: on one padded line).
     #[inline]
     pub(crate) fn ring_hinted<'a>(
         &'a self,
@@ -172,8 +170,32 @@ impl Shape {
         slots: &'a [AtomicU64],
     ) -> RingRef<'a> {
         RingRef {
-            hints: Some(hints),
-            ..self.ring(head, slots)
+            geometry: &self.geometry,
+            head,
+            slots,
+            frontier: Some(&hints.frontier),
+            expiry: Some(&hints.expiry),
+        }
+    }
+
+    /// A view of the ring laid out in `words`, a keyed state's one
+    /// allocation of [`words`](Self::words) words: `head`, the expiry hint
+    /// if the ring has 64 slots or more, then the `L` slots. No frontier
+    /// guess: 8 more bytes on every key for a head CAS saved on most
+    /// admissions measured no faster over 10,000 keys (BENCHMARKS.md,
+    /// "Where the time goes"). A fresh state's zero hint is a guess like
+    /// any other.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    #[inline(always)]
+    pub(crate) fn ring_in<'a>(&'a self, words: &'a [AtomicU64]) -> RingRef<'a> {
+        debug_assert_eq!(words.len(), self.words());
+        let (header, slots) = words.split_at(self.keyed_header());
+        RingRef {
+            geometry: &self.geometry,
+            head: &header[0],
+            slots,
+            frontier: None,
+            expiry: header.get(1),
         }
     }
 

@@ -31,14 +31,14 @@ impl<'a> RingRef<'a> {
         if g.general_only() {
             return self.check_one_scan::<R>(now);
         }
-        let Some(hints) = self.hints else {
+        let Some(frontier) = self.frontier else {
             return match self.at_head() {
                 Some((v, k)) => self.judge_and_claim::<R>(now, v, k),
                 None => self.check_one_scan::<R>(now),
             };
         };
         // Relaxed: a guess; `at_guess` and `claimable` verify what it leads to.
-        let guess = hints.frontier.load(Ordering::Relaxed);
+        let guess = frontier.load(Ordering::Relaxed);
         let Some((pos, s, p)) = self.at_guess(guess) else {
             return self.check_one_scan::<R>(now);
         };
@@ -206,11 +206,11 @@ impl<'a> RingRef<'a> {
     fn after_single(&self, hw: u64, k: u64, c: u64, pos: usize) {
         let g = self.geometry;
         let next = g.advance(c, 1);
-        let lazy = match self.hints {
-            Some(hints) => {
+        let lazy = match self.frontier {
+            Some(frontier) => {
                 // Relaxed: a guess (see `check_one`); racing admitters may
                 // store in either order.
-                hints.frontier.store(next, Ordering::Relaxed);
+                frontier.store(next, Ordering::Relaxed);
                 k < g.lag() && pos as u64 + 1 < g.len()
             }
             None => false,
@@ -288,10 +288,11 @@ impl<'a> RingRef<'a> {
                     // more than the scans it would save (two threads on one
                     // key: about 1.7x slower with one on every admission,
                     // 5-10% with one every `B`).
-                    self.advance_head(hw, c, idx, 1);
-                    if let (true, Some(hints)) = (full, self.hints) {
+                    let next = g.advance(idx, 1);
+                    self.move_head(hw, c, next);
+                    if let (true, Some(frontier)) = (full, self.frontier) {
                         // Relaxed: a guess (see `check_one`).
-                        hints.frontier.store(g.advance(idx, 1), Ordering::Relaxed);
+                        frontier.store(next, Ordering::Relaxed);
                     }
                 }
                 if R >= report::REMAINING {
