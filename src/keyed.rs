@@ -23,6 +23,9 @@ use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 mod reconfig;
+mod state;
+
+use state::{INLINE_WORDS, KeyState, Keys, Words, with_map};
 
 /// What `KeyedLimiter::check_then_peek_at` found on a key's state.
 #[cfg(feature = "tower")]
@@ -47,11 +50,11 @@ pub(crate) type Peeked = (Admitted, Duration, Option<Vec<(u32, Duration)>>);
 const DEFAULT_BUDGET_BYTES: usize = 256 << 20;
 const DEFAULT_MAX_KEYS_CAP: usize = 1 << 20;
 
-/// Bytes of map bookkeeping per key besides the ring itself, measured with a
-/// counting allocator at 100k `u64` keys (papaya's entry box with the key
-/// and the state: ring pointer and quota pointer, plus its table slots at its
-/// load factor).
-const MAP_BYTES_PER_KEY: usize = 56;
+/// Bytes of papaya's table per key (its slots at its load factor: a
+/// metadata byte and an entry pointer each), measured with a counting
+/// allocator at 100k `u64` keys: what a key costs beyond its entry and the
+/// words boxed outside it (see `KeyedLimiter::bytes_per_key`).
+const TABLE_BYTES_PER_KEY: usize = 24;
 
 /// An automatic sweep runs after this many new keys, or after half the live
 /// keys' worth, whichever is more (so sweeping costs O(1) amortised per
@@ -60,36 +63,6 @@ const SWEEP_MIN_INSERTS: usize = 64;
 
 /// The counter's slots when a builder switches to it without saying.
 const DEFAULT_SLOTS: u32 = 10;
-
-/// A key's state: one allocation of words, `head` in word 0 (the ring's
-/// `L + 1` words, `L + 2` from 64 slots on, see `Shape::ring_in`; or the
-/// counter's `N + 3`), and the key's own policies
-/// when a per-key quota chose other than the default ones.
-struct KeyState {
-    words: Box<[AtomicU64]>,
-    quota: Option<Arc<Shape>>,
-}
-
-impl KeyState {
-    #[inline]
-    fn quota(&self) -> Option<&Shape> {
-        self.quota.as_deref()
-    }
-
-    /// A copy of a state nobody writes any more (a parked successor).
-    fn copy(&self) -> KeyState {
-        KeyState {
-            // Relaxed: the words were written before the successor was
-            // parked, and we found it parked (papaya's loads are Acquire).
-            words: self
-                .words
-                .iter()
-                .map(|w| AtomicU64::new(w.load(Ordering::Relaxed)))
-                .collect(),
-            quota: self.quota.clone(),
-        }
-    }
-}
 
 /// Chooses a key's policies when it is first seen (see
 /// [`KeyedBuilder::quota`]).
@@ -196,7 +169,7 @@ struct Housekeeping {
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
 pub struct KeyedLimiter<K, C: Clock = QuantaClock, S = RandomState, A = Log> {
-    map: HashMap<K, KeyState, S>,
+    map: Keys<K, S>,
     algorithm: A,
     /// Per-key policies, if the builder chose them.
     quota: Option<QuotaFn<K>>,
@@ -643,7 +616,8 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             .map(|p| p.window.as_nanos() as u64)
             .max()
             .unwrap_or(0);
-        let per_key = KeyedLimiter::<K, C, S, A>::bytes_per_key_for(algorithm.words(None));
+        let inline = KeyedLimiter::<K, C, S, A>::inline_for(&algorithm);
+        let per_key = KeyedLimiter::<K, C, S, A>::bytes_per_key_for(algorithm.words(None), inline);
         let max_keys = match self.max_keys {
             Some(0) => return Err(ConfigError::ZeroMaxKeys),
             Some(n) => n,
@@ -660,14 +634,21 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             .unwrap_or(window)
             .max(window);
         crate::observe::describe();
-        let map = HashMap::builder()
-            .hasher(self.hasher)
-            .capacity(self.capacity.min(max_keys))
-            // Blocking resizes: with an unfinished incremental resize every
-            // later lookup pays for the table's migration (measured ~10x
-            // slower lookups in a feasibility study).
-            .resize_mode(ResizeMode::Blocking)
-            .build();
+        fn table<K, V, S>(hasher: S, capacity: usize) -> HashMap<K, V, S> {
+            HashMap::builder()
+                .hasher(hasher)
+                .capacity(capacity)
+                // Blocking resizes: with an unfinished incremental resize
+                // every later lookup pays for the table's migration
+                // (measured ~10x slower lookups in a feasibility study).
+                .resize_mode(ResizeMode::Blocking)
+                .build()
+        }
+        let capacity = self.capacity.min(max_keys);
+        let map = match inline {
+            true => Keys::Inline(table(self.hasher, capacity)),
+            false => Keys::Boxed(table(self.hasher, capacity)),
+        };
         Ok(KeyedLimiter {
             map,
             algorithm,
@@ -766,7 +747,7 @@ where
             1,
             now,
             #[inline(always)]
-            |algorithm, state, floor| algorithm.check(&state.words, state.quota(), 1, now, floor),
+            |algorithm, words, quota, floor| algorithm.check(words, quota, 1, now, floor),
             |admitted| admitted,
         )
     }
@@ -797,7 +778,7 @@ where
             key,
             n,
             now,
-            |algorithm, state, floor| algorithm.check(&state.words, state.quota(), n, now, floor),
+            |algorithm, words, quota, floor| algorithm.check(words, quota, n, now, floor),
             |admitted| admitted,
         )
     }
@@ -821,13 +802,12 @@ where
             key,
             1,
             now,
-            |algorithm, state, floor| {
-                let quota = state.quota();
-                let (decision, grows) = algorithm.check_growing(&state.words, quota, now, floor)?;
+            |algorithm, words, quota, floor| {
+                let (decision, grows) = algorithm.check_growing(words, quota, now, floor)?;
                 let admitted = match decision {
                     Ok(admitted) => admitted,
                     Err(denied) => {
-                        let states = algorithm.policy_states(&state.words, quota, now, floor);
+                        let states = algorithm.policy_states(words, quota, now, floor);
                         return Some(Ok(Layered::Denied(denied, states)));
                     }
                 };
@@ -839,12 +819,12 @@ where
                         let peeked = algorithm
                             .exceeds(quota, more)
                             .is_none()
-                            .then(|| algorithm.peek(&state.words, quota, more, now, floor))
+                            .then(|| algorithm.peek(words, quota, more, now, floor))
                             .flatten();
                         crate::tower::wait_of(peeked)
                     }
                 };
-                let states = algorithm.policy_states(&state.words, quota, now, floor);
+                let states = algorithm.policy_states(words, quota, now, floor);
                 Some(Ok(Layered::Admitted((admitted, wait, states))))
             },
             |admitted| Layered::Admitted((admitted, Duration::ZERO, None)),
@@ -902,7 +882,7 @@ where
             1,
             now,
             #[inline(always)]
-            |algorithm, state, floor| algorithm.admit(&state.words, state.quota(), now, floor),
+            |algorithm, words, quota, floor| algorithm.admit(words, quota, now, floor),
             |_| (),
         )
     }
@@ -922,7 +902,25 @@ where
         key: &Q,
         n: u32,
         now: u64,
-        op: impl Fn(&A, &KeyState, u64) -> Option<Result<R, Denied>>,
+        op: impl Fn(&A, &[AtomicU64], Option<&Shape>, u64) -> Option<Result<R, Denied>>,
+        fresh: impl FnOnce(Admitted) -> R,
+    ) -> Result<R, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        with_map!(&self.map, map => self.decide_in(map, key, n, now, &op, fresh))
+    }
+
+    /// [`decide_at`](Self::decide_at) on the map in its representation.
+    #[inline(always)]
+    fn decide_in<W: Words, Q, R>(
+        &self,
+        map: &HashMap<K, KeyState<W>, S>,
+        key: &Q,
+        n: u32,
+        now: u64,
+        op: &impl Fn(&A, &[AtomicU64], Option<&Shape>, u64) -> Option<Result<R, Denied>>,
         fresh: impl FnOnce(Admitted) -> R,
     ) -> Result<R, Denied>
     where
@@ -930,19 +928,24 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         // Pin once per call (docs/design.md §7).
-        let guard = self.map.guard();
-        let mut found = self.map.get(key, &guard);
+        let guard = map.guard();
+        let mut found = map.get(key, &guard);
         loop {
             // The floor is loaded after the lookup found (or made) this
             // state, and again on every retry: a state that replaced an
             // evicted one is only reached after the eviction's raise.
             if let Some(state) = found
                 && self.algorithm.exceeds(state.quota(), n).is_none()
-                && let Some(decision) = op(&self.algorithm, state, self.floor.get())
+                && let Some(decision) = op(
+                    &self.algorithm,
+                    &state.words,
+                    state.quota(),
+                    self.floor.get(),
+                )
             {
                 return decision;
             }
-            found = match self.settle(key, n, now, found, &guard) {
+            found = match self.settle(map, key, n, now, found, &guard) {
                 Next::Ask(state) => Some(state),
                 Next::Fresh(admitted) => return Ok(fresh(admitted)),
                 Next::Deny(denied) => return Err(denied),
@@ -956,14 +959,15 @@ where
     /// for its successor or unlinked; or the answer itself — an absent key
     /// asked for no units, a request over the limit.
     #[inline(never)]
-    fn settle<'g, Q>(
+    fn settle<'g, W: Words, Q>(
         &'g self,
+        map: &'g HashMap<K, KeyState<W>, S>,
         key: &Q,
         n: u32,
         now: u64,
-        mut found: Option<&'g KeyState>,
+        mut found: Option<&'g KeyState<W>>,
         guard: &'g impl Guard,
-    ) -> Next<'g>
+    ) -> Next<'g, W>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -985,7 +989,7 @@ where
                     let floor = self.floor.get();
                     return Next::Fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor));
                 }
-                let state = match self.insert(owned, quota, now, guard) {
+                let state = match self.insert(map, owned, quota, now, guard) {
                     Ok(state) => state,
                     Err(denied) => return Next::Deny(denied),
                 };
@@ -995,7 +999,7 @@ where
                 // Its policies may be the ones just replaced: move it, then
                 // ask whatever the key holds.
                 self.migrate_raced(key);
-                match self.map.get(key, guard) {
+                match map.get(key, guard) {
                     Some(state) => return Next::Ask(state),
                     None => continue,
                 }
@@ -1010,13 +1014,15 @@ where
             match self.config.successor(state) {
                 // Closed for reconfiguration: swap its successor in (if the
                 // reconfiguring thread has not yet) and look again.
-                Some(successor) => self.relink(key.to_owned(), state, &successor, guard),
+                Some(successor) => self.relink(map, key.to_owned(), state, &successor, guard),
                 // Closed for eviction: unlink it and look again.
-                None => self.unlink(key, state, guard),
+                None => {
+                    self.unlink(map, key, state, guard);
+                }
             }
             // Whatever the key holds now is asked, never settled unasked: a
             // live state must answer, not be taken for a closed one.
-            found = self.map.get(key, guard);
+            found = map.get(key, guard);
             if let Some(state) = found {
                 return Next::Ask(state);
             }
@@ -1086,32 +1092,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let guard = self.map.guard();
-        if let Some(state) = self.map.get(key, &guard) {
-            let floor = self.floor.get();
-            let answer = match self.algorithm.exceeds(state.quota(), n) {
-                Some(denied) => {
-                    (!self.algorithm.is_closed(&state.words, state.quota())).then_some(Err(denied))
-                }
-                None => self
-                    .algorithm
-                    .peek(&state.words, state.quota(), n, now, floor),
-            };
-            if let Some(decision) = answer {
-                return decision;
-            }
-            // Closed for reconfiguration: its successor answers.
-            if let Some(next) = self.config.successor(state) {
-                if let Some(denied) = self.algorithm.exceeds(next.quota(), n) {
-                    return Err(denied);
-                }
-                if let Some(decision) =
-                    self.algorithm
-                        .peek(&next.words, next.quota(), n, now, self.floor.get())
-                {
-                    return decision;
-                }
-            }
+        let live = with_map!(&self.map, map => {
+            let guard = map.guard();
+            map.get(key, &guard).and_then(|state| self.peek_state(state, n, now))
+        });
+        if let Some(decision) = live {
+            return decision;
         }
         // Absent or being evicted: a fresh state (of the key's quota).
         let quota = match (&self.quota, self.config.unchanged()) {
@@ -1126,17 +1112,48 @@ where
             .fresh(quota.as_deref(), n, now, self.floor.get()))
     }
 
+    /// What the live `state` answers to a peek of `n` units at `now` (its
+    /// successor if it was closed for reconfiguration); `None` if it was
+    /// closed for eviction.
+    fn peek_state<W: Words>(
+        &self,
+        state: &KeyState<W>,
+        n: u32,
+        now: u64,
+    ) -> Option<Result<Admitted, Denied>> {
+        let floor = self.floor.get();
+        let answer = match self.algorithm.exceeds(state.quota(), n) {
+            Some(denied) => {
+                (!self.algorithm.is_closed(&state.words, state.quota())).then_some(Err(denied))
+            }
+            None => self
+                .algorithm
+                .peek(&state.words, state.quota(), n, now, floor),
+        };
+        if answer.is_some() {
+            return answer;
+        }
+        // Closed for reconfiguration: its successor answers.
+        let next = self.config.successor(state)?;
+        if let Some(denied) = self.algorithm.exceeds(next.quota(), n) {
+            return Some(Err(denied));
+        }
+        self.algorithm
+            .peek(&next.words, next.quota(), n, now, self.floor.get())
+    }
+
     /// Inserts a fresh state for `key`, or returns the state a racing
     /// thread inserted first. Cold: it runs once per key lifetime.
     #[cold]
     #[inline(never)]
-    fn insert<'g>(
+    fn insert<'g, W: Words>(
         &self,
+        map: &'g HashMap<K, KeyState<W>, S>,
         owned: K,
         quota: Option<Arc<Shape>>,
         now: u64,
         guard: &'g impl Guard,
-    ) -> Result<&'g KeyState, Denied>
+    ) -> Result<&'g KeyState<W>, Denied>
     where
         K: 'g,
     {
@@ -1146,7 +1163,7 @@ where
             self.sweep(true);
             if !self.reserve(cost) {
                 // Racing inserters may have created this very key.
-                if let Some(ring) = self.map.get(&owned, guard) {
+                if let Some(ring) = map.get(&owned, guard) {
                     return Ok(ring);
                 }
                 // Relaxed: heuristics (see `sweep`).
@@ -1176,11 +1193,14 @@ where
         }
         let algorithm = &self.algorithm;
         let created = now.max(self.floor.get());
-        let make = || KeyState {
-            words: algorithm.init(quota.as_deref(), created),
-            quota,
+        let make = || {
+            let words = algorithm.words(quota.as_deref());
+            KeyState {
+                words: W::build(words, algorithm.initial(quota.as_deref(), created)),
+                quota,
+            }
         };
-        match self.map.try_insert_with(owned, make, guard) {
+        match map.try_insert_with(owned, make, guard) {
             Ok(ring) => {
                 self.observe_live();
                 // Relaxed: a heuristic counter.
@@ -1219,8 +1239,10 @@ where
     fn cost(&self, key: &K, quota: Option<&Shape>) -> usize {
         let state = match quota {
             None => self.bytes_per_key(),
-            Some(shape) => Self::bytes_per_key_for(self.algorithm.words(Some(shape)))
-                .saturating_add(core::mem::size_of::<Shape>() + shape.heap_bytes() + 16),
+            Some(shape) => {
+                Self::bytes_per_key_for(self.algorithm.words(Some(shape)), self.map.inline())
+                    .saturating_add(core::mem::size_of::<Shape>() + shape.heap_bytes() + 16)
+            }
         };
         state.saturating_add(key.heap_bytes())
     }
@@ -1272,20 +1294,28 @@ where
     }
 
     /// Removes `key` if it still maps to the closed `ring` (whoever removes
-    /// it releases its place).
-    fn unlink<Q>(&self, key: &Q, ring: &KeyState, guard: &impl Guard)
+    /// it releases its place and counts the eviction); whether this call
+    /// removed it.
+    fn unlink<Q, W: Words>(
+        &self,
+        map: &HashMap<K, KeyState<W>, S>,
+        key: &Q,
+        ring: &KeyState<W>,
+        guard: &impl Guard,
+    ) -> bool
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if let Ok(Some((removed, state))) =
-            self.map
-                .remove_if(key, |_, current| core::ptr::eq(current, ring), guard)
-        {
-            self.release(self.cost(removed, state.quota()));
-            // Relaxed: a statistic.
-            self.house.evicted.fetch_add(1, Ordering::Relaxed);
-        }
+        let Ok(Some((removed, state))) =
+            map.remove_if(key, |_, current| core::ptr::eq(current, ring), guard)
+        else {
+            return false;
+        };
+        self.release(self.cost(removed, state.quota()));
+        // Relaxed: a statistic.
+        self.house.evicted.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// Evicts idle keys; at most one sweep runs at a time.
@@ -1351,33 +1381,26 @@ where
             _ => now,
         };
         let mut next_idle = earliest.saturating_add(self.idle_margin);
-        let guard = self.map.guard();
-        let mut evicted = 0;
-        for (key, ring) in self.map.iter(&guard) {
-            match self.algorithm.close_if_idle(
-                &ring.words,
-                ring.quota(),
-                now,
-                self.idle_margin,
-                &self.floor,
-            ) {
-                // Closed for reconfiguration: its mover swaps it.
-                Ok(()) if self.config.successor(ring).is_some() => {}
-                // Closed: no admission can land in it any more.
-                Ok(()) => {
-                    if let Ok(Some((removed, state))) =
-                        self.map
-                            .remove_if(key, |_, current| core::ptr::eq(current, ring), &guard)
-                    {
-                        self.release(self.cost(removed, state.quota()));
-                        // Relaxed: a statistic.
-                        self.house.evicted.fetch_add(1, Ordering::Relaxed);
-                        evicted += 1;
-                    }
+        let evicted = with_map!(&self.map, map => {
+            let guard = map.guard();
+            let mut evicted = 0;
+            for (key, ring) in map.iter(&guard) {
+                match self.algorithm.close_if_idle(
+                    &ring.words,
+                    ring.quota(),
+                    now,
+                    self.idle_margin,
+                    &self.floor,
+                ) {
+                    // Closed for reconfiguration: its mover swaps it.
+                    Ok(()) if self.config.successor(ring).is_some() => {}
+                    // Closed: no admission can land in it any more.
+                    Ok(()) => evicted += usize::from(self.unlink(map, key, ring, &guard)),
+                    Err(idle_at) => next_idle = next_idle.min(idle_at),
                 }
-                Err(idle_at) => next_idle = next_idle.min(idle_at),
             }
-        }
+            evicted
+        });
         (evicted, next_idle)
     }
 
@@ -1393,7 +1416,7 @@ where
             tracing::debug!(
                 target: "slidelog",
                 evicted,
-                live = self.map.len(),
+                live = self.len(),
                 "swept idle keys"
             );
         }
@@ -1481,15 +1504,17 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let guard = self.map.guard();
-        match self.map.remove_entry(key, &guard) {
-            Some((removed, state)) => {
-                self.release(self.cost(removed, state.quota()));
-                self.observe_live();
-                true
-            }
-            None => false,
-        }
+        let cost = with_map!(&self.map, map => {
+            let guard = map.guard();
+            map.remove_entry(key, &guard)
+                .map(|(removed, state)| self.cost(removed, state.quota()))
+        });
+        let Some(cost) = cost else {
+            return false;
+        };
+        self.release(cost);
+        self.observe_live();
+        true
     }
 
     /// [`remove`](Self::remove), for callers that think of it as a reset.
@@ -1522,7 +1547,7 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.map.len()
+        with_map!(&self.map, map => map.len())
     }
 
     /// Whether no key is live. Approximate under concurrency.
@@ -1568,25 +1593,44 @@ where
         self.max_bytes
     }
 
-    /// Bytes per live key: the ring (`8 (limit + 1)`, and 8 more from a
-    /// limit of 64 on for its expiry hint) plus the map entry (key, ring
-    /// pointer, table slot), measured at about 56 bytes for 8-byte keys plus
-    /// `size_of::<K>()` beyond that.
+    /// Bytes per live key: the map entry (the key and its state) and the
+    /// entry's share of papaya's table, about 24 bytes at its load factor.
+    /// A state of at most 12 words — a log of up to 11 slots (`limit + 1`
+    /// words), a counter of up to 9 — lives inside the entry: 144 bytes per
+    /// 8-byte key whatever the limit. A larger state keeps its words in an
+    /// allocation of their own: `8 (limit + 1)` bytes for a log (8 more from
+    /// a limit of 64 on, for its expiry hint) beside a 32-byte entry.
+    /// Longer keys add `size_of::<K>()` beyond 8 (and their own heap bytes,
+    /// counted by [`memory_bytes`](Self::memory_bytes)).
     ///
     /// ```
     /// # use std::time::Duration;
     /// let limiter = slidelog::KeyedLimiter::<u64>::new(10, Duration::from_secs(1))?;
-    /// assert_eq!(limiter.bytes_per_key(), 8 * 11 + 56);
+    /// assert_eq!(limiter.bytes_per_key(), 144);
     /// let large = slidelog::KeyedLimiter::<u64>::new(100, Duration::from_secs(1))?;
     /// assert_eq!(large.bytes_per_key(), 8 * 102 + 56);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn bytes_per_key(&self) -> usize {
-        Self::bytes_per_key_for(self.algorithm.words(None))
+        Self::bytes_per_key_for(self.algorithm.words(None), self.map.inline())
     }
 
-    fn bytes_per_key_for(words: usize) -> usize {
-        8 * words + MAP_BYTES_PER_KEY + core::mem::size_of::<K>().saturating_sub(8)
+    /// [`bytes_per_key`](Self::bytes_per_key) for a state of `words` words
+    /// in a map whose states live inside its entries (`inline`) or not.
+    fn bytes_per_key_for(words: usize, inline: bool) -> usize {
+        use core::mem::size_of;
+        let (state, boxed) = match inline {
+            true => (size_of::<KeyState<state::Inline>>(), words > INLINE_WORDS),
+            false => (size_of::<state::Parked>(), true),
+        };
+        let words = if boxed { 8 * words } else { 0 };
+        size_of::<K>() + state + words + TABLE_BYTES_PER_KEY
+    }
+
+    /// Whether a limiter of `algorithm`'s default policies keeps its states
+    /// inside its map's entries (`keyed/state.rs`).
+    fn inline_for(algorithm: &A) -> bool {
+        algorithm.words(None) <= INLINE_WORDS
     }
 
     /// The most keys held at once.
@@ -1654,9 +1698,12 @@ where
         if self.quota.is_none() && self.config.unchanged() {
             return std::borrow::Cow::Borrowed(self.algorithm.policies());
         }
-        let guard = self.map.guard();
-        let quota = match self.map.get(key, &guard) {
-            Some(state) => state.quota.clone(),
+        let held = with_map!(&self.map, map => {
+            let guard = map.guard();
+            map.get(key, &guard).map(|state| state.quota.clone())
+        });
+        let quota = match held {
+            Some(quota) => quota,
             None => self.quota_for(key),
         };
         match quota {
@@ -1767,25 +1814,25 @@ where
         &self,
         anchor: crate::snapshot::Anchor,
     ) -> crate::snapshot::KeyedSnapshot<K> {
-        let guard = self.map.guard();
-        let keys = self
-            .map
-            .iter(&guard)
-            .filter_map(|(key, state)| {
-                let shape = state.quota().unwrap_or(self.algorithm.default_shape());
-                let admissions: Vec<u64> = shape
-                    .ring_in(&state.words)
-                    .admissions(anchor.clock_nanos)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|t| anchor.to_unix(t))
-                    .collect();
-                (!admissions.is_empty()).then(|| crate::snapshot::KeyAdmissions {
-                    key: key.clone(),
-                    admissions,
+        let keys = with_map!(&self.map, map => {
+            let guard = map.guard();
+            map.iter(&guard)
+                .filter_map(|(key, state)| {
+                    let shape = state.quota().unwrap_or(self.algorithm.default_shape());
+                    let admissions: Vec<u64> = shape
+                        .ring_in(&state.words)
+                        .admissions(anchor.clock_nanos)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|t| anchor.to_unix(t))
+                        .collect();
+                    (!admissions.is_empty()).then(|| crate::snapshot::KeyAdmissions {
+                        key: key.clone(),
+                        admissions,
+                    })
                 })
-            })
-            .collect();
+                .collect()
+        });
         crate::snapshot::KeyedSnapshot {
             version: crate::snapshot::SNAPSHOT_VERSION,
             taken_at_unix_nanos: anchor.unix_nanos,
@@ -1840,50 +1887,67 @@ where
         anchor: crate::snapshot::Anchor,
     ) -> Result<crate::snapshot::Restored, crate::snapshot::RestoreError> {
         crate::snapshot::check_version(snapshot.version)?;
-        let now = anchor.clock_nanos;
         let mut report = crate::snapshot::Restored::default();
-        let guard = self.map.guard();
-        for entry in &snapshot.keys {
-            let existing = self.map.get(&entry.key, &guard);
-            let quota = match existing {
-                Some(state) => state.quota.clone(),
-                None => self.quota_for(&entry.key),
-            };
-            let shape = quota.as_deref().unwrap_or(self.algorithm.default_shape());
-            let current = existing
-                .and_then(|state| shape.ring_in(&state.words).admissions(now))
-                .unwrap_or_default();
-            let already = current.len();
-            let g = shape.geometry;
-            let (times, expired) = crate::snapshot::live_times(
-                current,
-                entry.admissions.iter().map(|&u| anchor.to_clock(u)),
-                now,
-                &g,
-            );
-            report.expired += expired;
-            if times.is_empty() {
-                continue;
+        with_map!(&self.map, map => {
+            for entry in &snapshot.keys {
+                self.restore_key(map, entry, anchor, &mut report);
             }
-            let cost = self.cost(&entry.key, quota.as_deref());
-            if existing.is_none() && !self.reserve(cost) {
-                report.refused_keys += 1;
-                continue;
-            }
-            let words =
-                crate::algorithm::sealed::Sealed::init(&self.algorithm, quota.as_deref(), now);
-            shape.ring_in(&words).fill_fresh(&times);
-            report.admissions += times.len().saturating_sub(already);
-            report.keys += 1;
-            // `&mut self`: no check runs meanwhile, so replacing the state
-            // loses nothing.
-            self.map.insert(
-                entry.key.clone().compact(),
-                KeyState { words, quota },
-                &guard,
-            );
-        }
+        });
         Ok(report)
+    }
+
+    /// Adds one key's admissions from a snapshot (see
+    /// [`restore_at`](Self::restore_at); `&mut self` there: no check runs
+    /// meanwhile, so replacing the key's state loses nothing).
+    fn restore_key<W: Words>(
+        &self,
+        map: &HashMap<K, KeyState<W>, S>,
+        entry: &crate::snapshot::KeyAdmissions<K>,
+        anchor: crate::snapshot::Anchor,
+        report: &mut crate::snapshot::Restored,
+    ) {
+        let now = anchor.clock_nanos;
+        let guard = map.guard();
+        let existing = map.get(&entry.key, &guard);
+        let quota = match existing {
+            Some(state) => state.quota.clone(),
+            None => self.quota_for(&entry.key),
+        };
+        let shape = quota.as_deref().unwrap_or(self.algorithm.default_shape());
+        let current = existing
+            .and_then(|state| shape.ring_in(&state.words).admissions(now))
+            .unwrap_or_default();
+        let already = current.len();
+        let g = shape.geometry;
+        let (times, expired) = crate::snapshot::live_times(
+            current,
+            entry.admissions.iter().map(|&u| anchor.to_clock(u)),
+            now,
+            &g,
+        );
+        report.expired += expired;
+        if times.is_empty() {
+            return;
+        }
+        let cost = self.cost(&entry.key, quota.as_deref());
+        if existing.is_none() && !self.reserve(cost) {
+            report.refused_keys += 1;
+            return;
+        }
+        use crate::algorithm::sealed::Sealed;
+        let algorithm = &self.algorithm;
+        let words = W::build(
+            algorithm.words(quota.as_deref()),
+            algorithm.initial(quota.as_deref(), now),
+        );
+        shape.ring_in(&words).fill_fresh(&times);
+        report.admissions += times.len().saturating_sub(already);
+        report.keys += 1;
+        map.insert(
+            entry.key.clone().compact(),
+            KeyState { words, quota },
+            &guard,
+        );
     }
 }
 
@@ -1979,7 +2043,7 @@ where
                 &Duration::from_nanos(self.algorithm.window_nanos()),
             )
             .field("max_keys", &self.max_keys)
-            .field("keys", &self.map.len())
+            .field("keys", &with_map!(&self.map, map => map.len()))
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
@@ -1987,8 +2051,8 @@ where
 
 /// What [`KeyedLimiter::settle`] tells the lookup: ask this state, or the
 /// answer itself.
-enum Next<'g> {
-    Ask(&'g KeyState),
+enum Next<'g, W> {
+    Ask(&'g KeyState<W>),
     Fresh(Admitted),
     Deny(Denied),
 }

@@ -22,10 +22,11 @@ proptest! {
 
     /// Identical decisions to one reference log per key, while idle keys are
     /// evicted both by explicit sweeps and by the automatic sweep that a
-    /// small `max_keys` forces.
+    /// small `max_keys` forces. Limits on both sides of 11: states inside
+    /// the map's entries and boxed (`keyed/state.rs`).
     #[test]
     fn keyed_equals_models(
-        (limit, window, ops, max_keys) in (1..5u32, 1..50u64, 1..8usize)
+        (limit, window, ops, max_keys) in (prop_oneof![3 => 1..5u32, 1 => 10..14u32], 1..50u64, 1..8usize)
             .prop_flat_map(|(l, w, m)| (Just(l), Just(w), keyed_ops(l, w), Just(m)))
     ) {
         let clock = ManualClock::new();

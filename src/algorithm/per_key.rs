@@ -45,8 +45,8 @@ pub trait Algorithm: sealed::Sealed + Send + Sync + fmt::Debug + 'static {}
 pub(crate) mod sealed {
     use super::*;
 
-    /// The per-key operations the keyed map needs. Every key's state is one
-    /// allocation of [`words`](Sealed::words) atomic words. `quota` is the
+    /// The per-key operations the keyed map needs. Every key's state is a slice
+    /// of [`words`](Sealed::words) atomic words. `quota` is the
     /// key's own policies when a per-key quota chose them (the log only;
     /// `None`: the limiter's default).
     pub trait Sealed: Sized {
@@ -63,8 +63,17 @@ pub(crate) mod sealed {
         fn window_nanos(&self) -> u64;
         /// The default policies.
         fn policies(&self) -> &[Policy];
-        /// A fresh key's state, created at `now`.
-        fn init(&self, quota: Option<&Shape>, now: u64) -> Box<[AtomicU64]>;
+        /// A fresh key's state, created at `now`: word `i` starts as
+        /// `initial(quota, now)(i)` (the map builds the words where they
+        /// live, inside its entry or boxed).
+        fn initial(&self, quota: Option<&Shape>, now: u64) -> impl Fn(usize) -> u64;
+        /// A fresh key's state, boxed.
+        fn init(&self, quota: Option<&Shape>, now: u64) -> Box<[AtomicU64]> {
+            let word = self.initial(quota, now);
+            (0..self.words(quota))
+                .map(|i| AtomicU64::new(word(i)))
+                .collect()
+        }
         /// `Some(denial)` if `n` units can never fit this key.
         fn exceeds(&self, quota: Option<&Shape>, n: u32) -> Option<Denied>;
         /// Checks `n` units asked for at `now` (`exceeds` said they fit),
@@ -247,8 +256,8 @@ impl sealed::Sealed for Log {
     fn policies(&self) -> &[Policy] {
         self.shape.policies()
     }
-    fn init(&self, quota: Option<&Shape>, _: u64) -> Box<[AtomicU64]> {
-        (0..self.words(quota)).map(|_| AtomicU64::new(0)).collect()
+    fn initial(&self, _: Option<&Shape>, _: u64) -> impl Fn(usize) -> u64 {
+        |_| 0
     }
     #[inline]
     fn exceeds(&self, quota: Option<&Shape>, n: u32) -> Option<Denied> {
@@ -433,20 +442,16 @@ impl sealed::Sealed for Counter {
     fn policies(&self) -> &[Policy] {
         core::slice::from_ref(&self.policy)
     }
-    fn init(&self, _: Option<&Shape>, now: u64) -> Box<[AtomicU64]> {
+    fn initial(&self, _: Option<&Shape>, now: u64) -> impl Fn(usize) -> u64 {
         // Head and the summary start in the current sub-window, empty.
         let cfg = &self.config;
         let (head, cell) = (cfg.initial_head(now), cfg.initial_cell(now));
-        let summaries = 2 + usize::from(cfg.summarised());
-        (0..cfg.words())
-            .map(|i| {
-                AtomicU64::new(match i {
-                    1 => cfg.absolute(now),
-                    i if i < summaries => head,
-                    _ => cell,
-                })
-            })
-            .collect()
+        let (absolute, summaries) = (cfg.absolute(now), 2 + usize::from(cfg.summarised()));
+        move |i| match i {
+            1 => absolute,
+            i if i < summaries => head,
+            _ => cell,
+        }
     }
     #[inline]
     fn exceeds(&self, _: Option<&Shape>, n: u32) -> Option<Denied> {

@@ -15,9 +15,10 @@ use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use papaya::{Compute, Guard, Operation};
+use papaya::{Compute, Guard, HashMap, Operation};
 
-use super::{KeyState, KeyedLimiter};
+use super::KeyedLimiter;
+use super::state::{KeyState, Parked, Words, with_map};
 use crate::algorithm::{Algorithm, Log};
 use crate::clock::Clock;
 use crate::error::ConfigError;
@@ -44,7 +45,7 @@ pub(super) struct Reconfig<K> {
     epoch: AtomicU64,
     /// Successors of states closed for reconfiguration, by the closed
     /// state's address, until swapped into the map.
-    moving: papaya::HashMap<usize, Arc<KeyState>>,
+    moving: papaya::HashMap<usize, Arc<Parked>>,
     lock: Mutex<()>,
 }
 
@@ -132,7 +133,7 @@ impl<K: Hash + Eq> Reconfig<K> {
     /// The successor parked for the closed `state`, if it was closed for
     /// reconfiguration. Read after seeing the state closed (an Acquire slot
     /// load): the successor was parked before the close.
-    pub(super) fn successor(&self, state: &KeyState) -> Option<Arc<KeyState>> {
+    pub(super) fn successor<W: Words>(&self, state: &KeyState<W>) -> Option<Arc<Parked>> {
         if self.unchanged() {
             return None;
         }
@@ -140,7 +141,7 @@ impl<K: Hash + Eq> Reconfig<K> {
     }
 }
 
-fn address(state: &KeyState) -> usize {
+fn address<W>(state: &KeyState<W>) -> usize {
     core::ptr::from_ref(state) as usize
 }
 
@@ -153,8 +154,15 @@ where
 {
     /// Swaps `successor` into the map in place of `old` (and nothing else):
     /// by the migrating thread, or by a check that met `old` closed.
-    pub(super) fn relink(&self, key: K, old: &KeyState, successor: &KeyState, guard: &impl Guard) {
-        let swapped = self.map.compute(
+    pub(super) fn relink<W: Words>(
+        &self,
+        map: &HashMap<K, KeyState<W>, S>,
+        key: K,
+        old: &KeyState<W>,
+        successor: &Parked,
+        guard: &impl Guard,
+    ) {
+        let swapped = map.compute(
             key,
             |entry| match entry {
                 Some((_, current)) if core::ptr::eq(current, old) => {
@@ -185,7 +193,14 @@ where
     /// Moves `key`'s live `state` to the policies it should have now
     /// (`owned` makes the copy of the key the map needs). Called with
     /// `config.lock` held.
-    fn migrate(&self, key: &K, owned: impl FnOnce() -> K, state: &KeyState, guard: &impl Guard) {
+    fn migrate<W: Words>(
+        &self,
+        map: &HashMap<K, KeyState<W>, S>,
+        key: &K,
+        owned: impl FnOnce() -> K,
+        state: &KeyState<W>,
+        guard: &impl Guard,
+    ) {
         let desired = self.quota_for(key);
         let same = match (&desired, state.quota()) {
             (None, None) => true,
@@ -216,7 +231,7 @@ where
             },
         );
         if closed && let Some(successor) = moving.get(&at).cloned() {
-            self.relink(owned(), state, &successor, guard);
+            self.relink(map, owned(), state, &successor, guard);
         }
         // (Closed for eviction first: the next insert of the key gets the
         // desired policies.)
@@ -231,10 +246,12 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let _one_at_a_time = self.config.lock();
-        let guard = self.map.guard();
-        if let Some((stored, state)) = self.map.get_key_value(key, &guard) {
-            self.migrate(stored, || key.to_owned(), state, &guard);
-        }
+        with_map!(&self.map, map => {
+            let guard = map.guard();
+            if let Some((stored, state)) = map.get_key_value(key, &guard) {
+                self.migrate(map, stored, || key.to_owned(), state, &guard);
+            }
+        });
     }
 }
 
@@ -367,16 +384,20 @@ where
     }
 
     fn migrate_key(&self, key: &K) {
-        let guard = self.map.guard();
-        if let Some(state) = self.map.get(key, &guard) {
-            self.migrate(key, || key.clone(), state, &guard);
-        }
+        with_map!(&self.map, map => {
+            let guard = map.guard();
+            if let Some(state) = map.get(key, &guard) {
+                self.migrate(map, key, || key.clone(), state, &guard);
+            }
+        });
     }
 
     fn migrate_all(&self) {
-        let guard = self.map.guard();
-        for (key, state) in self.map.iter(&guard) {
-            self.migrate(key, || key.clone(), state, &guard);
-        }
+        with_map!(&self.map, map => {
+            let guard = map.guard();
+            for (key, state) in map.iter(&guard) {
+                self.migrate(map, key, || key.clone(), state, &guard);
+            }
+        });
     }
 }
