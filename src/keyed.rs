@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
-use papaya::{Guard, HashMap, ResizeMode};
+use papaya::{Guard, HashMap};
 
 use crate::algorithm::{Algorithm, Counter, Log};
 use crate::clock::{Clock, QuantaClock};
@@ -25,7 +25,7 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 mod reconfig;
 mod state;
 
-use state::{INLINE_WORDS, KeyState, Keys, Words, with_map};
+use state::{KeyState, Keys, Words, with_map};
 
 /// What `KeyedLimiter::check_then_peek_at` found on a key's state.
 #[cfg(feature = "tower")]
@@ -616,8 +616,8 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             .map(|p| p.window.as_nanos() as u64)
             .max()
             .unwrap_or(0);
-        let inline = KeyedLimiter::<K, C, S, A>::inline_for(&algorithm);
-        let per_key = KeyedLimiter::<K, C, S, A>::bytes_per_key_for(algorithm.words(None), inline);
+        let width = state::width_for(algorithm.words(None));
+        let per_key = KeyedLimiter::<K, C, S, A>::bytes_per_key_for(algorithm.words(None), width);
         let max_keys = match self.max_keys {
             Some(0) => return Err(ConfigError::ZeroMaxKeys),
             Some(n) => n,
@@ -634,21 +634,11 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             .unwrap_or(window)
             .max(window);
         crate::observe::describe();
-        fn table<K, V, S>(hasher: S, capacity: usize) -> HashMap<K, V, S> {
-            HashMap::builder()
-                .hasher(hasher)
-                .capacity(capacity)
-                // Blocking resizes: with an unfinished incremental resize
-                // every later lookup pays for the table's migration
-                // (measured ~10x slower lookups in a feasibility study).
-                .resize_mode(ResizeMode::Blocking)
-                .build()
-        }
-        let capacity = self.capacity.min(max_keys);
-        let map = match inline {
-            true => Keys::Inline(table(self.hasher, capacity)),
-            false => Keys::Boxed(table(self.hasher, capacity)),
-        };
+        let map = Keys::new(
+            algorithm.words(None),
+            self.hasher,
+            self.capacity.min(max_keys),
+        );
         Ok(KeyedLimiter {
             map,
             algorithm,
@@ -1240,7 +1230,7 @@ where
         let state = match quota {
             None => self.bytes_per_key(),
             Some(shape) => {
-                Self::bytes_per_key_for(self.algorithm.words(Some(shape)), self.map.inline())
+                Self::bytes_per_key_for(self.algorithm.words(Some(shape)), self.map.width())
                     .saturating_add(core::mem::size_of::<Shape>() + shape.heap_bytes() + 16)
             }
         };
@@ -1596,12 +1586,14 @@ where
     /// Bytes per live key: the map entry (the key and its state) and the
     /// entry's share of papaya's table, about 24 bytes at its load factor.
     /// A state of at most 12 words — a log of up to 11 slots (`limit + 1`
-    /// words), a counter of up to 9 — lives inside the entry: 144 bytes per
-    /// 8-byte key whatever the limit. A larger state keeps its words in an
-    /// allocation of their own: `8 (limit + 1)` bytes for a log (8 more from
-    /// a limit of 64 on, for its expiry hint) beside a 32-byte entry.
-    /// Longer keys add `size_of::<K>()` beyond 8 (and their own heap bytes,
-    /// counted by [`memory_bytes`](Self::memory_bytes)).
+    /// words), a counter of up to 9 — lives inside the entry, in the
+    /// narrowest of three widths that holds the default one: 80 bytes per
+    /// 8-byte key up to a limit of 3, 112 up to 7, 144 up to 11. A larger
+    /// state keeps its words in an allocation of their own: `8 (limit + 1)`
+    /// bytes for a log (8 more from a limit of 64 on, for its expiry hint)
+    /// beside a 32-byte entry. Longer keys add `size_of::<K>()` beyond 8
+    /// (and their own heap bytes, counted by
+    /// [`memory_bytes`](Self::memory_bytes)).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -1612,25 +1604,15 @@ where
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn bytes_per_key(&self) -> usize {
-        Self::bytes_per_key_for(self.algorithm.words(None), self.map.inline())
+        Self::bytes_per_key_for(self.algorithm.words(None), self.map.width())
     }
 
     /// [`bytes_per_key`](Self::bytes_per_key) for a state of `words` words
-    /// in a map whose states live inside its entries (`inline`) or not.
-    fn bytes_per_key_for(words: usize, inline: bool) -> usize {
-        use core::mem::size_of;
-        let (state, boxed) = match inline {
-            true => (size_of::<KeyState<state::Inline>>(), words > INLINE_WORDS),
-            false => (size_of::<state::Parked>(), true),
-        };
-        let words = if boxed { 8 * words } else { 0 };
-        size_of::<K>() + state + words + TABLE_BYTES_PER_KEY
-    }
-
-    /// Whether a limiter of `algorithm`'s default policies keeps its states
-    /// inside its map's entries (`keyed/state.rs`).
-    fn inline_for(algorithm: &A) -> bool {
-        algorithm.words(None) <= INLINE_WORDS
+    /// in a map of `width` (the most words a state keeps inside an entry;
+    /// 0: boxed).
+    fn bytes_per_key_for(words: usize, width: usize) -> usize {
+        let boxed = if words > width { 8 * words } else { 0 };
+        core::mem::size_of::<K>() + state::state_size(width) + boxed + TABLE_BYTES_PER_KEY
     }
 
     /// The most keys held at once.

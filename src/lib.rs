@@ -194,8 +194,8 @@
 //! key's ring of `8 (L + 1)` bytes (8 more from `L = 64` on, for the
 //! count's expiry hint) with about 56 bytes of map entry and table; up to
 //! `L = 11` the ring lives inside the entry, one allocation per key
-//! (measured: 144 bytes per key at `L = 10`, whatever the limit up to 11;
-//! see [`KeyedLimiter::bytes_per_key`]). Idle keys
+//! (measured: 144 bytes per key at `L = 10`; see
+//! [`KeyedLimiter::bytes_per_key`]). Idle keys
 //! are evicted without changing any decision, and two caps bound the live
 //! keys: `max_keys` (default: what fits 256 MiB) and a byte budget,
 //! [`KeyedBuilder::max_bytes`] (default 256 MiB), that counts each key's own
@@ -220,7 +220,7 @@
 //! | per key | [`KeyedLimiter<K>`](KeyedLimiter) | [`KeyedCounter<K>`](KeyedCounter): builder `.sliding_counter(N)` | builder `.two_window()` |
 //! | accuracy | exact | never denies what the log admits; over by at most one slot's count | ±, assumes even spread |
 //! | fullest window at 1.5x load, L = 100 | 100 | 112 (N = 10), 105 (N = 60) | 109 |
-//! | memory per key (state + ~56 B map entry; 144 B in all for a state of up to 12 words, kept inside the entry) | `8 (L + 1)` bytes (`8 (L + 2)` from `L = 64`) | `8 (N + 3)` bytes | 24 bytes |
+//! | memory per key (state + ~56 B map entry; a state of up to 12 words is kept inside the entry) | `8 (L + 1)` bytes (`8 (L + 2)` from `L = 64`) | `8 (N + 3)` bytes | 24 bytes |
 //! | `retry_after` | exact | when the oldest slot leaves | when the estimate drops |
 //! | allow, 1 thread, time passed in (with `QuantaClock`) | 21 ns (28) | 44 ns (79): N = 10, a new slot every call | not measured |
 //! | deny, 1 thread, time passed in (with `QuantaClock`) | 11 ns (16) | 19 ns (33): N = 10, head + summary | not measured |

@@ -9,7 +9,8 @@
 //! words in an allocation of their own (`Box<[AtomicU64]>`): inline room
 //! for them would be dead weight in every entry. The limiter picks one
 //! representation for its whole map when it is built ([`Keys`]), from the
-//! default policies' size.
+//! default policies' size: the narrowest inline width that holds them (4,
+//! 8 or 12 words), so that no limit pays more memory than boxed words did.
 
 use std::sync::Arc;
 
@@ -20,9 +21,6 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// The most words a state keeps inside its map entry: a ring of 11 slots
 /// with its head (the log at limits up to 11), or a counter of 9 slots.
-/// The entry of an 8-byte key is then 120 bytes: one 128-byte block from
-/// glibc's malloc, where the boxed layout takes two at a limit of 10 (a
-/// 32-byte entry and an 88-byte ring: 48 and 96 bytes).
 pub(super) const INLINE_WORDS: usize = 12;
 
 /// Where a key's words live: a slice of atomic words, built once.
@@ -39,22 +37,27 @@ impl Words for Box<[AtomicU64]> {
     }
 }
 
-/// Words inside the map entry when they fit in [`INLINE_WORDS`], else boxed
-/// (a key whose own quota or a reconfiguration made its state larger than
-/// the default's).
-pub(super) enum Inline {
+/// Up to `N` words inside the map entry, else boxed (a key whose own quota
+/// or a reconfiguration made its state wider than the map's width).
+///
+/// An 8-byte key's entry is `24 + 8 N` bytes: 56, 88 and 120 for the
+/// widths used (blocks of 64, 96 and 128 bytes from glibc's malloc), where
+/// the boxed layout takes a 32-byte entry and the words apart (48 bytes
+/// plus 32 to 112 for 2 to 12 words): at every limit up to 11 the inline
+/// entry is the smaller.
+pub(super) enum Inline<const N: usize> {
     Here {
         /// The state's words: `words[..len]`.
         len: u32,
-        words: [AtomicU64; INLINE_WORDS],
+        words: [AtomicU64; N],
     },
     Boxed(Box<[AtomicU64]>),
 }
 
-impl Words for Inline {
+impl<const N: usize> Words for Inline<N> {
     fn build(len: usize, mut init: impl FnMut(usize) -> u64) -> Self {
         match u32::try_from(len) {
-            Ok(short) if len <= INLINE_WORDS => Inline::Here {
+            Ok(short) if len <= N => Inline::Here {
                 len: short,
                 words: core::array::from_fn(|i| AtomicU64::new(if i < len { init(i) } else { 0 })),
             },
@@ -63,13 +66,13 @@ impl Words for Inline {
     }
 }
 
-impl core::ops::Deref for Inline {
+impl<const N: usize> core::ops::Deref for Inline<N> {
     type Target = [AtomicU64];
 
     #[inline(always)]
     fn deref(&self) -> &[AtomicU64] {
         match self {
-            // `len <= INLINE_WORDS` (`build`): the range is in bounds.
+            // `len <= N` (`build`): the range is in bounds.
             Inline::Here { len, words } => &words[..*len as usize],
             Inline::Boxed(words) => words,
         }
@@ -108,17 +111,69 @@ impl<W: Words> KeyState<W> {
 }
 
 /// The map of keys to states, in the representation chosen when the
-/// limiter was built: states inside the entries (default policies of at
-/// most [`INLINE_WORDS`] words) or boxed.
+/// limiter was built: states inside the entries, in the narrowest width
+/// that holds the default policies' state, or boxed.
 pub(super) enum Keys<K, S> {
-    Inline(HashMap<K, KeyState<Inline>, S>),
+    Inline4(HashMap<K, KeyState<Inline<4>>, S>),
+    Inline8(HashMap<K, KeyState<Inline<8>>, S>),
+    Inline12(HashMap<K, KeyState<Inline<INLINE_WORDS>>, S>),
     Boxed(HashMap<K, KeyState<Box<[AtomicU64]>>, S>),
 }
 
+impl<K: core::hash::Hash + Eq, S: core::hash::BuildHasher> Keys<K, S> {
+    /// An empty map for states of `words` words (the default policies'),
+    /// in the narrowest width that holds them ([`width_for`]).
+    pub(super) fn new(words: usize, hasher: S, capacity: usize) -> Keys<K, S> {
+        fn table<K, V, S>(hasher: S, capacity: usize) -> HashMap<K, V, S> {
+            HashMap::builder()
+                .hasher(hasher)
+                .capacity(capacity)
+                // Blocking resizes: with an unfinished incremental resize
+                // every later lookup pays for the table's migration
+                // (measured ~10x slower lookups in a feasibility study).
+                .resize_mode(papaya::ResizeMode::Blocking)
+                .build()
+        }
+        match width_for(words) {
+            4 => Keys::Inline4(table(hasher, capacity)),
+            8 => Keys::Inline8(table(hasher, capacity)),
+            INLINE_WORDS => Keys::Inline12(table(hasher, capacity)),
+            _ => Keys::Boxed(table(hasher, capacity)),
+        }
+    }
+}
+
 impl<K, S> Keys<K, S> {
-    /// Whether the states live inside the map's entries.
-    pub(super) fn inline(&self) -> bool {
-        matches!(self, Keys::Inline(_))
+    /// The most words a state keeps inside this map's entries (0: boxed).
+    pub(super) fn width(&self) -> usize {
+        match self {
+            Keys::Inline4(_) => 4,
+            Keys::Inline8(_) => 8,
+            Keys::Inline12(_) => INLINE_WORDS,
+            Keys::Boxed(_) => 0,
+        }
+    }
+}
+
+/// The width of a map whose default state has `words` words: the
+/// narrowest inline width that holds it, or 0 (boxed).
+pub(super) const fn width_for(words: usize) -> usize {
+    match words {
+        ..=4 => 4,
+        5..=8 => 8,
+        9..=INLINE_WORDS => INLINE_WORDS,
+        _ => 0,
+    }
+}
+
+/// Bytes of one `KeyState` in a map of `width` (see [`Keys::width`]).
+pub(super) const fn state_size(width: usize) -> usize {
+    use core::mem::size_of;
+    match width {
+        0 => size_of::<Parked>(),
+        4 => size_of::<KeyState<Inline<4>>>(),
+        8 => size_of::<KeyState<Inline<8>>>(),
+        _ => size_of::<KeyState<Inline<INLINE_WORDS>>>(),
     }
 }
 
@@ -127,7 +182,9 @@ impl<K, S> Keys<K, S> {
 macro_rules! with_map {
     ($keys:expr, $map:ident => $body:expr) => {
         match $keys {
-            $crate::keyed::state::Keys::Inline($map) => $body,
+            $crate::keyed::state::Keys::Inline4($map) => $body,
+            $crate::keyed::state::Keys::Inline8($map) => $body,
+            $crate::keyed::state::Keys::Inline12($map) => $body,
             $crate::keyed::state::Keys::Boxed($map) => $body,
         }
     };
@@ -140,45 +197,55 @@ mod tests {
 
     /// The layout the memory estimate and the docs count on.
     #[test]
-    fn an_inline_entry_of_an_eight_byte_key_is_120_bytes() {
-        assert_eq!(
-            core::mem::size_of::<u64>() + core::mem::size_of::<KeyState<Inline>>(),
-            120
-        );
-        assert_eq!(core::mem::size_of::<KeyState<Box<[AtomicU64]>>>(), 24);
+    fn an_eight_byte_key_entry_is_24_bytes_plus_its_inline_words() {
+        let entry = |state: usize| core::mem::size_of::<u64>() + state;
+        assert_eq!(entry(state_size(4)), 56);
+        assert_eq!(entry(state_size(8)), 88);
+        assert_eq!(entry(state_size(INLINE_WORDS)), 120);
+        assert_eq!(entry(state_size(0)), 32);
     }
 
     /// A limiter keeps its states inside the map's entries exactly when
-    /// its default state fits: a log of up to 11 slots, a counter of up to 9;
-    /// and charges each key what that layout takes.
+    /// its default state fits 12 words — a log of up to 11 slots, a counter
+    /// of up to 9 — in the narrowest width that holds it, and charges each
+    /// key what that layout takes.
     #[test]
     fn the_map_keeps_small_states_inline() {
         use crate::KeyedLimiter;
         use std::time::Duration;
         let second = Duration::from_secs(1);
-        for limit in [1, 5, 11, 12, 13, 64, 100] {
+        for limit in [1, 3, 4, 7, 8, 11, 12, 13, 64, 100] {
             let log = KeyedLimiter::<u64>::new(limit, second).unwrap();
-            assert_eq!(log.map.inline(), limit <= 11, "log of {limit}");
-            let expected = match limit {
-                ..=11 => 144,
-                64.. => 8 * (limit as usize + 2) + 56,
-                _ => 8 * (limit as usize + 1) + 56,
+            let (width, bytes) = match limit {
+                ..=3 => (4, 80),
+                4..=7 => (8, 112),
+                8..=11 => (INLINE_WORDS, 144),
+                12..=63 => (0, 8 * (limit as usize + 1) + 56),
+                _ => (0, 8 * (limit as usize + 2) + 56),
             };
-            assert_eq!(log.bytes_per_key(), expected, "log of {limit}");
+            assert_eq!(log.map.width(), width, "log of {limit}");
+            assert_eq!(log.bytes_per_key(), bytes, "log of {limit}");
         }
-        for slots in [8, 9, 10, 60] {
+        for (slots, width) in [
+            (1, 4),
+            (5, 8),
+            (6, INLINE_WORDS),
+            (9, INLINE_WORDS),
+            (10, 0),
+            (60, 0),
+        ] {
             let counter = KeyedLimiter::<u64>::builder(100, second)
                 .sliding_counter(slots)
                 .build()
                 .unwrap();
-            assert_eq!(counter.map.inline(), slots <= 9, "counter of {slots}");
+            assert_eq!(counter.map.width(), width, "counter of {slots}");
         }
     }
 
     #[test]
     fn words_read_back_as_built_in_either_place() {
         for len in [1, 2, 11, INLINE_WORDS, INLINE_WORDS + 1, 100] {
-            let inline = Inline::build(len, |i| 7 * i as u64 + 1);
+            let inline = Inline::<INLINE_WORDS>::build(len, |i| 7 * i as u64 + 1);
             let boxed = <Box<[AtomicU64]>>::build(len, |i| 7 * i as u64 + 1);
             assert_eq!(matches!(inline, Inline::Here { .. }), len <= INLINE_WORDS);
             let read = |w: &[AtomicU64]| -> Vec<u64> {
