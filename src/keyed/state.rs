@@ -43,8 +43,8 @@ impl Words for Box<[AtomicU64]> {
 /// An 8-byte key's entry is `24 + 8 N` bytes: 56, 88 and 120 for the
 /// widths used (blocks of 64, 96 and 128 bytes from glibc's malloc), where
 /// the boxed layout takes a 32-byte entry and the words apart (48 bytes
-/// plus 32 to 112 for 2 to 12 words): at every limit up to 11 the inline
-/// entry is the smaller.
+/// plus 32 to 112 for 2 to 12 words): the inline entry takes as much at
+/// limits 4 and 8, and 16 to 32 bytes less at every other limit up to 11.
 pub(super) enum Inline<const N: usize> {
     Here {
         /// The state's words: `words[..len]`.
