@@ -13,9 +13,12 @@ use common::{CounterModel, KeyedDriver, Step, keyed_ops};
 use proptest::prelude::*;
 use slidelog::{CounterMode, DenyReason, KeyedCounter, KeyedLimiter, ManualClock, SlidingCounter};
 
+/// Slot counts on both sides of 9: a keyed counter's state (`N + 3` words)
+/// inside its map entry or boxed (`keyed/state.rs`).
 fn mode() -> impl Strategy<Value = CounterMode> {
     prop_oneof![
         3 => (1..6u32).prop_map(CounterMode::Slots),
+        1 => (8..12u32).prop_map(CounterMode::Slots),
         1 => Just(CounterMode::TwoWindow),
     ]
 }
@@ -44,6 +47,11 @@ proptest! {
     #[test]
     fn keyed_counter_equals_one_counter_per_key(
         (limit, window, mode, ops, max_keys) in (1..5u32, 6..60u64, mode(), 1..8usize)
+            .prop_map(|(l, w, m, k)| match m {
+                // A sub-window is at least 1 ns.
+                CounterMode::Slots(n) => (l, w.max(u64::from(n)), m, k),
+                _ => (l, w, m, k),
+            })
             .prop_flat_map(|(l, w, m, k)| (Just(l), Just(w), Just(m), keyed_ops(l, w), Just(k)))
     ) {
         let clock = ManualClock::new();
