@@ -56,12 +56,13 @@ pub(super) enum Inline<const N: usize> {
 
 impl<const N: usize> Words for Inline<N> {
     fn build(len: usize, mut init: impl FnMut(usize) -> u64) -> Self {
-        match u32::try_from(len) {
-            Ok(short) if len <= N => Inline::Here {
-                len: short,
-                words: core::array::from_fn(|i| AtomicU64::new(if i < len { init(i) } else { 0 })),
-            },
-            _ => Inline::Boxed(Box::build(len, init)),
+        if len > N {
+            return Inline::Boxed(Box::build(len, init));
+        }
+        Inline::Here {
+            // `len <= N <= 12`: no truncation.
+            len: len as u32,
+            words: core::array::from_fn(|i| AtomicU64::new(if i < len { init(i) } else { 0 })),
         }
     }
 }
