@@ -449,18 +449,20 @@ where
                         }
                     }
                 };
-                ResponseFuture { state, style }
+                ResponseFuture { state }
             }
             (Some(key), None) => ResponseFuture {
                 state: State::Checking {
-                    key: style
-                        .hook
-                        .as_ref()
-                        .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
-                    check: layer.backend.check(key),
-                    request: Some((request, self.ready_clone())),
+                    pending: Box::pin(Pending {
+                        key: style
+                            .hook
+                            .as_ref()
+                            .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
+                        check: layer.backend.check(key),
+                        request: Some((request, self.ready_clone())),
+                        style,
+                    }),
                 },
-                style,
             },
             (None, _) => {
                 let missing = layer.missing;
@@ -488,7 +490,7 @@ where
                         )),
                     },
                 };
-                ResponseFuture { state, style }
+                ResponseFuture { state }
             }
         }
     }
@@ -567,7 +569,6 @@ pin_project! {
     {
         #[pin]
         state: State<F, S, ReqBody, ResBody>,
-        style: Style,
     }
 }
 
@@ -577,14 +578,26 @@ pin_project! {
     where
         S: tower::Service<Request<ReqBody>>,
     {
-        Checking {
-            #[pin] check: F,
-            request: Option<(Request<ReqBody>, S)>,
-            // A copy of the key, kept only for a `deny_with` hook.
-            key: Option<Box<dyn core::any::Any + Send>>,
-        },
+        // Boxed: only a backend that decides asynchronously (Redis) waits
+        // here, and every future is as large as its largest state (an
+        // in-process backend's future is moved several times on its way to
+        // the server: it holds only the next two states).
+        Checking { pending: Pin<Box<Pending<F, S, ReqBody>>> },
         Calling { #[pin] call: S::Future, headers: Headers },
         Done { response: Option<Response<RateLimitBody<ResBody>>> },
+    }
+}
+
+pin_project! {
+    /// A request whose verdict the backend is still working out, and how
+    /// its response is written.
+    struct Pending<F, S, ReqBody> {
+        #[pin]
+        check: F,
+        request: Option<(Request<ReqBody>, S)>,
+        // A copy of the key, kept only for a `deny_with` hook.
+        key: Option<Box<dyn core::any::Any + Send>>,
+        style: Style,
     }
 }
 
@@ -608,27 +621,24 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Checking {
-                    check,
-                    request,
-                    key,
-                } => {
-                    let verdict = core::task::ready!(check.poll(cx));
-                    let Some((request, mut inner)) = request.take() else {
+                StateProj::Checking { pending } => {
+                    let pending = pending.as_mut().project();
+                    let verdict = core::task::ready!(pending.check.poll(cx));
+                    let Some((request, mut inner)) = pending.request.take() else {
                         unreachable!("polled after completion")
                     };
                     match verdict.decision {
                         Ok(admitted) => {
-                            let headers = admitted_headers(this.style, &verdict, &admitted);
+                            let headers = admitted_headers(pending.style, &verdict, &admitted);
                             let call = inner.call(request);
                             this.state.set(State::Calling { call, headers });
                         }
                         Err(denied) => {
                             // The hook sees the request's head and key.
                             let (parts, _body) = request.into_parts();
-                            let key = key.take();
+                            let key = pending.key.take();
                             let response = denial(
-                                this.style,
+                                pending.style,
                                 denied,
                                 verdict.per_policy.as_ref(),
                                 Some(&parts),
