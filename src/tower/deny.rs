@@ -181,7 +181,7 @@ fn unavailable<B>(
 
 /// The 429 (or gRPC `RESOURCE_EXHAUSTED`) answer for a denial.
 pub(super) fn denial<B>(
-    style: &Style,
+    style: &Style<'_>,
     denied: Denied,
     per_policy: Option<&super::PolicyStates>,
     request: Option<&http::request::Parts>,
@@ -241,15 +241,9 @@ pub(super) fn denial<B>(
     }
     // Nothing was counted when the store failed: no `RateLimit` fields.
     if denied.reason() != DenyReason::Unavailable {
-        for (name, value) in list_headers(
-            headers,
-            policies,
-            policy_value.as_ref(),
-            which,
-            0,
-            wait,
-            per_policy,
-        ) {
+        for (name, value) in
+            list_headers(headers, policies, *policy_value, which, 0, wait, per_policy)
+        {
             if !h.contains_key(&name) {
                 h.insert(name, value);
             }

@@ -410,19 +410,18 @@ where
             .extract(&request)
             .or_else(|| layer.fallback.clone());
         // A key with its own quota is described by its own policies.
-        let (policies, policy_value) =
-            match key.as_ref().and_then(|k| layer.backend.key_policies(k)) {
-                Some(own) => (PolicyList::new(&own), None),
-                None => (described.policies, Some(described.value.clone())),
-            };
+        let own = key
+            .as_ref()
+            .and_then(|k| layer.backend.key_policies(k))
+            .map(|own| PolicyList::new(&own));
         let style = Style {
             headers: layer.headers,
             deny: layer.deny,
-            policies,
-            policy_value,
-            hook: layer.on_deny.clone(),
+            policies: own.as_ref().unwrap_or(&described.policies),
+            policy_value: own.is_none().then_some(&described.value),
+            hook: layer.on_deny.as_ref(),
             unavailable: layer.unavailable,
-            name: layer.name.clone(),
+            name: &layer.name,
         };
         let now = key.as_ref().and_then(|key| layer.backend.check_now(key));
         match (key, now) {
@@ -459,8 +458,9 @@ where
                             .as_ref()
                             .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
                         check: layer.backend.check(key),
+                        // Before `ready_clone`: the style borrows the layer.
+                        style: OwnedStyle::from(&style),
                         request: Some((request, self.ready_clone())),
-                        style,
                     }),
                 },
             },
@@ -519,23 +519,64 @@ impl Described {
 }
 
 /// How one response is written: the layer's choices and the policies that
-/// describe the request's key.
-pub(super) struct Style {
+/// describe the request's key, borrowed from the layer for the length of
+/// `call` (an in-process decision writes its response there, with nothing
+/// copied); a check that waits keeps an [`OwnedStyle`].
+pub(super) struct Style<'a> {
     pub(super) headers: HeaderStyle,
     pub(super) deny: DenyStyle,
-    pub(super) policies: PolicyList,
+    pub(super) policies: &'a PolicyList,
     /// Their `RateLimit-Policy` value when the layer has it written (a
     /// key with policies of its own has them written per response).
-    pub(super) policy_value: Option<HeaderValue>,
-    pub(super) hook: Option<DenyHook>,
+    pub(super) policy_value: Option<&'a HeaderValue>,
+    pub(super) hook: Option<&'a DenyHook>,
     /// The status when the backend cannot decide.
     pub(super) unavailable: http::StatusCode,
     /// The `limiter` label of the layer's metrics.
-    pub(super) name: crate::observe::Name,
+    pub(super) name: &'a crate::observe::Name,
+}
+
+/// A [`Style`] that outlives `call`: a pending check's.
+struct OwnedStyle {
+    headers: HeaderStyle,
+    deny: DenyStyle,
+    policies: PolicyList,
+    policy_value: Option<HeaderValue>,
+    hook: Option<DenyHook>,
+    unavailable: http::StatusCode,
+    name: crate::observe::Name,
+}
+
+impl From<&Style<'_>> for OwnedStyle {
+    fn from(style: &Style<'_>) -> OwnedStyle {
+        OwnedStyle {
+            headers: style.headers,
+            deny: style.deny,
+            policies: *style.policies,
+            policy_value: style.policy_value.cloned(),
+            hook: style.hook.cloned(),
+            unavailable: style.unavailable,
+            name: style.name.clone(),
+        }
+    }
+}
+
+impl OwnedStyle {
+    fn style(&self) -> Style<'_> {
+        Style {
+            headers: self.headers,
+            deny: self.deny,
+            policies: &self.policies,
+            policy_value: self.policy_value.as_ref(),
+            hook: self.hook.as_ref(),
+            unavailable: self.unavailable,
+            name: &self.name,
+        }
+    }
 }
 
 /// The rate-limit headers of an admission (and its count in the metrics).
-fn admitted_headers(style: &Style, verdict: &Verdict, admitted: &Admitted) -> Headers {
+fn admitted_headers(style: &Style<'_>, verdict: &Verdict, admitted: &Admitted) -> Headers {
     #[cfg(feature = "metrics")]
     metrics::counter!(
         "slidelog_requests_total",
@@ -550,8 +591,8 @@ fn admitted_headers(style: &Style, verdict: &Verdict, admitted: &Admitted) -> He
     }
     list_headers(
         style.headers,
-        &style.policies,
-        style.policy_value.as_ref(),
+        style.policies,
+        style.policy_value,
         admitted.policy(),
         admitted.remaining(),
         verdict.wait,
@@ -597,7 +638,7 @@ pin_project! {
         request: Option<(Request<ReqBody>, S)>,
         // A copy of the key, kept only for a `deny_with` hook.
         key: Option<Box<dyn core::any::Any + Send>>,
-        style: Style,
+        style: OwnedStyle,
     }
 }
 
@@ -629,7 +670,8 @@ where
                     };
                     match verdict.decision {
                         Ok(admitted) => {
-                            let headers = admitted_headers(pending.style, &verdict, &admitted);
+                            let headers =
+                                admitted_headers(&pending.style.style(), &verdict, &admitted);
                             let call = inner.call(request);
                             this.state.set(State::Calling { call, headers });
                         }
@@ -638,7 +680,7 @@ where
                             let (parts, _body) = request.into_parts();
                             let key = pending.key.take();
                             let response = denial(
-                                pending.style,
+                                &pending.style.style(),
                                 denied,
                                 verdict.per_policy.as_ref(),
                                 Some(&parts),
