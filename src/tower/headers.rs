@@ -183,10 +183,8 @@ pub(crate) fn list_headers(
     };
     match style {
         HeaderStyle::Ietf | HeaderStyle::IetfClosest => {
-            // One buffer per field, handed to the header value without a
-            // copy: `"1s";r=4;t=1` (and `"1s";q=10;w=1, "1m";q=100;w=60`
-            // when the list's own copy was too long to keep).
-            let mut state = String::with_capacity(32 * every.map_or(1, <[_]>::len));
+            // `"1s";r=4;t=1` (and `"1s";q=10;w=1, "1m";q=100;w=60` when
+            // the layer has no value written for the policies).
             let item = |state: &mut String, i: usize, r: u32, t: Duration| {
                 state.push('"');
                 write_policy_name(state, policies, i);
@@ -195,27 +193,24 @@ pub(crate) fn list_headers(
                 state.push_str(";t=");
                 state.push_str(itoa::Buffer::new().format(ceil_seconds(t)));
             };
-            match every {
+            let state = scratch_value(|state| match every {
                 Some(states) => {
                     for (i, &(r, t)) in states.iter().enumerate() {
                         if i > 0 {
                             state.push_str(", ");
                         }
-                        item(&mut state, i, r, t);
+                        item(state, i, r, t);
                     }
                 }
-                None => item(&mut state, which, remaining, wait),
-            }
+                None => item(state, which, remaining, wait),
+            });
             // Only digits, unit letters and fixed ASCII: always valid
             // header values.
             let policy = match policy_value {
                 Some(value) => Ok(value.clone()),
-                None => HeaderValue::from_maybe_shared(bytes::Bytes::from(policy_text(policies))),
+                None => scratch_value(|text| write_policy_text(text, policies)),
             };
-            if let (Ok(p), Ok(s)) = (
-                policy,
-                HeaderValue::from_maybe_shared(bytes::Bytes::from(state)),
-            ) {
+            if let (Ok(p), Ok(s)) = (policy, state) {
                 out.push(RATELIMIT_POLICY, p);
                 out.push(RATELIMIT, s);
             }
@@ -231,22 +226,44 @@ pub(crate) fn list_headers(
     out
 }
 
+/// A header value written by `write` into this thread's scratch buffer and
+/// copied out once: one allocation of the value's exact size (a `String`
+/// of its own handed over as the value's bytes would be a second: `Bytes`
+/// keeps a spare capacity behind a separately allocated header).
+fn scratch_value(
+    write: impl FnOnce(&mut String),
+) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    thread_local! {
+        static SCRATCH: core::cell::RefCell<String> = const { core::cell::RefCell::new(String::new()) };
+    }
+    SCRATCH.with_borrow_mut(|text| {
+        text.clear();
+        write(text);
+        HeaderValue::from_str(text)
+    })
+}
+
 /// The `RateLimit-Policy` value of `policies`:
 /// `"1s";q=10;w=1, "1m";q=100;w=60`.
 fn policy_text(policies: &[Policy]) -> String {
     let mut text = String::with_capacity(24 * policies.len());
+    write_policy_text(&mut text, policies);
+    text
+}
+
+/// [`policy_text`], written into `text`.
+fn write_policy_text(text: &mut String, policies: &[Policy]) {
     for (i, p) in policies.iter().enumerate() {
         if i > 0 {
             text.push_str(", ");
         }
         text.push('"');
-        write_policy_name(&mut text, policies, i);
+        write_policy_name(text, policies, i);
         text.push_str("\";q=");
         text.push_str(itoa::Buffer::new().format(p.limit));
         text.push_str(";w=");
         text.push_str(itoa::Buffer::new().format(ceil_seconds(p.window)));
     }
-    text
 }
 
 /// The `RateLimit-Policy` value of a layer's policies, written once per
