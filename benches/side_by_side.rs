@@ -124,6 +124,27 @@ enum Keys {
     LongMargin,
     /// Every key full (10 per hour) before the run: every check denies.
     Full,
+    /// Created in one pass on a fragmented heap ([`fragment_heap`]), as in
+    /// a server that has run for a while.
+    Fragmented,
+}
+
+/// Leaves the heap as a long-running process has it: 200,000 small blocks
+/// (24 to 223 bytes), every third one freed, the rest kept. Allocations
+/// that follow fill the holes, scattered over some 25 MB, instead of
+/// following one another. (Only the last scenario calls it: the blocks are
+/// kept for the life of the process.)
+fn fragment_heap() {
+    let mut blocks: Vec<Box<[u8]>> = (0..200_000usize)
+        .map(|i| vec![1u8; 24 + (i * 37) % 200].into_boxed_slice())
+        .collect();
+    let mut i = 0;
+    blocks.retain(|_| {
+        i += 1;
+        i % 3 != 0
+    });
+    black_box(&blocks);
+    std::mem::forget(blocks);
 }
 
 /// `Keys::PerThread`: each thread's keys are created together (as when
@@ -139,6 +160,9 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, setup: Keys) -
     } else {
         window
     };
+    if matches!(setup, Keys::Fragmented) {
+        fragment_heap();
+    }
     // As a new user writes it: default idle margin, default max_keys.
     let mut builder = KeyedLimiter::<u64>::builder(limit, window);
     if matches!(setup, Keys::LongMargin) {
@@ -262,6 +286,12 @@ fn main() {
         (
             "keyed allow 2 threads disjoint, 10k keys, L = 10, W = 1 us (each thread's keys together)",
             Box::new(move || keyed(10, us, 10_000, 2, Keys::PerThread)),
+            2_000_000,
+        ),
+        // Last: the heap stays fragmented.
+        (
+            "keyed allow 1 thread, 10k keys, L = 10, W = 1 us, fragmented heap",
+            Box::new(move || keyed(10, us, 10_000, 1, Keys::Fragmented)),
             2_000_000,
         ),
     ];
