@@ -620,9 +620,9 @@ pin_project! {
         S: tower::Service<Request<ReqBody>>,
     {
         // Boxed: only a backend that decides asynchronously (Redis) waits
-        // here, and every future is as large as its largest state (an
-        // in-process backend's future is moved several times on its way to
-        // the server: it holds only the next two states).
+        // here, and a future is as large as its largest state; an
+        // in-process decision's future, moved several times on its way to
+        // the server, never enters this one.
         Checking { pending: Pin<Box<Pending<F, S, ReqBody>>> },
         Calling { #[pin] call: S::Future, headers: Headers },
         Done { response: Option<Response<RateLimitBody<ResBody>>> },
