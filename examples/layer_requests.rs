@@ -1,0 +1,140 @@
+//! Drives requests through an axum app in process, with no network: the
+//! deterministic measure of what a rate-limit layer costs per request
+//! (BENCHMARKS.md, "Over HTTP"). Count the instructions of `N` requests and
+//! of none under callgrind; the difference over `N` is one request's:
+//!
+//! ```sh
+//! cargo build --release --features tower --example layer_requests
+//! for n in 200000 0; do
+//!   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!     target/release/examples/layer_requests slidelog admit $n 2>&1 | grep Collected
+//! done
+//! ```
+//!
+//! Mounts: `plain` (no layer), `slidelog` and `tower_governor` (each with its
+//! rate-limit headers, through `Router::layer`), `slidelog-outer` (the layer
+//! around the whole router) and `slidelog-bare` (`HeaderStyle::None`). Paths:
+//! `admit` (a limit no run reaches) or `deny` (one request per hour). Both
+//! layers key by the peer IP, which the request carries as axum's
+//! `ConnectInfo`. Run without valgrind it prints the answers' statuses and
+//! the time per request.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::routing::get;
+use http::{Request, Response};
+use slidelog::KeyedLimiter;
+use slidelog::tower::{HeaderStyle, PeerIp, RateLimitLayer};
+use tower::Service;
+use tower_governor::GovernorLayer;
+use tower_governor::governor::GovernorConfigBuilder;
+
+const USAGE: &str = "usage: layer_requests <plain|slidelog|slidelog-outer|slidelog-bare|tower_governor> <admit|deny> <requests>";
+
+/// The slidelog layer's limiter: a limit no run reaches, or one per hour.
+fn limiter(deny: bool) -> Arc<KeyedLimiter<IpAddr>> {
+    let (limit, window) = if deny {
+        (1, Duration::from_secs(3600))
+    } else {
+        (1 << 20, Duration::from_millis(1))
+    };
+    Arc::new(KeyedLimiter::new(limit, window).expect("a valid quota"))
+}
+
+/// Serves `requests` requests (plus two to warm up) from one client through
+/// `app`, polling each response future to completion; returns how many
+/// answers had each status (200, 429, other).
+fn drive<S, B>(mut app: S, requests: u64) -> [u64; 3]
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    S::Error: std::fmt::Debug,
+{
+    let peer = SocketAddr::from(([10, 0, 0, 1], 4000));
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut statuses = [0u64; 3];
+    for _ in 0..requests + 2 {
+        let mut request = Request::get("/")
+            .body(Body::empty())
+            .expect("a valid request");
+        request.extensions_mut().insert(ConnectInfo(peer));
+        let mut answer = std::pin::pin!(app.call(request));
+        let response = loop {
+            if let Poll::Ready(response) = answer.as_mut().poll(&mut cx) {
+                break response.expect("axum's services do not fail");
+            }
+        };
+        let i = match response.status().as_u16() {
+            200 => 0,
+            429 => 1,
+            _ => 2,
+        };
+        statuses[i] += 1;
+        std::hint::black_box(&response);
+    }
+    statuses
+}
+
+fn main() {
+    if let Err(message) = run() {
+        eprintln!("{message}");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [mount, path, requests] = args.as_slice() else {
+        return Err(USAGE.into());
+    };
+    let deny = match path.as_str() {
+        "admit" => false,
+        "deny" => true,
+        _ => return Err(USAGE.into()),
+    };
+    let requests: u64 = requests
+        .parse()
+        .map_err(|_| format!("{requests}: not a number of requests\n{USAGE}"))?;
+    let router = Router::new().route("/", get(|| async { "ok" }));
+    let start = Instant::now();
+    let statuses = match mount.as_str() {
+        "plain" => drive(router, requests),
+        "slidelog" => drive(
+            router.layer(RateLimitLayer::new(limiter(deny), PeerIp::new())),
+            requests,
+        ),
+        "slidelog-bare" => drive(
+            router.layer(
+                RateLimitLayer::new(limiter(deny), PeerIp::new()).header_style(HeaderStyle::None),
+            ),
+            requests,
+        ),
+        "slidelog-outer" => drive(
+            tower::Layer::layer(&RateLimitLayer::new(limiter(deny), PeerIp::new()), router),
+            requests,
+        ),
+        "tower_governor" => {
+            let mut builder = GovernorConfigBuilder::default();
+            if deny {
+                builder.per_second(3600).burst_size(1);
+            } else {
+                builder.per_nanosecond(1).burst_size(u32::MAX);
+            }
+            let config = builder.use_headers().finish().ok_or("a valid quota")?;
+            drive(router.layer(GovernorLayer::new(config)), requests)
+        }
+        _ => return Err(USAGE.into()),
+    };
+    let per = start.elapsed().as_nanos() as f64 / (requests + 2) as f64;
+    println!(
+        "{mount} {path}: 200: {}, 429: {}, other: {}; {per:.0} ns per request",
+        statuses[0], statuses[1], statuses[2]
+    );
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! Makes `N` calls of one kind with the time passed in (a manual clock, no
+//! clock read): the deterministic measure of a call's instructions
+//! (BENCHMARKS.md, "Where the time goes"). Count `N` calls and none under
+//! callgrind; the difference over `N` is one call's:
+//!
+//! ```sh
+//! cargo build --release --example ring_calls
+//! for n in 200000 0; do
+//!   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!     target/release/examples/ring_calls allow-big check $n 2>&1 | grep Collected
+//! done
+//! ```
+//!
+//! Scenarios (each with `check` or `admit`; the `governor-…` ones call
+//! governor's `check` either way): `allow-small` (L = 10, W = 100 ns, a call every 20 ns),
+//! `allow-big` (L = 2^20, W = 1 µs), `deny` (10 per hour, full), `keyed`
+//! (10,000 keys, L = 10, W = 1 µs, keys in a scattered order; `KEYS`
+//! overrides the count) and `keyed-deny` (every key full), and
+//! `governor-allow`, `governor-deny`, `governor-keyed`,
+//! `governor-keyed-deny` with the same quotas. Run without valgrind it
+//! prints how many calls were admitted and the time per call.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+use governor::clock::FakeRelativeClock;
+use governor::{Quota, RateLimiter};
+use slidelog::{KeyedLimiter, Limiter, ManualClock};
+
+const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|keyed|keyed-deny|governor-allow|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
+
+/// The first reading: far from the clock's start, as a running process's.
+const T0: u64 = 1 << 55;
+
+/// The `i`-th call's key among `keys`, in an order unrelated to creation.
+fn key(i: u64, keys: u64) -> u64 {
+    i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys
+}
+
+/// `calls` calls of `call(i)`; how many were admitted.
+fn repeat(calls: u64, mut call: impl FnMut(u64) -> bool) -> u64 {
+    (0..calls).map(|i| u64::from(black_box(call(i)))).sum()
+}
+
+fn main() {
+    if let Err(message) = run() {
+        eprintln!("{message}");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [scenario, op, calls] = args.as_slice() else {
+        return Err(USAGE.into());
+    };
+    let admit = match op.as_str() {
+        "check" => false,
+        "admit" => true,
+        _ => return Err(USAGE.into()),
+    };
+    let calls: u64 = calls
+        .parse()
+        .map_err(|_| format!("{calls}: not a number of calls\n{USAGE}"))?;
+    let keys: u64 = match std::env::var("KEYS") {
+        Ok(k) => k.parse().map_err(|_| format!("KEYS={k}: not a number"))?,
+        Err(_) => 10_000,
+    };
+    let hour = Duration::from_secs(3600);
+    let ten = NonZeroU32::new(10).expect("10 > 0");
+    let start = Instant::now();
+    let admitted = match scenario.as_str() {
+        "allow-small" | "allow-big" | "deny" => {
+            let (limit, window, step) = match scenario.as_str() {
+                "allow-small" => (10, Duration::from_nanos(100), 20),
+                "allow-big" => (1 << 20, Duration::from_micros(1), 20),
+                _ => (10, hour, 1),
+            };
+            let l = Limiter::with_clock(limit, window, ManualClock::new())
+                .map_err(|e| e.to_string())?;
+            if scenario == "deny" {
+                for i in 0..10 {
+                    l.check_at(T0 + i).map_err(|e| e.to_string())?;
+                }
+            }
+            let t = |i: u64| T0 + 100 + i * step;
+            if admit {
+                repeat(calls, |i| l.admit_at(t(i)).is_ok())
+            } else {
+                repeat(calls, |i| l.check_at(t(i)).is_ok())
+            }
+        }
+        "keyed" | "keyed-deny" => {
+            let deny = scenario == "keyed-deny";
+            let (window, fill, step) = if deny {
+                (hour, 10, 1)
+            } else {
+                (Duration::from_micros(1), 1, 20)
+            };
+            let l = KeyedLimiter::<u64, ManualClock>::with_clock(10, window, ManualClock::new())
+                .map_err(|e| e.to_string())?;
+            for k in 0..keys {
+                for _ in 0..fill {
+                    let _ = l.check_at(&k, T0);
+                }
+            }
+            let t = |i: u64| T0 + 1 + i * step;
+            if admit {
+                repeat(calls, |i| l.admit_at(&key(i, keys), t(i)).is_ok())
+            } else {
+                repeat(calls, |i| l.check_at(&key(i, keys), t(i)).is_ok())
+            }
+        }
+        "governor-allow" | "governor-deny" => {
+            let clock = FakeRelativeClock::default();
+            let deny = scenario == "governor-deny";
+            let quota = if deny {
+                Quota::per_hour(ten)
+            } else {
+                Quota::with_period(Duration::from_nanos(10))
+                    .ok_or("a valid period")?
+                    .allow_burst(ten)
+            };
+            let g = RateLimiter::direct_with_clock(quota, clock.clone());
+            if deny {
+                for _ in 0..10 {
+                    let _ = g.check();
+                }
+            }
+            repeat(calls, |_| {
+                if !deny {
+                    clock.advance(Duration::from_nanos(20));
+                }
+                g.check().is_ok()
+            })
+        }
+        "governor-keyed" | "governor-keyed-deny" => {
+            let clock = FakeRelativeClock::default();
+            let deny = scenario == "governor-keyed-deny";
+            let quota = if deny {
+                Quota::per_hour(ten)
+            } else {
+                Quota::with_period(Duration::from_nanos(100))
+                    .ok_or("a valid period")?
+                    .allow_burst(ten)
+            };
+            let g = RateLimiter::dashmap_with_clock(quota, clock.clone());
+            for k in 0..keys {
+                for _ in 0..(if deny { 10 } else { 1 }) {
+                    let _ = g.check_key(&k);
+                }
+            }
+            repeat(calls, |i| {
+                if !deny {
+                    clock.advance(Duration::from_nanos(20));
+                }
+                g.check_key(&key(i, keys)).is_ok()
+            })
+        }
+        _ => return Err(USAGE.into()),
+    };
+    let per = start.elapsed().as_nanos() as f64 / calls.max(1) as f64;
+    println!("{scenario} {op}: {admitted} of {calls} admitted; {per:.1} ns per call");
+    Ok(())
+}
