@@ -36,6 +36,9 @@ use tower::Service;
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
+#[path = "../src/bin/slidelog/cpu.rs"]
+mod cpu;
+
 const USAGE: &str = "usage: layer_requests <plain|slidelog|slidelog-outer|slidelog-bare|tower_governor> <admit|deny> <requests>";
 
 /// The slidelog layer's limiter: a limit no run reaches, or one per hour.
@@ -133,8 +136,11 @@ fn run() -> Result<(), String> {
     };
     let per = start.elapsed().as_nanos() as f64 / (requests + 2) as f64;
     println!(
-        "{mount} {path}: 200: {}, 429: {}, other: {}; {per:.0} ns per request",
-        statuses[0], statuses[1], statuses[2]
+        "{mount} {path}: 200: {}, 429: {}, other: {}; {per:.0} ns per request on {}",
+        statuses[0],
+        statuses[1],
+        statuses[2],
+        cpu::cpu_model()
     );
     Ok(())
 }

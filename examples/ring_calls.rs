@@ -28,6 +28,9 @@ use governor::clock::FakeRelativeClock;
 use governor::{Quota, RateLimiter};
 use slidelog::{KeyedLimiter, Limiter, ManualClock};
 
+#[path = "../src/bin/slidelog/cpu.rs"]
+mod cpu;
+
 const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|keyed|keyed-deny|governor-allow|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
@@ -161,6 +164,9 @@ fn run() -> Result<(), String> {
         _ => return Err(USAGE.into()),
     };
     let per = start.elapsed().as_nanos() as f64 / calls.max(1) as f64;
-    println!("{scenario} {op}: {admitted} of {calls} admitted; {per:.1} ns per call");
+    println!(
+        "{scenario} {op}: {admitted} of {calls} admitted; {per:.1} ns per call on {}",
+        cpu::cpu_model()
+    );
     Ok(())
 }

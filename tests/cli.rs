@@ -295,6 +295,38 @@ fn every_subcommand_has_help() {
     }
 }
 
+/// `slidelog bench` names the host its figures were measured on, above
+/// them: a ratio means little without it.
+#[test]
+fn bench_prints_the_cpu_model_above_its_figures() {
+    let out = slidelog()
+        .args(["bench", "--seconds", "0.5"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let cpu = lines
+        .iter()
+        .position(|l| {
+            l.strip_prefix("CPU: ")
+                .is_some_and(|m| !m.trim().is_empty())
+        })
+        .unwrap_or_else(|| panic!("no CPU line in:\n{stdout}"));
+    let first_figure = lines
+        .iter()
+        .position(|l| l.starts_with("allow, 1 thread"))
+        .unwrap_or_else(|| panic!("no figures in:\n{stdout}"));
+    assert!(
+        cpu < first_figure,
+        "the CPU line comes after the figures:\n{stdout}"
+    );
+}
+
 /// The model's admitted and denied counts for `events` at `limit` per `window_ns`.
 fn model_counts(events: &[(u64, String)], limit: u32, window_ns: u64) -> (u64, u64) {
     let mut models: HashMap<String, Model> = HashMap::new();

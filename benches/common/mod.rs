@@ -14,6 +14,12 @@ mod mutex_log;
 #[allow(unused_imports)] // the keyed bench has no mutex-log baseline
 pub(crate) use mutex_log::MutexLog;
 
+#[path = "../../src/bin/slidelog/cpu.rs"]
+mod cpu;
+
+#[allow(unused_imports)] // only the side-by-side benches print it
+pub(crate) use cpu::cpu_model;
+
 /// Runs `work(thread, iters_per_thread)` on `threads` pinned threads at once
 /// and returns the wall time of the slowest. A round in which the threads'
 /// busy spans overlap by less than 80% (the machine is shared: one thread was
@@ -58,19 +64,6 @@ where
         }
     }
     last
-}
-
-/// The CPU model, as `/proc/cpuinfo` names it (`unknown` elsewhere): every
-/// side-by-side figure is printed beside it (a ratio means little without
-/// the host it was measured on).
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            let line = info.lines().find(|l| l.starts_with("model name"))?;
-            Some(line.split_once(':')?.1.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 /// The median of `xs` (the upper one of an even count).

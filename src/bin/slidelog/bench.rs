@@ -73,6 +73,7 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     println!(
         "slidelog bench: ns per call (lower is better) and ratio to the Mutex<VecDeque> log; {threads} threads for the contended rows"
     );
+    println!("CPU: {}", super::cpu::cpu_model());
     println!(
         "{:<24} {:>12} {:>12} {:>12} {:>12} {:>12}",
         "case", "log", "counter", "mutex log", "log/mutex", "counter/mutex"

@@ -15,6 +15,7 @@ use slidelog::algorithm::Algorithm;
 use slidelog::{KeyedLimiter, Limiter, RateLimit, SlidingCounter};
 
 mod bench;
+mod cpu;
 mod input;
 mod mutex_log;
 mod parse;
