@@ -23,6 +23,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use prost::Message;
 
+#[path = "../src/bin/slidelog/cpu.rs"]
+mod cpu;
+
 const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 /// A gRPC message: the 5-byte frame header (uncompressed, length), then
@@ -182,13 +185,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     println!(
-        "{url}: {} calls in {elapsed:.1} s = {:.0}/s ({concurrency} in flight, {over} over limit, {} failed); latency p50 {:?} p99 {:?} max {:?}",
+        "{url}: {} calls in {elapsed:.1} s = {:.0}/s ({concurrency} in flight, {over} over limit, {} failed); latency p50 {:?} p99 {:?} max {:?}; client on {}",
         latencies.len(),
         latencies.len() as f64 / elapsed,
         failed.len(),
         at(0.5),
         at(0.99),
-        latencies.last().copied().unwrap_or_default()
+        latencies.last().copied().unwrap_or_default(),
+        cpu::cpu_model()
     );
     if let Some(first) = failed.first() {
         eprintln!("rls_load: first failure: {first}");
