@@ -11,6 +11,9 @@
 //! done
 //! ```
 //!
+//! Build it with `--features tower` alone for the figures in BENCHMARKS.md
+//! (`metrics` adds the layer's counters to every request).
+//!
 //! Mounts: `plain` (no layer), `slidelog` and `tower_governor` (each with its
 //! rate-limit headers, through `Router::layer`), `slidelog-outer` (the layer
 //! around the whole router) and `slidelog-bare` (`HeaderStyle::None`). Paths:
@@ -36,6 +39,8 @@ use tower::Service;
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
@@ -85,25 +90,12 @@ where
 }
 
 fn main() {
-    if let Err(message) = run() {
-        eprintln!("{message}");
-        std::process::exit(2);
-    }
+    args::exit_on_error(run);
 }
 
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let [mount, path, requests] = args.as_slice() else {
-        return Err(USAGE.into());
-    };
-    let deny = match path.as_str() {
-        "admit" => false,
-        "deny" => true,
-        _ => return Err(USAGE.into()),
-    };
-    let requests: u64 = requests
-        .parse()
-        .map_err(|_| format!("{requests}: not a number of requests\n{USAGE}"))?;
+    let (mount, deny, requests) = args::what_op_count(USAGE, ["admit", "deny"], "requests")?;
+    let path = if deny { "deny" } else { "admit" };
     let router = Router::new().route("/", get(|| async { "ok" }));
     let start = Instant::now();
     let statuses = match mount.as_str() {

@@ -28,6 +28,8 @@ use governor::clock::FakeRelativeClock;
 use governor::{Quota, RateLimiter};
 use slidelog::{KeyedLimiter, Limiter, ManualClock};
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
@@ -46,32 +48,31 @@ fn repeat(calls: u64, mut call: impl FnMut(u64) -> bool) -> u64 {
     (0..calls).map(|i| u64::from(black_box(call(i)))).sum()
 }
 
+/// governor's quota of 10: per hour (`deny`), or one per `period` with
+/// bursts of 10.
+fn governor_quota(deny: bool, period: Duration) -> Result<Quota, String> {
+    let ten = NonZeroU32::new(10).expect("10 > 0");
+    Ok(if deny {
+        Quota::per_hour(ten)
+    } else {
+        Quota::with_period(period)
+            .ok_or("a valid period")?
+            .allow_burst(ten)
+    })
+}
+
 fn main() {
-    if let Err(message) = run() {
-        eprintln!("{message}");
-        std::process::exit(2);
-    }
+    args::exit_on_error(run);
 }
 
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let [scenario, op, calls] = args.as_slice() else {
-        return Err(USAGE.into());
-    };
-    let admit = match op.as_str() {
-        "check" => false,
-        "admit" => true,
-        _ => return Err(USAGE.into()),
-    };
-    let calls: u64 = calls
-        .parse()
-        .map_err(|_| format!("{calls}: not a number of calls\n{USAGE}"))?;
+    let (scenario, admit, calls) = args::what_op_count(USAGE, ["check", "admit"], "calls")?;
+    let op = if admit { "admit" } else { "check" };
     let keys: u64 = match std::env::var("KEYS") {
         Ok(k) => k.parse().map_err(|_| format!("KEYS={k}: not a number"))?,
         Err(_) => 10_000,
     };
     let hour = Duration::from_secs(3600);
-    let ten = NonZeroU32::new(10).expect("10 > 0");
     let start = Instant::now();
     let admitted = match scenario.as_str() {
         "allow-small" | "allow-big" | "deny" => {
@@ -118,13 +119,7 @@ fn run() -> Result<(), String> {
         "governor-allow" | "governor-deny" => {
             let clock = FakeRelativeClock::default();
             let deny = scenario == "governor-deny";
-            let quota = if deny {
-                Quota::per_hour(ten)
-            } else {
-                Quota::with_period(Duration::from_nanos(10))
-                    .ok_or("a valid period")?
-                    .allow_burst(ten)
-            };
+            let quota = governor_quota(deny, Duration::from_nanos(10))?;
             let g = RateLimiter::direct_with_clock(quota, clock.clone());
             if deny {
                 for _ in 0..10 {
@@ -141,13 +136,7 @@ fn run() -> Result<(), String> {
         "governor-keyed" | "governor-keyed-deny" => {
             let clock = FakeRelativeClock::default();
             let deny = scenario == "governor-keyed-deny";
-            let quota = if deny {
-                Quota::per_hour(ten)
-            } else {
-                Quota::with_period(Duration::from_nanos(100))
-                    .ok_or("a valid period")?
-                    .allow_burst(ten)
-            };
+            let quota = governor_quota(deny, Duration::from_nanos(100))?;
             let g = RateLimiter::dashmap_with_clock(quota, clock.clone());
             for k in 0..keys {
                 for _ in 0..(if deny { 10 } else { 1 }) {
