@@ -2,8 +2,8 @@
 //! verified expiry hint that makes it O(1) loads amortised (docs/design.md
 //! §4).
 
+use super::RingRef;
 use super::word::slot;
-use super::{Geometry, RingRef};
 use crate::flaw::Flaw;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -28,9 +28,10 @@ impl<'a> RingRef<'a> {
     /// **The expiry hint** (a ring that keeps one: a [`crate::Limiter`]'s, a
     /// keyed state's of 64 slots or more)
     /// makes that search O(1) loads amortised whatever the number of live
-    /// admissions: it holds the *position* of the first live admission the
-    /// last committed admission found. Effective times never decrease, so
-    /// it is usually where the next search ends, a load or two later. The
+    /// admissions: it holds **how many candidates were alive** when the last
+    /// committed admission counted. Under steady traffic one admission
+    /// expires for each one made, so that number stays put and the next
+    /// search ends where the hint says: two loads, no store. The
     /// hint is only a guess: the search **verifies** it, by checking that the
     /// candidate before it has expired (then, by the order above, so have
     /// all older ones) and otherwise searching the candidates before it.
@@ -45,24 +46,23 @@ impl<'a> RingRef<'a> {
         if free == 0 || slot::deadline(prev) <= t_eff {
             return Count::kept(free as u32);
         }
-        self.remaining_search(c, n, free, t_eff)
-    }
-
-    /// The search of [`remaining_after`](Self::remaining_after) when the
-    /// previous admission is alive. Out of line: the admission path calls
-    /// it, while a denial (or an admission into an empty window) keeps the
-    /// inlined check small.
-    #[inline(never)]
-    fn remaining_search(self, c: u64, n: u64, free: u64, t_eff: u64) -> Count {
-        let g = self.geometry;
         // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
         // first, at positions `base + k`; candidate `free - 1` (the previous
         // admission) is alive here.
-        let base = g.position(g.advance(c, n));
+        let base = g.position_plus(g.position(c), n);
         match self.expiry_hint() {
             Some(hint) => self.remaining_hinted(hint, base, free, t_eff),
-            None => Count::kept(first_alive(free, |k| self.alive(base, k, t_eff)) as u32),
+            None => self.remaining_gallop(base, free, t_eff),
         }
+    }
+
+    /// The search of [`remaining_after`](Self::remaining_after) on a ring
+    /// that keeps no expiry hint. Out of line: the admission path calls it,
+    /// while a denial (or an admission into an empty window) keeps the
+    /// inlined check small.
+    #[inline(never)]
+    fn remaining_gallop(self, base: usize, free: u64, t_eff: u64) -> Count {
+        Count::kept(first_alive(free, |k| self.alive(base, k, t_eff)) as u32)
     }
 
     /// The expiry hint, if this ring keeps one and is large enough to use it.
@@ -84,45 +84,51 @@ impl<'a> RingRef<'a> {
     }
 
     /// The search of [`remaining_after`](Self::remaining_after) from the
-    /// expiry hint: usually the candidate before the hinted one (expired)
-    /// and the next four (the first alive among them), so the search costs a
-    /// few loads on one or two cache lines and one predictable branch. The
-    /// [`Count`] it returns carries the position found when the hint should
-    /// move there.
+    /// expiry hint: the candidate the hint names (the oldest of as many
+    /// live ones as the last count found) and the one before it, then up
+    /// to three more either way; two loads on one cache line when the live
+    /// count held. The [`Count`] it returns carries the new live count when
+    /// it changed.
+    ///
+    /// (A position hint — where the first live admission lay — moves with
+    /// every expiry, so most counts found it one or two candidates off and
+    /// every other one stored it; the live count takes 0.93-0.95 of that
+    /// search's time, BENCHMARKS.md.)
     #[inline(always)]
     fn remaining_hinted(&self, hint: &AtomicU64, base: usize, free: u64, t_eff: u64) -> Count {
-        let g = self.geometry;
         let alive = |k: u64| self.alive(base, k, t_eff);
         // Relaxed: the hint is a guess, verified below; it orders nothing.
-        let guess = hint.load(Ordering::Relaxed) as usize;
-        // The candidate at the hinted position; one of our own `n` slots
-        // (or garbage) means "all alive" (the window was full).
-        let hinted = g.steps(base, guess.min(g.limit() as usize - 1));
-        let mut k = if hinted >= free { 0 } else { hinted };
-        // Candidate `free - 1` is alive: reading it in place of any later
-        // one keeps the order false ... true.
-        let ahead = g.flaw() != Flaw::TrustHint && k > 0 && alive(k - 1);
-        if !ahead {
+        let live = hint.load(Ordering::Relaxed);
+        // Candidate `free - 1` is alive: at least one is.
+        let hinted = free - live.clamp(1, free);
+        let mut k = hinted;
+        let ahead = self.geometry.flaw() != Flaw::TrustHint && k > 0 && alive(k - 1);
+        if ahead {
+            // More alive than last time: one more, usually.
+            if k == 1 || !alive(k - 2) {
+                return Count::found(k - 1, free, hinted);
+            }
+        } else {
             // Candidate k - 1 expired, so did all older ones: scan forward
             // (candidate `free - 1` is alive).
             for _ in 0..4 {
                 if k + 1 >= free || alive(k) {
-                    return Count::found(g, base, k, hinted);
+                    return Count::found(k, free, hinted);
                 }
                 k += 1;
             }
             k -= 4;
         }
         Count::found(
-            g,
-            base,
             self.remaining_far(base, free, k, ahead, t_eff),
+            free,
             hinted,
         )
     }
 
-    /// The hinted search's rare cases: the hint is ahead of the first alive
-    /// candidate (stale from another lap), or far behind it.
+    /// The hinted search's rare cases: two or more candidates alive before
+    /// the hinted one (`ahead`: candidate `k - 1` is), or four or more
+    /// expired from it on.
     #[cold]
     #[inline(never)]
     fn remaining_far(&self, base: usize, free: u64, k: u64, ahead: bool, t_eff: u64) -> u64 {
@@ -162,12 +168,12 @@ impl<'a> RingRef<'a> {
         slot::deadline(word)
     }
 
-    /// After the admission that made `count` committed: move the expiry
-    /// hint where the count found the first live candidate, if the count
-    /// says so ([`Count`]). Only after the commit CAS succeeded: a peek's or
-    /// a failed attempt's effective time may be later than the next
-    /// admission's, so its hint would point past that admission's first
-    /// live candidate (harmless, being verified, but a wasted search).
+    /// After the admission that made `count` committed: store the live
+    /// count it found in the expiry hint, if that changed ([`Count`]). Only
+    /// after the commit CAS succeeded: a peek's or a failed attempt's
+    /// effective time may be later than the next admission's, so its hint
+    /// would count fewer live candidates than that admission finds
+    /// (harmless, being verified, but a wasted search).
     #[inline(always)]
     pub(super) fn note_expired(&self, count: Count) {
         if count.hint != Count::KEEP
@@ -180,22 +186,20 @@ impl<'a> RingRef<'a> {
     }
 }
 
-/// What [`RingRef::remaining_after`] counted: `remaining`, and where the
-/// expiry hint moves once the admission that counted commits
+/// What [`RingRef::remaining_after`] counted: `remaining`, and the live
+/// count the expiry hint takes once the admission that counted commits
 /// ([`RingRef::note_expired`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Count {
     pub(super) remaining: u32,
-    /// The position of the first live candidate when the hinted search
-    /// found it two or more candidates past the hinted one, or before it:
-    /// each store writes `head`'s line, which every check reads, and the
-    /// search starts up to three candidates behind at no extra cost. Else
-    /// [`KEEP`](Count::KEEP).
+    /// How many candidates the hinted search found alive, when that is not
+    /// what the hint said (each store writes `head`'s line, which every
+    /// check reads). Else [`KEEP`](Count::KEEP).
     hint: u32,
 }
 
 impl Count {
-    /// No hint to record (positions are below `2^20`).
+    /// No hint to record (live counts are below `2^20`).
     const KEEP: u32 = u32::MAX;
 
     /// A count that moves no hint: no search ran, or the ring keeps none.
@@ -207,17 +211,16 @@ impl Count {
         }
     }
 
-    /// The hinted search found the first live candidate `k` (position
-    /// `base + k`), having started from candidate `hinted`.
+    /// The hinted search found the first live candidate `k` of `free`,
+    /// having started from candidate `hinted`.
     #[inline(always)]
-    fn found(g: &Geometry, base: usize, k: u64, hinted: u64) -> Count {
-        let moved = k >= hinted + 2 || k < hinted;
+    fn found(k: u64, free: u64, hinted: u64) -> Count {
         Count {
             remaining: k as u32,
-            hint: if moved {
-                g.position_plus(base, k) as u32
-            } else {
+            hint: if k == hinted {
                 Count::KEEP
+            } else {
+                (free - k) as u32
             },
         }
     }

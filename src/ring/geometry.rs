@@ -192,13 +192,6 @@ impl Geometry {
         }
     }
 
-    /// How many places forward from position `from` to position `to` (both
-    /// `< L`): `(to - from) mod L`.
-    #[inline]
-    pub(super) fn steps(&self, from: usize, to: usize) -> u64 {
-        self.position_plus(to, self.limit - from as u64) as u64
-    }
-
     /// The position `k < L` places after `pos`.
     #[inline]
     pub(super) fn position_plus(&self, pos: usize, k: u64) -> usize {

@@ -84,8 +84,8 @@ pub(crate) struct RingRef<'a> {
 /// that no value either holds — stale, from another lap, stored out of
 /// order by racing threads, garbage, or a fresh state's zero — can change a
 /// decision or a count, only what it costs:
-/// - `expiry`: the position of the first live admission the last count
-///   found (`count.rs`, `remaining_after`);
+/// - `expiry`: how many candidates the last count found alive (`count.rs`,
+///   `remaining_after`);
 /// - `frontier`: the index after the last single the fast path admitted,
 ///   so that a single finds the frontier there without scanning, and a
 ///   denial without loading `head` (`single.rs`, `at_guess`).

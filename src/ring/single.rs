@@ -503,7 +503,7 @@ mod tests {
         }
 
         /// The expiry hint is a guess too: overwritten before every call
-        /// with garbage or any position, it changes no count (rings of 8
+        /// with garbage or any live count, it changes no count (rings of 8
         /// slots and more keep one; windows long enough to hold many live
         /// admissions).
         #[test]
