@@ -47,12 +47,13 @@ impl<'a> RingRef<'a> {
             return Count::kept(free as u32);
         }
         // Candidates: admissions c + n - L .. c - 1 (`free` of them), oldest
-        // first, at positions `base + k`; candidate `free - 1` (the previous
+        // first, candidate `k` at position `pos(c) + n + k`, so the newest `m`
+        // start at position `pos(c) - m`; candidate `free - 1` (the previous
         // admission) is alive here.
-        let base = g.position_plus(g.position(c), n);
+        let at = g.position(c);
         match self.expiry_hint() {
-            Some(hint) => self.remaining_hinted(hint, base, free, t_eff),
-            None => self.remaining_gallop(base, free, t_eff),
+            Some(hint) => self.remaining_hinted(hint, at, n, free, t_eff),
+            None => self.remaining_gallop(g.position_plus(at, n), free, t_eff),
         }
     }
 
@@ -75,12 +76,15 @@ impl<'a> RingRef<'a> {
     /// Whether candidate `k` (at position `base + k`) is alive at `t_eff`.
     #[inline(always)]
     fn alive(&self, base: usize, k: u64, t_eff: u64) -> bool {
+        self.live_at(self.geometry.position_plus(base, k), t_eff)
+    }
+
+    /// Whether the candidate at position `pos` is alive at `t_eff`.
+    #[inline(always)]
+    fn live_at(&self, pos: usize, t_eff: u64) -> bool {
         // Relaxed: an estimate that publishes nothing (the candidates' words
         // are final for our index: see `remaining_after`).
-        let word = self
-            .slot(self.geometry.position_plus(base, k))
-            .load(Ordering::Relaxed);
-        slot::deadline(word) > t_eff
+        slot::deadline(self.slot(pos).load(Ordering::Relaxed)) > t_eff
     }
 
     /// The search of [`remaining_after`](Self::remaining_after) from the
@@ -95,35 +99,42 @@ impl<'a> RingRef<'a> {
     /// every other one stored it; the live count takes 0.93-0.95 of that
     /// search's time, BENCHMARKS.md.)
     #[inline(always)]
-    fn remaining_hinted(&self, hint: &AtomicU64, base: usize, free: u64, t_eff: u64) -> Count {
-        let alive = |k: u64| self.alive(base, k, t_eff);
+    fn remaining_hinted(
+        &self,
+        hint: &AtomicU64,
+        at: usize,
+        n: u64,
+        free: u64,
+        t_eff: u64,
+    ) -> Count {
+        let g = self.geometry;
+        let live = |pos: usize| self.live_at(pos, t_eff);
         // Relaxed: the hint is a guess, verified below; it orders nothing.
-        let live = hint.load(Ordering::Relaxed);
         // Candidate `free - 1` is alive: at least one is.
-        let hinted = free - live.clamp(1, free);
-        let mut k = hinted;
-        let ahead = self.geometry.flaw() != Flaw::TrustHint && k > 0 && alive(k - 1);
+        let hinted = hint.load(Ordering::Relaxed).clamp(1, free);
+        // `m` candidates alive from position `pos` on (candidate `free - m`).
+        let mut m = hinted;
+        let mut pos = g.position_minus(at, m);
+        let ahead = g.flaw() != Flaw::TrustHint && m < free && live(g.position_before(pos));
         if ahead {
             // More alive than last time: one more, usually.
-            if k == 1 || !alive(k - 2) {
-                return Count::found(k - 1, free, hinted);
+            if m + 1 == free || !live(g.position_minus(pos, 2)) {
+                return Count::found(free, m + 1, hinted);
             }
         } else {
-            // Candidate k - 1 expired, so did all older ones: scan forward
-            // (candidate `free - 1` is alive).
+            // The candidate before `pos` expired, so did all older ones:
+            // scan forward (candidate `free - 1` is alive).
             for _ in 0..4 {
-                if k + 1 >= free || alive(k) {
-                    return Count::found(k, free, hinted);
+                if m == 1 || live(pos) {
+                    return Count::found(free, m, hinted);
                 }
-                k += 1;
+                m -= 1;
+                pos = g.position_after(pos);
             }
-            k -= 4;
+            m += 4;
         }
-        Count::found(
-            self.remaining_far(base, free, k, ahead, t_eff),
-            free,
-            hinted,
-        )
+        let k = self.remaining_far(g.position_plus(at, n), free, free - m, ahead, t_eff);
+        Count::found(free, free - k, hinted)
     }
 
     /// The hinted search's rare cases: two or more candidates alive before
@@ -211,16 +222,16 @@ impl Count {
         }
     }
 
-    /// The hinted search found the first live candidate `k` of `free`,
-    /// having started from candidate `hinted`.
+    /// The hinted search found `live` of `free` candidates alive, having
+    /// guessed `hinted`.
     #[inline(always)]
-    fn found(k: u64, free: u64, hinted: u64) -> Count {
+    fn found(free: u64, live: u64, hinted: u64) -> Count {
         Count {
-            remaining: k as u32,
-            hint: if k == hinted {
+            remaining: (free - live) as u32,
+            hint: if live == hinted {
                 Count::KEEP
             } else {
-                (free - k) as u32
+                live as u32
             },
         }
     }

@@ -199,6 +199,25 @@ impl Geometry {
         (if p >= self.limit { p - self.limit } else { p }) as usize
     }
 
+    /// The position `m <= L` places before `pos`.
+    #[inline]
+    pub(super) fn position_minus(&self, pos: usize, m: u64) -> usize {
+        let p = pos as u64;
+        (if p >= m { p - m } else { p + self.limit - m }) as usize
+    }
+
+    /// The position after `pos`.
+    #[inline]
+    pub(super) fn position_after(&self, pos: usize) -> usize {
+        self.position_plus(pos, 1)
+    }
+
+    /// The position before `pos`.
+    #[inline]
+    pub(super) fn position_before(&self, pos: usize) -> usize {
+        self.position_minus(pos, 1)
+    }
+
     /// **The clamp** (docs/design.md §2): the deadline `t_eff + W` of an
     /// admission at `now` (judged) whose previous admission wrote `prev`:
     /// `t_eff = max(now, t_eff of the previous admission)`, so effective
