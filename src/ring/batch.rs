@@ -66,7 +66,7 @@ impl<'a> RingRef<'a> {
             // `remaining_after`).
             let count = self.remaining_after(v.c, n64, v.p, t_eff);
             if self.commit_batch(&v, n64, d, &backoff) {
-                self.note_expired(count);
+                self.note_expired(count, false);
                 return Outcome::admitted(t_eff, count.remaining, 0);
             }
         }
@@ -92,7 +92,7 @@ impl<'a> RingRef<'a> {
         if g.flaw() == Flaw::TrustHint {
             // The broken variant: a peek's effective time may be later than
             // the next admission's.
-            self.note_expired(count);
+            self.note_expired(count, false);
         }
         Outcome::admitted(t_eff, count.remaining, 0)
     }

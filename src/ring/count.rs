@@ -180,14 +180,19 @@ impl<'a> RingRef<'a> {
     }
 
     /// After the admission that made `count` committed: store the live
-    /// count it found in the expiry hint, if that changed ([`Count`]). Only
-    /// after the commit CAS succeeded: a peek's or a failed attempt's
+    /// count it found in the expiry hint, if that changed ([`Count`]) — by
+    /// two or more when `racing` (an admission the scan path made, where
+    /// admitters race: there the live count moves by one from call to call
+    /// as the threads' admissions interleave, a store to `head`'s line
+    /// costs the other thread a miss, and a hint one off costs one load).
+    /// Only after the commit CAS succeeded: a peek's or a failed attempt's
     /// effective time may be later than the next admission's, so its hint
     /// would count fewer live candidates than that admission finds
     /// (harmless, being verified, but a wasted search).
     #[inline(always)]
-    pub(super) fn note_expired(&self, count: Count) {
+    pub(super) fn note_expired(&self, count: Count, racing: bool) {
         if count.hint != Count::KEEP
+            && !(racing && count.hint.abs_diff(count.hinted) <= 1)
             && let Some(hint) = self.expiry_hint()
         {
             // Relaxed: see `remaining_hinted`; racing admitters may store in
@@ -207,6 +212,8 @@ pub(super) struct Count {
     /// what the hint said (each store writes `head`'s line, which every
     /// check reads). Else [`KEEP`](Count::KEEP).
     hint: u32,
+    /// The live count the hint said.
+    hinted: u32,
 }
 
 impl Count {
@@ -219,6 +226,7 @@ impl Count {
         Count {
             remaining,
             hint: Count::KEEP,
+            hinted: Count::KEEP,
         }
     }
 
@@ -233,6 +241,7 @@ impl Count {
             } else {
                 live as u32
             },
+            hinted: hinted as u32,
         }
     }
 }

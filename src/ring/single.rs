@@ -178,7 +178,7 @@ impl<'a> RingRef<'a> {
         }
         self.after_single(v.hw, k, v.c, v.pos);
         if R >= report::REMAINING {
-            self.note_expired(count);
+            self.note_expired(count, false);
         }
         Outcome::Admitted {
             at: t_eff,
@@ -296,7 +296,7 @@ impl<'a> RingRef<'a> {
                     }
                 }
                 if R >= report::REMAINING {
-                    self.note_expired(count);
+                    self.note_expired(count, true);
                 }
                 return Outcome::Admitted {
                     at: t_eff,
