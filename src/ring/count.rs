@@ -89,9 +89,9 @@ impl<'a> RingRef<'a> {
 
     /// The search of [`remaining_after`](Self::remaining_after) from the
     /// expiry hint: the candidate the hint names (the oldest of as many
-    /// live ones as the last count found) and the one before it, then up
-    /// to three more either way; two loads on one cache line when the live
-    /// count held. The [`Count`] it returns carries the new live count when
+    /// live ones as the last count found) and the one before it, then one
+    /// more before it or up to three after it; two loads on one cache line
+    /// when the live count held. The [`Count`] it returns carries the new live count when
     /// it changed.
     ///
     /// (A position hint — where the first live admission lay — moves with
