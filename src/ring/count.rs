@@ -94,10 +94,10 @@ impl<'a> RingRef<'a> {
     /// when the live count held. The [`Count`] it returns carries the new live count when
     /// it changed.
     ///
-    /// (A position hint — where the first live admission lay — moves with
-    /// every expiry, so most counts found it one or two candidates off and
-    /// every other one stored it; the live count takes 0.93-0.95 of that
-    /// search's time, BENCHMARKS.md.)
+    /// Why a count and not a position: where the first live admission
+    /// lies moves with every expiry, so a position hint is found one or two
+    /// candidates off by most counts and stored by every other one (the
+    /// live count measures 0.93-0.95 of that search's time, BENCHMARKS.md).
     #[inline(always)]
     fn remaining_hinted(
         &self,
