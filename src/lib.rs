@@ -354,6 +354,13 @@
 //!   for `tower::PeerIp` itself).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Links to the feature-gated modules (`tower`, `redis`, `snapshot`) resolve
+// in the documented build (all features: docs.rs, and CI with `-D
+// warnings`); a `cargo doc` without those features would only warn.
+#![cfg_attr(
+    not(all(feature = "tower", feature = "redis", feature = "serde")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 
 pub mod algorithm;
 mod clock;
