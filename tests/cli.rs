@@ -29,6 +29,17 @@ fn json_number(json: &str, name: &str) -> u64 {
         .unwrap()
 }
 
+/// Runs `command`, which must succeed; its stdout.
+fn succeeds(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Runs `command`, which must fail; its stderr.
 fn fails(command: &mut Command) -> String {
     let out = command.output().unwrap();
@@ -88,24 +99,18 @@ fn replay_matches_the_reference_model() {
     for (seed, rfc3339) in [(1u64, true), (2, false), (3, true)] {
         let (csv, events) = traffic(seed, 3_000, rfc3339);
         let path = write_temp(&format!("traffic-{seed}.csv"), &csv);
-        let out = slidelog()
-            .args([
-                "replay",
-                path.to_str().unwrap(),
-                "--limit",
-                "5/1s",
-                "--time-column",
-                "when",
-            ])
-            .args(["--key-column", "client", "--format", "json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let json = succeeds(
+            slidelog()
+                .args([
+                    "replay",
+                    path.to_str().unwrap(),
+                    "--limit",
+                    "5/1s",
+                    "--time-column",
+                    "when",
+                ])
+                .args(["--key-column", "client", "--format", "json"]),
         );
-        let json = String::from_utf8(out.stdout).unwrap();
 
         let mut models: HashMap<String, Model> = HashMap::new();
         let (mut admitted, mut denied) = (0, 0);
@@ -216,17 +221,11 @@ fn malformed_input_fails_with_line_and_column() {
 /// Runs `slidelog demo` with `args` (200 ms phases, 100 keys), expects
 /// success, and returns its standard output.
 fn demo(args: &[&str]) -> String {
-    let out = slidelog()
-        .args(["demo", "--duration", "200ms", "--keys", "100"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    succeeds(
+        slidelog()
+            .args(["demo", "--duration", "200ms", "--keys", "100"])
+            .args(args),
+    )
 }
 
 #[test]
@@ -299,16 +298,7 @@ fn every_subcommand_has_help() {
 /// them: a ratio means little without it.
 #[test]
 fn bench_prints_the_cpu_model_above_its_figures() {
-    let out = slidelog()
-        .args(["bench", "--seconds", "0.5"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = succeeds(slidelog().args(["bench", "--seconds", "0.5"]));
     let lines: Vec<&str> = stdout.lines().collect();
     let cpu = lines
         .iter()
@@ -344,17 +334,11 @@ fn model_counts(events: &[(u64, String)], limit: u32, window_ns: u64) -> (u64, u
 }
 
 fn replay_json(path: &std::path::Path, args: &[&str]) -> String {
-    let out = slidelog()
-        .args(["replay", path.to_str().unwrap(), "--format", "json"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    succeeds(
+        slidelog()
+            .args(["replay", path.to_str().unwrap(), "--format", "json"])
+            .args(args),
+    )
 }
 
 /// Epoch milliseconds are read as milliseconds (detected by
@@ -543,26 +527,21 @@ fn stacked_limits_are_one_multi_policy_limiter() {
         "stacked.csv",
         "when,client\n0,a\n0,a\n5,a\n10,a\n11,a\n60,a\n0,b\n",
     );
-    let out = slidelog()
-        .args(["replay", path.to_str().unwrap()])
-        .args(["--limit", "2/10s", "--limit", "3/60s", "--time-unit", "s"])
-        .args([
-            "--time-column",
-            "when",
-            "--key-column",
-            "client",
-            "--format",
-            "json",
-        ])
-        .args(["--tolerance", "60s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = succeeds(
+        slidelog()
+            .args(["replay", path.to_str().unwrap()])
+            .args(["--limit", "2/10s", "--limit", "3/60s", "--time-unit", "s"])
+            .args([
+                "--time-column",
+                "when",
+                "--key-column",
+                "client",
+                "--format",
+                "json",
+            ])
+            .args(["--tolerance", "60s"]),
     );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["requests"], 7);
     assert_eq!(json["admitted"], 5);
     assert_eq!(json["denied"], 2);
