@@ -278,6 +278,19 @@ fn main() {
             Box::new(move || keyed(10, us, 10_000, 1, Keys::Full)),
             2_000_000,
         ),
+        // More keys than this host's L2 holds of our entries (144 bytes a
+        // key at L = 10), fewer than it holds of governor's (16-byte states
+        // in DashMap's tables); then more than either fits.
+        (
+            "keyed deny 1 thread, 100k keys, 10 per hour, full",
+            Box::new(move || keyed(10, us, 100_000, 1, Keys::Full)),
+            1_000_000,
+        ),
+        (
+            "keyed deny 1 thread, 1M keys, 10 per hour, full",
+            Box::new(move || keyed(10, us, 1_000_000, 1, Keys::Full)),
+            1_000_000,
+        ),
         (
             "keyed allow 2 threads disjoint, 10k keys, L = 10, W = 1 us (keys created interleaved)",
             Box::new(move || keyed(10, us, 10_000, 2, Keys::Interleaved)),
