@@ -278,9 +278,9 @@ fn main() {
             Box::new(move || keyed(10, us, 10_000, 1, Keys::Full)),
             2_000_000,
         ),
-        // More keys than this host's L2 holds of our entries (144 bytes a
-        // key at L = 10), fewer than it holds of governor's (16-byte states
-        // in DashMap's tables); then more than either fits.
+        // 100k keys: more than a 2 MiB L2 holds of our entries (144 bytes a
+        // key at L = 10: 14 MB), not of governor's (16-byte buckets in
+        // DashMap's tables: about 2 MB). 1M keys: more than either fits.
         (
             "keyed deny 1 thread, 100k keys, 10 per hour, full",
             Box::new(move || keyed(10, us, 100_000, 1, Keys::Full)),
