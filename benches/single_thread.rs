@@ -1,6 +1,7 @@
 //! One key, one thread: allow path, deny path and `check_n(4)`, with the
 //! default clock and with the time passed in, against governor and the
-//! `Mutex<VecDeque>` log under the same quotas.
+//! `Mutex<VecDeque>` log under the same quotas; and what building a limiter
+//! costs.
 
 // criterion's macros generate undocumented `pub fn`s.
 #![allow(missing_docs)]
@@ -179,5 +180,24 @@ fn clocks(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, allow, deny, check_n, clocks);
+/// Building a limiter, against building governor's (each builds a clock:
+/// ours clones the process's quanta clock, governor's `direct` builds a
+/// quanta clock, whose `CPUID` traps to the hypervisor on a VM).
+fn build(c: &mut Criterion) {
+    let mut g = c.benchmark_group("build");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("slidelog/QuantaClock::new", |b| {
+        b.iter(|| black_box(QuantaClock::new()))
+    });
+    g.bench_function("slidelog/Limiter::new", |b| {
+        b.iter(|| black_box(Limiter::new(10, Duration::from_secs(1)).unwrap()))
+    });
+    let quota = Quota::per_second(NonZeroU32::new(10).unwrap());
+    g.bench_function("governor/direct", |b| {
+        b.iter(|| black_box(RateLimiter::direct(quota)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, allow, deny, check_n, clocks, build);
 criterion_main!(benches);

@@ -96,7 +96,7 @@ impl QuantaClock {
     /// # let _ = clock;
     /// ```
     pub fn new() -> Self {
-        let clock = quanta::Clock::new();
+        let clock = process_clock();
         let origin_raw = clock.raw();
         let origin = clock.scaled(origin_raw);
         QuantaClock {
@@ -141,6 +141,18 @@ impl QuantaClock {
         clock.origin = clock.clock.recent();
         Ok((clock, Upkeep { _handle: handle }))
     }
+}
+
+/// The process's one `quanta::Clock`, cloned for every [`QuantaClock`].
+///
+/// Building a `quanta::Clock` runs `CPUID` to find the TSC, and `CPUID`
+/// traps to the hypervisor on a virtual machine: about 45 µs per clock on
+/// the 2-vCPU VM of BENCHMARKS.md, which made every `Limiter::new` cost as
+/// much. A clone shares the calibration (plain data) and costs nothing, and
+/// each `QuantaClock` still takes its own origin.
+fn process_clock() -> quanta::Clock {
+    static CLOCK: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
+    CLOCK.get_or_init(quanta::Clock::new).clone()
 }
 
 impl Default for QuantaClock {
@@ -302,6 +314,22 @@ mod tests {
         assert_eq!(other.now(), u64::MAX);
         clock.set(10);
         assert_eq!(other.now(), 10);
+    }
+
+    /// Clocks share the process's `quanta::Clock`, not its readings: each
+    /// counts from its own creation (plus the head start).
+    #[test]
+    fn quanta_clocks_count_from_their_own_creation() {
+        let first = QuantaClock::new();
+        std::thread::sleep(Duration::from_millis(20));
+        let second = QuantaClock::new();
+        let (a, b) = (first.now(), second.now());
+        assert!(b >= QuantaClock::ORIGIN);
+        // 20 ms apart, less whatever passed between the two reads.
+        assert!(
+            a - QuantaClock::ORIGIN >= 10_000_000 + (b - QuantaClock::ORIGIN),
+            "the first clock ({a}) should be about 20 ms ahead of the second ({b})"
+        );
     }
 
     #[test]
