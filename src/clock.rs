@@ -77,6 +77,9 @@ pub struct QuantaClock {
     origin_raw: u64,
     origin: quanta::Instant,
     recent: bool,
+    /// Whether `clock` counts time stamp counter ticks ([`tsc::counts`]):
+    /// then a reading takes the counter inline ([`tsc::read`]).
+    tsc: bool,
 }
 
 impl QuantaClock {
@@ -96,7 +99,7 @@ impl QuantaClock {
     /// # let _ = clock;
     /// ```
     pub fn new() -> Self {
-        let clock = process_clock();
+        let (clock, tsc) = process_clock();
         let origin_raw = clock.raw();
         let origin = clock.scaled(origin_raw);
         QuantaClock {
@@ -104,6 +107,7 @@ impl QuantaClock {
             origin_raw,
             origin,
             recent: false,
+            tsc,
         }
     }
 
@@ -143,16 +147,63 @@ impl QuantaClock {
     }
 }
 
-/// The process's one `quanta::Clock`, cloned for every [`QuantaClock`].
+/// The process's one `quanta::Clock`, cloned for every [`QuantaClock`],
+/// and whether it counts TSC ticks ([`tsc::counts`]).
 ///
 /// Building a `quanta::Clock` runs `CPUID` to find the TSC, and `CPUID`
 /// traps to the hypervisor on a virtual machine (about 45 µs per clock on
 /// the 2-vCPU VM of BENCHMARKS.md, where a `Limiter::new` takes 0.2 µs
 /// without it). A clone shares the calibration (plain data) and costs
 /// nothing; each `QuantaClock` still takes its own origin.
-fn process_clock() -> quanta::Clock {
-    static CLOCK: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
-    CLOCK.get_or_init(quanta::Clock::new).clone()
+fn process_clock() -> (quanta::Clock, bool) {
+    static CLOCK: std::sync::OnceLock<(quanta::Clock, bool)> = std::sync::OnceLock::new();
+    let (clock, tsc) = CLOCK.get_or_init(|| {
+        let clock = quanta::Clock::new();
+        let tsc = tsc::counts(&clock);
+        (clock, tsc)
+    });
+    (clock.clone(), *tsc)
+}
+
+/// Reading the time stamp counter inline.
+///
+/// `quanta::Clock::raw` is a call out of line (it also holds the
+/// `clock_gettime` fallback), and a call clobbers the caller-saved
+/// registers: on the hot path, whatever a limiter loaded before the read
+/// must then wait in callee-saved registers or on the stack. Where the
+/// clock counts TSC ticks, `QuantaClock` takes the counter itself and
+/// leaves only the scaling to quanta (`delta_as_nanos`, inlined): the same
+/// ticks, the same calibration.
+mod tsc {
+    /// Whether `clock` counts TSC ticks, so that [`read`] returns what its
+    /// `raw` would: quanta scales deltas only on its TSC source (on its
+    /// `clock_gettime` fallback a delta is already nanoseconds), so a
+    /// scaled delta proves the TSC. A TSC whose calibration came out at
+    /// exactly one tick per nanosecond reads as "no": the slower `raw`,
+    /// still right. Off x86-64 there is no inline read: always "no".
+    pub(super) fn counts(clock: &quanta::Clock) -> bool {
+        const PROBE: u64 = 1 << 40;
+        cfg!(target_arch = "x86_64") && clock.delta_as_nanos(0, PROBE) != PROBE
+    }
+
+    /// The time stamp counter, as quanta's TSC source reads it (`RDTSC`),
+    /// if the clock counts it (`counts`); else `None`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(super) fn read(counts: bool) -> Option<u64> {
+        // SAFETY: `RDTSC` exists on every x86-64 processor and touches no
+        // memory; it is the instruction quanta's TSC source executes, and
+        // it runs here only where that source is the clock's (`counts`).
+        counts.then(|| unsafe { core::arch::x86_64::_rdtsc() })
+    }
+
+    /// Off x86-64: no inline read.
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline(always)]
+    pub(super) fn read(_counts: bool) -> Option<u64> {
+        None
+    }
 }
 
 impl Default for QuantaClock {
@@ -178,7 +229,8 @@ impl Clock for QuantaClock {
                 .saturating_duration_since(self.origin)
                 .as_nanos() as u64
         } else {
-            self.clock.delta_as_nanos(self.origin_raw, self.clock.raw())
+            let raw = tsc::read(self.tsc).unwrap_or_else(|| self.clock.raw());
+            self.clock.delta_as_nanos(self.origin_raw, raw)
         };
         elapsed + Self::ORIGIN
     }
@@ -314,6 +366,26 @@ mod tests {
         assert_eq!(other.now(), u64::MAX);
         clock.set(10);
         assert_eq!(other.now(), 10);
+    }
+
+    /// Where the clock counts TSC ticks, the inline read is what quanta's
+    /// `raw` reads: a `raw` reading lies between two inline ones. (On a
+    /// clock without the TSC, `raw` reads `clock_gettime` nanoseconds,
+    /// which this would catch if `counts` took that clock for the TSC.)
+    #[test]
+    fn the_inline_tsc_read_is_quantas() {
+        let (clock, counts) = process_clock();
+        assert_eq!(counts, tsc::counts(&clock));
+        if !counts {
+            assert_eq!(tsc::read(false), None);
+            return;
+        }
+        for _ in 0..3 {
+            let before = tsc::read(true).expect("counts");
+            let raw = clock.raw();
+            let after = tsc::read(true).expect("counts");
+            assert!(before <= raw && raw <= after, "{before} <= {raw} <= {after}");
+        }
     }
 
     /// Clocks share the process's `quanta::Clock`, not its readings: each
