@@ -77,8 +77,9 @@ pub struct QuantaClock {
     origin_raw: u64,
     origin: quanta::Instant,
     recent: bool,
-    /// Whether `clock` counts time stamp counter ticks ([`tsc::counts`]):
-    /// then a reading takes the counter inline ([`tsc::read`]).
+    /// Whether a reading takes the time stamp counter inline
+    /// ([`tsc::read`]): `clock` counts its ticks ([`tsc::counts`]) and the
+    /// clock is not `recent`.
     tsc: bool,
 }
 
@@ -142,6 +143,7 @@ impl QuantaClock {
         };
         let mut clock = QuantaClock::new();
         clock.recent = true;
+        clock.tsc = false;
         clock.origin = clock.clock.recent();
         Ok((clock, Upkeep { _handle: handle }))
     }
@@ -221,16 +223,31 @@ impl fmt::Debug for QuantaClock {
 }
 
 impl Clock for QuantaClock {
-    #[inline]
+    /// Inline only the TSC read and its scaling: a limiter inlines its
+    /// clock read into every path that asks for the time, so the rest (the
+    /// upkeep thread's time, quanta's own read) stays out of line.
+    #[inline(always)]
     fn now(&self) -> u64 {
+        match tsc::read(self.tsc) {
+            Some(ticks) => self.clock.delta_as_nanos(self.origin_raw, ticks) + Self::ORIGIN,
+            None => self.now_otherwise(),
+        }
+    }
+}
+
+impl QuantaClock {
+    /// [`now`](Clock::now) on a clock whose reading is not the inline TSC
+    /// read: a `recent` clock, or a clock without the TSC.
+    #[cold]
+    #[inline(never)]
+    fn now_otherwise(&self) -> u64 {
         let elapsed = if self.recent {
             self.clock
                 .recent()
                 .saturating_duration_since(self.origin)
                 .as_nanos() as u64
         } else {
-            let raw = tsc::read(self.tsc).unwrap_or_else(|| self.clock.raw());
-            self.clock.delta_as_nanos(self.origin_raw, raw)
+            self.clock.delta_as_nanos(self.origin_raw, self.clock.raw())
         };
         elapsed + Self::ORIGIN
     }
@@ -384,7 +401,10 @@ mod tests {
             let before = tsc::read(true).expect("counts");
             let raw = clock.raw();
             let after = tsc::read(true).expect("counts");
-            assert!(before <= raw && raw <= after, "{before} <= {raw} <= {after}");
+            assert!(
+                before <= raw && raw <= after,
+                "{before} <= {raw} <= {after}"
+            );
         }
     }
 

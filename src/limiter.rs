@@ -114,7 +114,13 @@ struct Generation {
 /// not closures, so that `#[inline(always)]` keeps each check one
 /// straight-line body on the hot path.)
 trait Judge<T> {
-    fn judge(&self, shape: &Shape, ring: RingRef<'_>, now: Now) -> Option<Result<T, Denied>>;
+    /// `when` reads the request's time; the judge calls it once.
+    fn judge(
+        &self,
+        shape: &Shape,
+        ring: RingRef<'_>,
+        when: impl FnOnce() -> Now,
+    ) -> Option<Result<T, Denied>>;
 }
 
 /// `check`: one unit, counting `remaining`.
@@ -136,9 +142,9 @@ impl Judge<(Admitted, Option<u64>)> for CheckGrowing {
         &self,
         shape: &Shape,
         ring: RingRef<'_>,
-        now: Now,
+        when: impl FnOnce() -> Now,
     ) -> Option<Result<(Admitted, Option<u64>), Denied>> {
-        let (decision, wait) = shape.check_growing_at(ring, now)?;
+        let (decision, wait) = shape.check_growing_at(ring, when())?;
         Some(decision.map(|admitted| (admitted, wait)))
     }
 }
@@ -149,16 +155,21 @@ impl Judge<Admitted> for CheckOne {
         &self,
         shape: &Shape,
         ring: RingRef<'_>,
-        now: Now,
+        when: impl FnOnce() -> Now,
     ) -> Option<Result<Admitted, Denied>> {
-        shape.check_at(ring, now, 1)
+        shape.check_when(ring, when)
     }
 }
 
 impl Judge<()> for AdmitOne {
     #[inline(always)]
-    fn judge(&self, shape: &Shape, ring: RingRef<'_>, now: Now) -> Option<Result<(), Denied>> {
-        shape.admit_at(ring, now)
+    fn judge(
+        &self,
+        shape: &Shape,
+        ring: RingRef<'_>,
+        when: impl FnOnce() -> Now,
+    ) -> Option<Result<(), Denied>> {
+        shape.admit_when(ring, when)
     }
 }
 
@@ -178,8 +189,9 @@ impl Judge<Admitted> for CheckN {
         &self,
         shape: &Shape,
         ring: RingRef<'_>,
-        now: Now,
+        when: impl FnOnce() -> Now,
     ) -> Option<Result<Admitted, Denied>> {
+        let now = when();
         never_fits(shape, ring, self.0).unwrap_or_else(|| shape.check_at(ring, now, self.0))
     }
 }
@@ -190,8 +202,9 @@ impl Judge<Admitted> for PeekN {
         &self,
         shape: &Shape,
         ring: RingRef<'_>,
-        now: Now,
+        when: impl FnOnce() -> Now,
     ) -> Option<Result<Admitted, Denied>> {
+        let now = when();
         never_fits(shape, ring, self.0).unwrap_or_else(|| shape.peek_at(ring, now, self.0))
     }
 }
@@ -411,16 +424,29 @@ impl<C: Clock> Limiter<C> {
         }
     }
 
-    /// **The answer** of the current generation: `op` judges at `read` on
-    /// the generation `first` until a reconfiguration closes it, then on the
+    /// **The answer** of the current generation: `op` judges on the
+    /// generation `first`, at the time `read` returns (read once, when the
+    /// ring asks for it: docs/design.md §4, "The time is read last"), until
+    /// a reconfiguration closes it; then at that same reading on the
     /// generations that followed (out of line: only a reconfigured limiter
     /// pays for the pin and the pointer).
     #[inline(always)]
-    fn decide<T, J: Judge<T>>(&self, read: u64, op: J) -> Result<T, Denied> {
+    fn decide<T, J: Judge<T>>(&self, read: impl FnOnce() -> u64, op: J) -> Result<T, Denied> {
         let first = &self.first;
-        match op.judge(&first.shape, first.ring(), first.shape.now(read, 0)) {
+        let shape = &first.shape;
+        let mut reading = 0;
+        let answer = op.judge(
+            shape,
+            first.ring(),
+            #[inline(always)]
+            || {
+                reading = read();
+                shape.now(reading, 0)
+            },
+        );
+        match answer {
             Some(answer) => answer,
-            None => self.decide_moved(read, &op),
+            None => self.decide_moved(reading, &op),
         }
     }
 
@@ -431,7 +457,7 @@ impl<C: Clock> Limiter<C> {
         loop {
             let generation = held.as_deref().unwrap_or(&self.first);
             let shape = &generation.shape;
-            if let Some(answer) = op.judge(shape, generation.ring(), shape.now(read, 0)) {
+            if let Some(answer) = op.judge(shape, generation.ring(), || shape.now(read, 0)) {
                 return answer;
             }
             held = self.after(generation);
@@ -478,7 +504,7 @@ impl<C: Clock> Limiter<C> {
     /// run).
     #[cfg(feature = "tower")]
     pub(crate) fn check_growing_at(&self, now: u64) -> Result<(Admitted, Option<u64>), Denied> {
-        self.decide(now, CheckGrowing)
+        self.decide(|| now, CheckGrowing)
     }
 
     /// With several policies, each one's room and wait at `now` (for the
@@ -605,7 +631,11 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check(&self) -> Result<Admitted, Denied> {
-        self.check_at(self.clock.now())
+        self.decide(
+            #[inline(always)]
+            || self.clock.now(),
+            CheckOne,
+        )
     }
 
     /// Checks one request at `now` (nanoseconds on this limiter's clock), for
@@ -626,7 +656,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_at(&self, now: u64) -> Result<Admitted, Denied> {
-        self.decide(now, CheckOne)
+        self.decide(|| now, CheckOne)
     }
 
     /// Admits one request now or denies it, like [`check`](Self::check) but
@@ -654,7 +684,11 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn admit(&self) -> Result<(), Denied> {
-        self.admit_at(self.clock.now())
+        self.decide(
+            #[inline(always)]
+            || self.clock.now(),
+            AdmitOne,
+        )
     }
 
     /// [`admit`](Self::admit) at `now` (nanoseconds on this limiter's clock).
@@ -674,7 +708,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn admit_at(&self, now: u64) -> Result<(), Denied> {
-        self.decide(now, AdmitOne)
+        self.decide(|| now, AdmitOne)
     }
 
     /// Checks a request of `n` units now: all `n` are admitted or none.
@@ -722,7 +756,7 @@ impl<C: Clock> Limiter<C> {
     #[must_use = "a denied request must not go ahead: use the result"]
     #[inline]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        self.decide(now, CheckN(n))
+        self.decide(|| now, CheckN(n))
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording
@@ -777,7 +811,7 @@ impl<C: Clock> Limiter<C> {
     }
 
     fn peek_inner(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
-        self.decide(now, PeekN(n))
+        self.decide(|| now, PeekN(n))
     }
 
     /// The limit: admissions allowed in any window (the first policy's,

@@ -38,8 +38,19 @@ impl<'a> RingRef<'a> {
     /// So no value of the hint, however stale, torn between racing
     /// admitters or from another lap, can change a count; it only costs
     /// loads. (Loom: `control_unverified_hint_is_caught`.)
+    ///
+    /// `early`: the [`Hinted`] words of a single at `c`, if they were loaded
+    /// already ([`early_hinted`](Self::early_hinted)); else the search loads
+    /// them.
     #[inline(always)]
-    pub(super) fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> Count {
+    pub(super) fn remaining_after(
+        &self,
+        c: u64,
+        n: u64,
+        prev: u64,
+        t_eff: u64,
+        early: Option<Hinted>,
+    ) -> Count {
         let g = self.geometry;
         let free = g.len() - n;
         // Fast path: the previous admission expired, so all older ones did.
@@ -51,10 +62,36 @@ impl<'a> RingRef<'a> {
         // start at position `pos(c) - m`; candidate `free - 1` (the previous
         // admission) is alive here.
         let at = g.position(c);
-        match self.expiry_hint() {
-            Some(hint) => self.remaining_hinted(hint, at, n, free, t_eff),
-            None => self.remaining_gallop(g.position_plus(at, n), free, t_eff),
-        }
+        let hinted = match (early, self.expiry_hint()) {
+            (Some(hinted), _) => hinted,
+            (None, Some(hint)) => self.hinted(hint, at, free),
+            (None, None) => return self.remaining_gallop(g.position_plus(at, n), free, t_eff),
+        };
+        self.remaining_hinted(hinted, at, n, free, t_eff)
+    }
+
+    /// **The early count's loads**: for a single at position `at` whose
+    /// slots read `s` (its own) and `p` (the previous admission's), the
+    /// [`Hinted`] words, loaded now, if the ring keeps an expiry hint and
+    /// the log spans more than a window (`p`'s admission came at least `W`
+    /// after `s`'s). A request judged at or after the newest admission then
+    /// finds `s` expired and is admitted, so its count will read these
+    /// words: the fast path loads them before it reads the clock
+    /// ([`check_one_when`](Self::check_one_when)). Else (a full window,
+    /// whose denial reads no count) nothing is loaded.
+    ///
+    /// Loaded after the slot loads that fixed the frontier, as the count's
+    /// own loads are, so the argument of
+    /// [`remaining_after`](Self::remaining_after) covers them; and verified
+    /// as every hinted search's words are, so a word of any age changes no
+    /// count.
+    #[inline(always)]
+    pub(super) fn early_hinted(&self, at: usize, s: u64, p: u64) -> Option<Hinted> {
+        let g = self.geometry;
+        let spans = slot::deadline(s) + g.window() <= slot::deadline(p);
+        let free = g.len() - 1;
+        let hint = self.expiry_hint().filter(|_| spans && free > 0)?;
+        Some(self.hinted(hint, at, free))
     }
 
     /// The search of [`remaining_after`](Self::remaining_after) on a ring
@@ -82,9 +119,15 @@ impl<'a> RingRef<'a> {
     /// Whether the candidate at position `pos` is alive at `t_eff`.
     #[inline(always)]
     fn live_at(&self, pos: usize, t_eff: u64) -> bool {
+        slot::deadline(self.word(pos)) > t_eff
+    }
+
+    /// A candidate's word, at position `pos`.
+    #[inline(always)]
+    fn word(&self, pos: usize) -> u64 {
         // Relaxed: an estimate that publishes nothing (the candidates' words
         // are final for our index: see `remaining_after`).
-        slot::deadline(self.slot(pos).load(Ordering::Relaxed)) > t_eff
+        self.slot(pos).load(Ordering::Relaxed)
     }
 
     /// The search of [`remaining_after`](Self::remaining_after) from the
@@ -99,42 +142,57 @@ impl<'a> RingRef<'a> {
     /// candidates off by most counts and stored by every other one (the
     /// live count measures 0.93-0.95 of that search's time, BENCHMARKS.md).
     #[inline(always)]
-    fn remaining_hinted(
-        &self,
-        hint: &AtomicU64,
-        at: usize,
-        n: u64,
-        free: u64,
-        t_eff: u64,
-    ) -> Count {
+    fn remaining_hinted(&self, hinted: Hinted, at: usize, n: u64, free: u64, t_eff: u64) -> Count {
         let g = self.geometry;
         let live = |pos: usize| self.live_at(pos, t_eff);
-        // Relaxed: the hint is a guess, verified below; it orders nothing.
-        // Candidate `free - 1` is alive: at least one is.
-        let hinted = hint.load(Ordering::Relaxed).clamp(1, free);
+        let alive = |word: u64| slot::deadline(word) > t_eff;
+        let Hinted {
+            live: guessed,
+            before,
+            mut named,
+        } = hinted;
         // `m` candidates alive from position `pos` on (candidate `free - m`).
-        let mut m = hinted;
+        let mut m = guessed;
         let mut pos = g.position_minus(at, m);
-        let ahead = g.flaw() != Flaw::TrustHint && m < free && live(g.position_before(pos));
+        let ahead = g.flaw() != Flaw::TrustHint && m < free && alive(before);
         if ahead {
             // More alive than last time: one more, usually.
             if m + 1 == free || !live(g.position_minus(pos, 2)) {
-                return Count::found(free, m + 1, hinted);
+                return Count::found(free, m + 1, guessed);
             }
         } else {
             // The candidate before `pos` expired, so did all older ones:
             // scan forward (candidate `free - 1` is alive).
             for _ in 0..4 {
-                if m == 1 || live(pos) {
-                    return Count::found(free, m, hinted);
+                if m == 1 || alive(named) {
+                    return Count::found(free, m, guessed);
                 }
                 m -= 1;
                 pos = g.position_after(pos);
+                named = self.word(pos);
             }
             m += 4;
         }
         let k = self.remaining_far(g.position_plus(at, n), free, free - m, ahead, t_eff);
-        Count::found(free, free - k, hinted)
+        Count::found(free, free - k, guessed)
+    }
+
+    /// The [`Hinted`] words for an admission at position `at` with `free`
+    /// candidates: the hint's live count `m` (clamped to `1..=free`;
+    /// candidate `free - 1` is alive, so at least one is) and the words at
+    /// positions `at - m - 1` and `at - m`.
+    #[inline(always)]
+    fn hinted(&self, hint: &AtomicU64, at: usize, free: u64) -> Hinted {
+        let g = self.geometry;
+        // Relaxed: the hint is a guess, verified by the search; it orders
+        // nothing.
+        let live = hint.load(Ordering::Relaxed).clamp(1, free);
+        let pos = g.position_minus(at, live);
+        Hinted {
+            live,
+            before: self.word(g.position_before(pos)),
+            named: self.word(pos),
+        }
     }
 
     /// The hinted search's rare cases: two or more candidates alive before
@@ -177,11 +235,7 @@ impl<'a> RingRef<'a> {
             return d;
         }
         let base = g.position(g.advance(c, 1));
-        // Relaxed: as the count's loads (see `alive`).
-        let word = self
-            .slot(g.position_plus(base, u64::from(remaining)))
-            .load(Ordering::Relaxed);
-        slot::deadline(word)
+        slot::deadline(self.word(g.position_plus(base, u64::from(remaining))))
     }
 
     /// After the admission that made `count` committed: store the live
@@ -249,6 +303,16 @@ impl Count {
             hinted: hinted as u32,
         }
     }
+}
+
+/// Where the hinted search starts ([`RingRef::remaining_after`]): the
+/// expiry hint's live count `m`, and the words of the candidate it names
+/// (the oldest of the `m` newest) and of the one before it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Hinted {
+    live: u64,
+    before: u64,
+    named: u64,
 }
 
 /// Among candidates `0..free` whose liveness is false ... false, true ...

@@ -61,6 +61,14 @@ pub(crate) struct Now {
     pub(crate) judged: u64,
 }
 
+impl Now {
+    /// A time read and judged alike (no floor, within range).
+    #[inline(always)]
+    pub(crate) const fn at(t: u64) -> Now {
+        Now { read: t, judged: t }
+    }
+}
+
 impl Geometry {
     /// Validated by [`crate::config`]: `1 <= limit <= MAX_LIMIT`,
     /// `1 <= window <= MAX_WINDOW`.

@@ -227,13 +227,49 @@ impl Shape {
     /// but without counting `remaining`.
     #[inline(always)]
     pub(crate) fn admit_at(&self, ring: RingRef<'_>, now: Now) -> Option<Result<(), Denied>> {
-        let outcome = match &self.rules {
-            None => ring.check_one::<{ report::DECISION }>(now.judged),
-            Some(rules) => multi(ring, now.judged, 1, rules),
-        };
-        match outcome {
-            Outcome::Admitted { .. } => Some(Ok(())),
-            outcome => self.decide(outcome, now).map(|decision| decision.map(drop)),
+        self.admit_when(ring, || now)
+    }
+
+    /// [`admit_at`](Self::admit_at) at the time `when` reads, read once the
+    /// loads that do not need it are issued
+    /// ([`RingRef::check_one_when`]).
+    #[inline(always)]
+    pub(crate) fn admit_when(
+        &self,
+        ring: RingRef<'_>,
+        when: impl FnOnce() -> Now,
+    ) -> Option<Result<(), Denied>> {
+        match self.one_unit::<{ report::DECISION }>(ring, when) {
+            (Outcome::Admitted { .. }, _) => Some(Ok(())),
+            (outcome, now) => self.decide(outcome, now).map(|decision| decision.map(drop)),
+        }
+    }
+
+    /// One unit counting `remaining` ([`check_at`](Self::check_at) of 1) at
+    /// the time `when` reads, as [`admit_when`](Self::admit_when).
+    #[inline(always)]
+    pub(crate) fn check_when(
+        &self,
+        ring: RingRef<'_>,
+        when: impl FnOnce() -> Now,
+    ) -> Option<Result<Admitted, Denied>> {
+        let (outcome, now) = self.one_unit::<{ report::REMAINING }>(ring, when);
+        self.decide(outcome, now)
+    }
+
+    /// One unit reporting `R`, and the time `when` read.
+    #[inline(always)]
+    fn one_unit<const R: u8>(
+        &self,
+        ring: RingRef<'_>,
+        when: impl FnOnce() -> Now,
+    ) -> (Outcome, Now) {
+        match &self.rules {
+            None => ring.check_one_when::<R>(when),
+            Some(rules) => {
+                let now = when();
+                (multi(ring, now.judged, 1, rules), now)
+            }
         }
     }
 
@@ -248,10 +284,7 @@ impl Shape {
         ring: RingRef<'_>,
         now: Now,
     ) -> Option<(Result<Admitted, Denied>, Option<u64>)> {
-        let outcome = match &self.rules {
-            None => ring.check_one::<{ report::GROWTH }>(now.judged),
-            Some(rules) => multi(ring, now.judged, 1, rules),
-        };
+        let (outcome, now) = self.one_unit::<{ report::GROWTH }>(ring, || now);
         let wait = match outcome {
             Outcome::Admitted {
                 grows_at: Some(at), ..

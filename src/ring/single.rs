@@ -1,7 +1,8 @@
 //! One unit: the straight-line fast path, the lazy-head scan it falls back
 //! to, and the judgement and count they share (docs/design.md §4).
 
-use super::count::Count;
+use super::count::{Count, Hinted};
+use super::geometry::Now;
 use super::view::View;
 use super::word::{head, slot};
 use super::{Outcome, RingRef, report};
@@ -9,47 +10,91 @@ use crate::flaw::Flaw;
 use crate::sync::atomic::Ordering;
 
 impl<'a> RingRef<'a> {
-    /// One unit at `now` (judged time): the common case in straight-line
-    /// code, the rest in [`check_one_scan`](Self::check_one_scan).
-    ///
-    /// A ring that keeps a frontier guess (a [`crate::Limiter`]'s) reads the
-    /// slots where the guess puts the frontier **before `head`**
-    /// ([`at_guess`](Self::at_guess)), and judges them: a denial is then
-    /// final with no load of `head` at all (**the head-free denial**). An
-    /// admission loads `head` last and takes the view if the guess lies at
-    /// most `B` past it in its lap and slot `c` still holds its previous
-    /// lap's word ([`claimable`](Self::claimable)). A keyed state's ring
-    /// (no guess) reads the view at `head` and re-validates `head`
-    /// ([`at_head`](Self::at_head)). Then: count, one CAS on slot `c`, and
-    /// [`after_single`](Self::after_single) stores the next guess and moves
-    /// `head` every `B + 1` admissions or once a lap. Anything else — a claimed or
-    /// closed slot, a wrong guess, a moved head, a lost CAS — goes to the
-    /// general path, which starts over from a fresh read of `head`.
+    /// One unit at `now` (judged time): [`check_one_when`](Self::check_one_when)
+    /// with the time already read.
     #[inline(always)]
     pub(crate) fn check_one<const R: u8>(&self, now: u64) -> Outcome {
+        self.check_one_when::<R>(|| Now::at(now)).0
+    }
+
+    /// One unit, at the time `when` reads (called once, on every path):
+    /// the common case in straight-line code, the rest in
+    /// [`check_one_scan`](Self::check_one_scan). Returns the time read with
+    /// the outcome.
+    ///
+    /// **The time is read last** (docs/design.md §4): every load that does
+    /// not depend on it comes first, then `when`, then the judgement and
+    /// the commit CAS. An admission is a dependent chain from the clock
+    /// read to the CAS; what the chain need not wait for is issued while
+    /// the clock is read. The order changes no decision: the ring's claims
+    /// hold for any time a caller passes, at any point of its loads.
+    ///
+    /// A ring that keeps a frontier guess (a [`crate::Limiter`]'s) reads the
+    /// slots where the guess puts the frontier ([`at_guess`](Self::at_guess)),
+    /// then `head` (and, for a count, the [`early_hinted`] words), and
+    /// judges the slots: a denial is final whatever `head` holds (**the
+    /// head-free denial**). An admission takes the view if the guess lies
+    /// at most `B` past `head` in its lap and slot `c` still holds its
+    /// previous lap's word ([`claimable`](Self::claimable)). A keyed
+    /// state's ring (no guess) reads the view at `head` and re-validates
+    /// `head` ([`at_head`](Self::at_head)). Then: count, one CAS on slot
+    /// `c`, and [`after_single`](Self::after_single) stores the next guess
+    /// and moves `head` every `B + 1` admissions or once a lap. Anything
+    /// else — a claimed or closed slot, a wrong guess, a moved head, a lost
+    /// CAS — goes to the general path, which starts over from a fresh read
+    /// of `head`.
+    ///
+    /// [`early_hinted`]: Self::early_hinted
+    #[inline(always)]
+    pub(crate) fn check_one_when<const R: u8>(&self, when: impl FnOnce() -> Now) -> (Outcome, Now) {
         let g = self.geometry;
-        if g.general_only() {
-            return self.check_one_scan::<R>(now);
-        }
-        let Some(frontier) = self.frontier else {
-            return match self.at_head() {
-                Some((v, k)) => self.judge_and_claim::<R>(now, v, k),
-                None => self.check_one_scan::<R>(now),
-            };
+        let seen = match self.frontier {
+            _ if g.general_only() => Seen::Neither,
+            Some(frontier) => {
+                // Relaxed: a guess; `at_guess` and `claimable` verify what it
+                // leads to.
+                let guess = frontier.load(Ordering::Relaxed);
+                match self.at_guess(guess) {
+                    Some((pos, s, p)) => Seen::Guess {
+                        guess,
+                        pos,
+                        s,
+                        p,
+                        // Acquire (`load_head`), after the slots: see
+                        // `claimable`.
+                        hw: self.load_head(),
+                        early: (R != report::DECISION)
+                            .then(|| self.early_hinted(pos, s, p))
+                            .flatten(),
+                    },
+                    None => Seen::Neither,
+                }
+            }
+            None => match self.at_head() {
+                Some((v, k)) => Seen::Head(v, k),
+                None => Seen::Neither,
+            },
         };
-        // Relaxed: a guess; `at_guess` and `claimable` verify what it leads to.
-        let guess = frontier.load(Ordering::Relaxed);
-        let Some((pos, s, p)) = self.at_guess(guess) else {
-            return self.check_one_scan::<R>(now);
+        let now = when();
+        let outcome = match seen {
+            Seen::Guess {
+                guess,
+                pos,
+                s,
+                p,
+                hw,
+                early,
+            } => match self.judge_one(now.judged, s, p) {
+                Err(denied) => denied,
+                Ok(fits) => match self.claimable(hw, guess, pos, s, p) {
+                    Some((v, k)) => self.claim_judged::<R>(now.judged, v, k, fits, early),
+                    None => self.check_one_scan::<R>(now.judged),
+                },
+            },
+            Seen::Head(v, k) => self.judge_and_claim::<R>(now.judged, v, k),
+            Seen::Neither => self.check_one_scan::<R>(now.judged),
         };
-        let (d, t_eff) = match self.judge_one(now, s, p) {
-            Ok(fits) => fits,
-            Err(denied) => return denied,
-        };
-        let Some((v, k)) = self.claimable(guess, pos, s, p) else {
-            return self.check_one_scan::<R>(now);
-        };
-        self.claim_judged::<R>(now, v, k, d, t_eff)
+        (outcome, now)
     }
 
     /// **At the guess**: `(q, s, p)`, the words `s` of slot `q =
@@ -106,28 +151,27 @@ impl<'a> RingRef<'a> {
 
     /// **Claimable**: the words `at_guess` read (`s`, `p` at position `pos
     /// = pos(guess)`), as a view at index `c = guess` for an admission, if
-    /// `head` — loaded now, after the slots — announces no batch and lies
-    /// at most `B` behind `c` in `c`'s lap (the distance `k` then wraps for
-    /// neither), and `s` is not claimed for `c`.
+    /// `head` (word `hw`, loaded after the slots) announces no batch and
+    /// lies at most `B` behind `c` in `c`'s lap (the distance `k` then wraps
+    /// for neither), and `s` is not claimed for `c`.
     ///
-    /// Why `head` read once, last, suffices (docs/design.md §4): the slot
-    /// reads fixed `F = j + L` with `s` admission `j`'s word, unless a batch
-    /// was half filled. Our CAS on slot `c` succeeds only if slot `c` still
-    /// holds `s`; `head` at `h <= c` means admissions before `h >= c - B >
-    /// c - L` were written before we loaded it, so a successful CAS finds
-    /// `j = c - L` (an older `j` was overwritten by then; `s`'s stamp rules
-    /// out `j = c`, and `j = c + L` would have been admitted under a `head`
-    /// of at least `c + L - B > c`); and a batch that covered `c` at the slot reads would still
-    /// announce itself in `head`, or `head` would be past it. So `c` was
-    /// the frontier at the load of slot `c - 1` and still is at the CAS:
-    /// `s` and `p` are the view the judgement needs.
+    /// Why `head` read once, after the slots, suffices (docs/design.md §4):
+    /// the slot reads fixed `F = j + L` with `s` admission `j`'s word, unless
+    /// a batch was half filled. Our CAS on slot `c` succeeds only if slot
+    /// `c` still holds `s`; `head` at `h <= c` means admissions before `h >=
+    /// c - B > c - L` were written before we loaded it, so a successful CAS
+    /// finds `j = c - L` (an older `j` was overwritten by then; `s`'s stamp
+    /// rules out `j = c`, and `j = c + L` would have been admitted under a
+    /// `head` of at least `c + L - B > c`); and a batch that covered `c` at
+    /// the slot reads would still announce itself in `head`, or `head`
+    /// would be past it. So `c` was the frontier at the load of slot `c -
+    /// 1` and still is at the CAS: `s` and `p` are the view the judgement
+    /// needs. (Acquire, `load_head`: the slot writes before this `head` are
+    /// visible to our CAS; the Acquire slot loads before it keep it below
+    /// them.)
     #[inline(always)]
-    fn claimable(&self, guess: u64, pos: usize, s: u64, p: u64) -> Option<(View, u64)> {
+    fn claimable(&self, hw: u64, guess: u64, pos: usize, s: u64, p: u64) -> Option<(View, u64)> {
         let g = self.geometry;
-        // Acquire (`load_head`): the slot writes before this `head` are
-        // visible to our CAS. The Acquire slot loads before it keep it below
-        // them.
-        let hw = self.load_head();
         let k = guess.wrapping_sub(hw);
         let fits = k <= g.lag() && g.position(hw) as u64 + k < g.len();
         (fits && !self.taken(s, guess)).then(|| {
@@ -159,17 +203,25 @@ impl<'a> RingRef<'a> {
     #[inline(always)]
     fn judge_and_claim<const R: u8>(&self, now: u64, v: View, k: u64) -> Outcome {
         match self.judge_one(now, v.s, v.p) {
-            Ok((d, t_eff)) => self.claim_judged::<R>(now, v, k, d, t_eff),
+            Ok(fits) => self.claim_judged::<R>(now, v, k, fits, None),
             Err(denied) => denied,
         }
     }
 
     /// A single that fits (deadline `d`, effective time `t_eff`) on view
-    /// `v`, `k` past `head`: count, claim slot `c`, then the next guess and
-    /// `head` ([`after_single`](Self::after_single)) and the expiry hint.
+    /// `v`, `k` past `head`: count (from the `early` words if loaded),
+    /// claim slot `c`, then the next guess and `head`
+    /// ([`after_single`](Self::after_single)) and the expiry hint.
     #[inline(always)]
-    fn claim_judged<const R: u8>(&self, now: u64, v: View, k: u64, d: u64, t_eff: u64) -> Outcome {
-        let (count, grows_at) = self.count_one::<R>(v.c, v.p, d);
+    fn claim_judged<const R: u8>(
+        &self,
+        now: u64,
+        v: View,
+        k: u64,
+        (d, t_eff): (u64, u64),
+        early: Option<Hinted>,
+    ) -> Outcome {
+        let (count, grows_at) = self.count_one::<R>(v.c, v.p, d, early);
         if self
             .claim(v.pos, v.s, slot::pack(d, v.stamp, false))
             .is_err()
@@ -271,7 +323,7 @@ impl<'a> RingRef<'a> {
                     Ok(fits) => fits,
                     Err(denied) => return denied,
                 };
-                let (count, grows_at) = self.count_one::<R>(idx, p, d);
+                let (count, grows_at) = self.count_one::<R>(idx, p, d, None);
                 if let Err(beaten) = self.claim(pos, s, slot::pack(d, g.stamp(idx), false)) {
                     // Scan on from the word that beat us (usually the
                     // admission that took `idx`), re-validating head again.
@@ -333,15 +385,21 @@ impl<'a> RingRef<'a> {
     }
 
     /// What a single at `index` (previous slot `p`, deadline `d`) reports,
-    /// counted before its CAS (see `remaining_after`): `remaining` (0 for
-    /// [`report::DECISION`], `admit`'s) and, for [`report::GROWTH`], when it
-    /// next grows (`growth_after`).
+    /// counted before its CAS (see `remaining_after`, which takes the
+    /// `early` words): `remaining` (0 for [`report::DECISION`], `admit`'s)
+    /// and, for [`report::GROWTH`], when it next grows (`growth_after`).
     #[inline(always)]
-    fn count_one<const R: u8>(&self, index: u64, p: u64, d: u64) -> (Count, Option<u64>) {
+    fn count_one<const R: u8>(
+        &self,
+        index: u64,
+        p: u64,
+        d: u64,
+        early: Option<Hinted>,
+    ) -> (Count, Option<u64>) {
         if R == report::DECISION {
             return (Count::kept(0), None);
         }
-        let count = self.remaining_after(index, 1, p, d - self.geometry.window());
+        let count = self.remaining_after(index, 1, p, d - self.geometry.window(), early);
         let grows_at = (R == report::GROWTH).then(|| self.growth_after(index, count.remaining, d));
         (count, grows_at)
     }
@@ -361,6 +419,22 @@ impl<'a> RingRef<'a> {
             self.advance_head(hw, c, idx, 1);
         }
     }
+}
+
+/// What [`RingRef::check_one_when`] read before the time: the words at the
+/// frontier guess (they fix the frontier), the view at `head` (a ring
+/// without a guess), or nothing to go on (the general path).
+enum Seen {
+    Guess {
+        guess: u64,
+        pos: usize,
+        s: u64,
+        p: u64,
+        hw: u64,
+        early: Option<Hinted>,
+    },
+    Head(View, u64),
+    Neither,
 }
 
 #[cfg(all(test, not(slidelog_loom)))]
