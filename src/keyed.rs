@@ -683,7 +683,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n_at(key, 1, self.clock.now())
+        self.check_one_when(
+            key,
+            #[inline(always)]
+            || self.clock.now(),
+        )
     }
 
     /// Checks `n` units for `key` now, all or nothing (see
@@ -730,14 +734,25 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // `check_n_at` with the one unit spelled out, so that the state's
-        // answer inlines as `admit_at`'s does.
+        self.check_one_when(key, || now)
+    }
+
+    /// One unit for `key` at the time `read` returns (read once, after the
+    /// key's lookup: see [`decide_at`](Self::decide_at)): `check_n_at` with
+    /// the one unit spelled out, so that the state's answer inlines as
+    /// `admit`'s does.
+    #[inline(always)]
+    fn check_one_when<Q>(&self, key: &Q, read: impl FnOnce() -> u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.decide_at(
             key,
             1,
-            now,
+            read,
             #[inline(always)]
-            |algorithm, words, quota, floor| algorithm.check(words, quota, 1, now, floor),
+            |algorithm, words, quota, now, floor| algorithm.check(words, quota, 1, now, floor),
             |admitted| admitted,
         )
     }
@@ -767,8 +782,8 @@ where
         self.decide_at(
             key,
             n,
-            now,
-            |algorithm, words, quota, floor| algorithm.check(words, quota, n, now, floor),
+            || now,
+            |algorithm, words, quota, now, floor| algorithm.check(words, quota, n, now, floor),
             |admitted| admitted,
         )
     }
@@ -791,8 +806,8 @@ where
         self.decide_at(
             key,
             1,
-            now,
-            |algorithm, words, quota, floor| {
+            || now,
+            |algorithm, words, quota, now, floor| {
                 let (decision, grows) = algorithm.check_growing(words, quota, now, floor)?;
                 let admitted = match decision {
                     Ok(admitted) => admitted,
@@ -845,7 +860,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.admit_at(key, self.clock.now())
+        self.admit_when(
+            key,
+            #[inline(always)]
+            || self.clock.now(),
+        )
     }
 
     /// [`admit`](Self::admit) at `now` (clock nanoseconds).
@@ -867,19 +886,35 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.admit_when(key, || now)
+    }
+
+    /// [`admit`](Self::admit) at the time `read` returns (read once, after
+    /// the key's lookup: see [`decide_at`](Self::decide_at)).
+    #[inline(always)]
+    fn admit_when<Q>(&self, key: &Q, read: impl FnOnce() -> u64) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.decide_at(
             key,
             1,
-            now,
+            read,
             #[inline(always)]
-            |algorithm, words, quota, floor| algorithm.admit(words, quota, now, floor),
+            |algorithm, words, quota, now, floor| algorithm.admit(words, quota, now, floor),
             |_| (),
         )
     }
 
     /// The lookup behind `check_at`, `check_n_at` and `admit_at`: finds or
     /// creates `key`'s state and asks `op` (the state's answer, `None` if
-    /// it was closed); `fresh` maps what an absent key answers to `n == 0`.
+    /// it was closed) at the time `read` returns; `fresh` maps what an
+    /// absent key answers to `n == 0`.
+    ///
+    /// The time is read once, after the lookup (docs/design.md §4, "The
+    /// time is read last"): the lookup's dependent loads (the table, the
+    /// entry, the key) do not need it, and run while the clock is read.
     ///
     /// Inlined into each caller, with `op` asked in one place: a live key
     /// within its limits answers there. Everything else — an absent key, a
@@ -891,15 +926,15 @@ where
         &self,
         key: &Q,
         n: u32,
-        now: u64,
-        op: impl Fn(&A, &[AtomicU64], Option<&Shape>, u64) -> Option<Result<R, Denied>>,
+        read: impl FnOnce() -> u64,
+        op: impl Fn(&A, &[AtomicU64], Option<&Shape>, u64, u64) -> Option<Result<R, Denied>>,
         fresh: impl FnOnce(Admitted) -> R,
     ) -> Result<R, Denied>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        with_map!(&self.map, map => self.decide_in(map, key, n, now, &op, fresh))
+        with_map!(&self.map, map => self.decide_in(map, key, n, read, &op, fresh))
     }
 
     /// [`decide_at`](Self::decide_at) on the map in its representation.
@@ -909,8 +944,8 @@ where
         map: &HashMap<K, KeyState<W>, S>,
         key: &Q,
         n: u32,
-        now: u64,
-        op: &impl Fn(&A, &[AtomicU64], Option<&Shape>, u64) -> Option<Result<R, Denied>>,
+        read: impl FnOnce() -> u64,
+        op: &impl Fn(&A, &[AtomicU64], Option<&Shape>, u64, u64) -> Option<Result<R, Denied>>,
         fresh: impl FnOnce(Admitted) -> R,
     ) -> Result<R, Denied>
     where
@@ -920,6 +955,7 @@ where
         // Pin once per call (docs/design.md §7).
         let guard = map.guard();
         let mut found = map.get(key, &guard);
+        let now = read();
         loop {
             // The floor is loaded after the lookup found (or made) this
             // state, and again on every retry: a state that replaced an
@@ -930,6 +966,7 @@ where
                     &self.algorithm,
                     &state.words,
                     state.quota(),
+                    now,
                     self.floor.get(),
                 )
             {

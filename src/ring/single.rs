@@ -30,12 +30,12 @@ impl<'a> RingRef<'a> {
     /// hold for any time a caller passes, at any point of its loads.
     ///
     /// A ring that keeps a frontier guess (a [`crate::Limiter`]'s) reads the
-    /// slots where the guess puts the frontier ([`at_guess`](Self::at_guess)),
-    /// then `head` (and, for a count, the [`early_hinted`] words), and
-    /// judges the slots: a denial is final whatever `head` holds (**the
-    /// head-free denial**). An admission takes the view if the guess lies
-    /// at most `B` past `head` in its lap and slot `c` still holds its
-    /// previous lap's word ([`claimable`](Self::claimable)). A keyed
+    /// slots where the guess puts the frontier ([`at_guess`](Self::at_guess))
+    /// (and, for a count, the [`early_hinted`] words), and judges the
+    /// slots: a denial is then final with no load of `head` at all (**the
+    /// head-free denial**). An admission loads `head` and takes the view if
+    /// the guess lies at most `B` past it in its lap and slot `c` still
+    /// holds its previous lap's word ([`claimable`](Self::claimable)). A keyed
     /// state's ring (no guess) reads the view at `head` and re-validates
     /// `head` ([`at_head`](Self::at_head)). Then: count, one CAS on slot
     /// `c`, and [`after_single`](Self::after_single) stores the next guess
@@ -60,9 +60,6 @@ impl<'a> RingRef<'a> {
                         pos,
                         s,
                         p,
-                        // Acquire (`load_head`), after the slots: see
-                        // `claimable`.
-                        hw: self.load_head(),
                         early: (R != report::DECISION)
                             .then(|| self.early_hinted(pos, s, p))
                             .flatten(),
@@ -82,11 +79,11 @@ impl<'a> RingRef<'a> {
                 pos,
                 s,
                 p,
-                hw,
                 early,
             } => match self.judge_one(now.judged, s, p) {
                 Err(denied) => denied,
-                Ok(fits) => match self.claimable(hw, guess, pos, s, p) {
+                // Acquire (`load_head`), after the slots: see `claimable`.
+                Ok(fits) => match self.claimable(self.load_head(), guess, pos, s, p) {
                     Some((v, k)) => self.claim_judged::<R>(now.judged, v, k, fits, early),
                     None => self.check_one_scan::<R>(now.judged),
                 },
@@ -430,7 +427,6 @@ enum Seen {
         pos: usize,
         s: u64,
         p: u64,
-        hw: u64,
         early: Option<Hinted>,
     },
     Head(View, u64),
