@@ -77,10 +77,10 @@ pub struct QuantaClock {
     origin_raw: u64,
     origin: quanta::Instant,
     recent: bool,
-    /// Whether a reading takes the time stamp counter inline
-    /// ([`tsc::read`]): `clock` counts its ticks ([`tsc::counts`]) and the
-    /// clock is not `recent`.
-    tsc: bool,
+    /// Nanoseconds per tick ([`tsc::per_tick`]) if a reading takes the time
+    /// stamp counter inline ([`tsc::read`]): `clock` counts its ticks and
+    /// the clock is not `recent`.
+    per_tick: Option<u64>,
 }
 
 impl QuantaClock {
@@ -100,7 +100,7 @@ impl QuantaClock {
     /// # let _ = clock;
     /// ```
     pub fn new() -> Self {
-        let (clock, tsc) = process_clock();
+        let (clock, per_tick) = process_clock();
         let origin_raw = clock.raw();
         let origin = clock.scaled(origin_raw);
         QuantaClock {
@@ -108,7 +108,7 @@ impl QuantaClock {
             origin_raw,
             origin,
             recent: false,
-            tsc,
+            per_tick,
         }
     }
 
@@ -143,28 +143,28 @@ impl QuantaClock {
         };
         let mut clock = QuantaClock::new();
         clock.recent = true;
-        clock.tsc = false;
+        clock.per_tick = None;
         clock.origin = clock.clock.recent();
         Ok((clock, Upkeep { _handle: handle }))
     }
 }
 
 /// The process's one `quanta::Clock`, cloned for every [`QuantaClock`],
-/// and whether it counts TSC ticks ([`tsc::counts`]).
+/// and its nanoseconds per TSC tick if it counts them ([`tsc::per_tick`]).
 ///
 /// Building a `quanta::Clock` runs `CPUID` to find the TSC, and `CPUID`
 /// traps to the hypervisor on a virtual machine (about 45 µs per clock on
 /// the 2-vCPU VM of BENCHMARKS.md, where a `Limiter::new` takes 0.2 µs
 /// without it). A clone shares the calibration (plain data) and costs
 /// nothing; each `QuantaClock` still takes its own origin.
-fn process_clock() -> (quanta::Clock, bool) {
-    static CLOCK: std::sync::OnceLock<(quanta::Clock, bool)> = std::sync::OnceLock::new();
-    let (clock, tsc) = CLOCK.get_or_init(|| {
+fn process_clock() -> (quanta::Clock, Option<u64>) {
+    static CLOCK: std::sync::OnceLock<(quanta::Clock, Option<u64>)> = std::sync::OnceLock::new();
+    let (clock, per_tick) = CLOCK.get_or_init(|| {
         let clock = quanta::Clock::new();
-        let tsc = tsc::counts(&clock);
-        (clock, tsc)
+        let per_tick = tsc::per_tick(&clock);
+        (clock, per_tick)
     });
-    (clock.clone(), *tsc)
+    (clock.clone(), *per_tick)
 }
 
 /// Reading the time stamp counter inline.
@@ -174,36 +174,53 @@ fn process_clock() -> (quanta::Clock, bool) {
 /// registers: on the hot path, whatever a limiter loaded before the read
 /// must then wait in callee-saved registers or on the stack. Where the
 /// clock counts TSC ticks, `QuantaClock` takes the counter itself and
-/// leaves only the scaling to quanta (`delta_as_nanos`, inlined): the same
-/// ticks, the same calibration.
+/// scales it by quanta's calibration, read once into a fixed-point factor
+/// ([`per_tick`]): one multiply, where quanta's scaling also matches on
+/// its source and shifts by a variable count.
 mod tsc {
-    /// Whether `clock` counts TSC ticks, so that [`read`] returns what its
+    /// Nanoseconds per tick in 32.32 fixed point, as `clock` calibrated
+    /// them, if `clock` counts TSC ticks so that [`read`] returns what its
     /// `raw` would: quanta scales deltas only on its TSC source (on its
     /// `clock_gettime` fallback a delta is already nanoseconds), so a
     /// scaled delta proves the TSC. A TSC whose calibration came out at
     /// exactly one tick per nanosecond reads as "no": the slower `raw`,
-    /// still right. Off x86-64 there is no inline read: always "no".
-    pub(super) fn counts(clock: &quanta::Clock) -> bool {
+    /// still right. Off x86-64 there is no inline read: always `None`.
+    ///
+    /// The factor is quanta's nanoseconds for `2^40` ticks over `2^8`: at
+    /// most a nanosecond per `2^32` ticks (1.4 s at 3 GHz) away from
+    /// quanta's own scaling, a few microseconds an hour, well inside the
+    /// error of quanta's calibration itself; and the clock stays linear.
+    pub(super) fn per_tick(clock: &quanta::Clock) -> Option<u64> {
         const PROBE: u64 = 1 << 40;
-        cfg!(target_arch = "x86_64") && clock.delta_as_nanos(0, PROBE) != PROBE
+        let nanos = clock.delta_as_nanos(0, PROBE);
+        let factor = nanos >> 8;
+        (cfg!(target_arch = "x86_64") && nanos != PROBE && factor > 0).then_some(factor)
     }
 
-    /// The time stamp counter, as quanta's TSC source reads it (`RDTSC`),
-    /// if the clock counts it (`counts`); else `None`.
+    /// Nanoseconds for `ticks` at `per_tick` (32.32 fixed point).
+    #[inline(always)]
+    pub(super) fn nanos(ticks: u64, per_tick: u64) -> u64 {
+        // At most 2^64 ticks times under 2^64: the product fits in 128
+        // bits; the result fits in 64 for any span a clock meets.
+        ((u128::from(ticks) * u128::from(per_tick)) >> 32) as u64
+    }
+
+    /// The time stamp counter, as quanta's TSC source reads it (`RDTSC`).
+    /// Called only for a clock that counts it ([`per_tick`]).
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     #[allow(unsafe_code)]
-    pub(super) fn read(counts: bool) -> Option<u64> {
+    pub(super) fn read() -> Option<u64> {
         // SAFETY: `RDTSC` exists on every x86-64 processor and touches no
         // memory; it is the instruction quanta's TSC source executes, and
-        // it runs here only where that source is the clock's (`counts`).
-        counts.then(|| unsafe { core::arch::x86_64::_rdtsc() })
+        // it runs here only where that source is the clock's (`per_tick`).
+        Some(unsafe { core::arch::x86_64::_rdtsc() })
     }
 
     /// Off x86-64: no inline read.
     #[cfg(not(target_arch = "x86_64"))]
     #[inline(always)]
-    pub(super) fn read(_counts: bool) -> Option<u64> {
+    pub(super) fn read() -> Option<u64> {
         None
     }
 }
@@ -228,10 +245,14 @@ impl Clock for QuantaClock {
     /// upkeep thread's time, quanta's own read) stays out of line.
     #[inline(always)]
     fn now(&self) -> u64 {
-        match tsc::read(self.tsc) {
-            Some(ticks) => self.clock.delta_as_nanos(self.origin_raw, ticks) + Self::ORIGIN,
-            None => self.now_otherwise(),
+        if let Some(per_tick) = self.per_tick
+            && let Some(ticks) = tsc::read()
+        {
+            // A counter behind the origin (another core's, a moment
+            // earlier) reads as the origin, as quanta's delta does.
+            return tsc::nanos(ticks.saturating_sub(self.origin_raw), per_tick) + Self::ORIGIN;
         }
+        self.now_otherwise()
     }
 }
 
@@ -386,26 +407,36 @@ mod tests {
     }
 
     /// Where the clock counts TSC ticks, the inline read is what quanta's
-    /// `raw` reads: a `raw` reading lies between two inline ones. (On a
-    /// clock without the TSC, `raw` reads `clock_gettime` nanoseconds,
-    /// which this would catch if `counts` took that clock for the TSC.)
+    /// `raw` reads (a `raw` reading lies between two inline ones; on a clock
+    /// without the TSC, `raw` reads `clock_gettime` nanoseconds, which this
+    /// would catch if `per_tick` took that clock for the TSC), and the
+    /// fixed-point scale agrees with quanta's to a part in a million.
     #[test]
     fn the_inline_tsc_read_is_quantas() {
-        let (clock, counts) = process_clock();
-        assert_eq!(counts, tsc::counts(&clock));
-        if !counts {
-            assert_eq!(tsc::read(false), None);
+        let (clock, per_tick) = process_clock();
+        assert_eq!(per_tick, tsc::per_tick(&clock));
+        let Some(per_tick) = per_tick else {
             return;
-        }
+        };
         for _ in 0..3 {
-            let before = tsc::read(true).expect("counts");
+            let before = tsc::read().expect("x86-64");
             let raw = clock.raw();
-            let after = tsc::read(true).expect("counts");
+            let after = tsc::read().expect("x86-64");
             assert!(
                 before <= raw && raw <= after,
                 "{before} <= {raw} <= {after}"
             );
         }
+        let start = clock.raw();
+        std::thread::sleep(Duration::from_millis(5));
+        let end = clock.raw();
+        let quanta = clock.delta_as_nanos(start, end);
+        let ours = tsc::nanos(end - start, per_tick);
+        assert!(quanta >= 5_000_000, "{quanta}");
+        assert!(
+            ours.abs_diff(quanta) <= quanta / 1_000_000 + 1,
+            "{ours} vs {quanta}"
+        );
     }
 
     /// Clocks share the process's `quanta::Clock`, not its readings: each
