@@ -432,7 +432,8 @@ mod tests {
         let end = clock.raw();
         let quanta = clock.delta_as_nanos(start, end);
         let ours = tsc::nanos(end - start, per_tick);
-        assert!(quanta >= 5_000_000, "{quanta}");
+        // At least most of the 5 ms slept (quanta's calibration is its own).
+        assert!(quanta >= 4_000_000, "{quanta}");
         assert!(
             ours.abs_diff(quanta) <= quanta / 1_000_000 + 1,
             "{ours} vs {quanta}"
