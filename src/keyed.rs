@@ -27,7 +27,7 @@ mod state;
 
 use state::{KeyState, Keys, Words, with_map};
 
-/// What `KeyedLimiter::check_then_peek_at` found on a key's state.
+/// What `KeyedLimiter::check_then_peek` found on a key's state.
 #[cfg(feature = "tower")]
 pub(crate) enum Layered {
     /// Admitted, with the wait until `remaining` grows and each policy's
@@ -711,7 +711,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n_at(key, n, self.clock.now())
+        self.check_n_when(
+            key,
+            n,
+            #[inline(always)]
+            || self.clock.now(),
+        )
     }
 
     /// Checks one request for `key` at `now` (clock nanoseconds).
@@ -779,26 +784,47 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.check_n_when(key, n, || now)
+    }
+
+    /// `n` units for `key` at the time `read` returns (read once, after the
+    /// key's lookup: see [`decide_at`](Self::decide_at)).
+    #[inline]
+    fn check_n_when<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        read: impl FnOnce() -> u64,
+    ) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.decide_at(
             key,
             n,
-            || now,
+            read,
             |algorithm, words, quota, now, floor| algorithm.check(words, quota, n, now, floor),
             |admitted| admitted,
         )
     }
 
-    /// One unit for `key` at `now` and, if admitted, how long until its
-    /// `remaining` grows — read with the count (one policy), or the wait of
-    /// a dry run of `remaining + 1` units on the same state (zero if that
-    /// many can never fit): all from one lookup of the key. The tower
-    /// layer's IETF `t` is that wait.
+    /// One unit for `key` at the time `read` gives (called after the key's
+    /// lookup, as [`check`](Self::check) reads its clock) and, if admitted,
+    /// how long until its `remaining` grows — read with the count (one
+    /// policy), or the wait of a dry run of `remaining + 1` units on the
+    /// same state (zero if that many can never fit): all from one lookup of
+    /// the key. The tower layer's IETF `t` is that wait.
     ///
     /// A denial by the state comes with each policy's state too (with
     /// several policies, for the headers): `Ok(Layered::Denied(..))`; an
     /// `Err` is a denial without a state (a key refused by the budget).
     #[cfg(feature = "tower")]
-    pub(crate) fn check_then_peek_at<Q>(&self, key: &Q, now: u64) -> Result<Layered, Denied>
+    pub(crate) fn check_then_peek<Q>(
+        &self,
+        key: &Q,
+        read: impl FnOnce() -> u64,
+    ) -> Result<Layered, Denied>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -806,7 +832,7 @@ where
         self.decide_at(
             key,
             1,
-            || now,
+            read,
             |algorithm, words, quota, now, floor| {
                 let (decision, grows) = algorithm.check_growing(words, quota, now, floor)?;
                 let admitted = match decision {

@@ -180,7 +180,12 @@ where
     S: BuildHasher + Send + Sync + 'static,
     A: Algorithm,
 {
-    match limiter.check_then_peek_at(key, limiter.clock().now()) {
+    let clock = limiter.clock();
+    match limiter.check_then_peek(
+        key,
+        #[inline(always)]
+        || clock.now(),
+    ) {
         Ok(Layered::Admitted((admitted, wait, states))) => Verdict {
             decision: Ok(admitted),
             wait,
