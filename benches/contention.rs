@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{MutexLog, parallel};
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use governor::{Quota, RateLimiter};
 use slidelog::{Clock, Limiter, QuantaClock, SlidingCounter};
 
@@ -118,4 +118,6 @@ fn contention(c: &mut Criterion) {
 }
 
 criterion_group!(benches, contention);
-criterion_main!(benches);
+fn main() {
+    common::criterion_main(benches);
+}

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::parallel;
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use governor::{Quota, RateLimiter};
 use slidelog::{KeyedLimiter, ManualClock};
 
@@ -190,4 +190,6 @@ fn keyed_default_margin(c: &mut Criterion) {
 }
 
 criterion_group!(benches, keyed, flood, keyed_default_margin);
-criterion_main!(benches);
+fn main() {
+    common::criterion_main(benches);
+}

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::parallel;
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use governor::{Quota, RateLimiter};
 use slidelog::{KeyedLimiter, Limiter};
 
@@ -167,4 +167,6 @@ fn keyed(c: &mut Criterion) {
 }
 
 criterion_group!(benches, single_key, keyed);
-criterion_main!(benches);
+fn main() {
+    common::criterion_main(benches);
+}

@@ -13,7 +13,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use common::MutexLog;
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use governor::{Quota, RateLimiter};
 use slidelog::{Clock, Limiter, ManualClock, QuantaClock, SlidingCounter};
 
@@ -200,4 +200,6 @@ fn build(c: &mut Criterion) {
 }
 
 criterion_group!(benches, allow, deny, check_n, clocks, build);
-criterion_main!(benches);
+fn main() {
+    common::criterion_main(benches);
+}

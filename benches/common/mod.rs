@@ -1,6 +1,6 @@
 //! Shared by the benches: the `Mutex<VecDeque>` log baseline (the same one
-//! `slidelog bench` uses), and a
-//! runner that measures several threads in parallel.
+//! `slidelog bench` uses), a runner that measures several threads in
+//! parallel, and the criterion benches' `main`, which names the CPU.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -17,8 +17,20 @@ pub(crate) use mutex_log::MutexLog;
 #[path = "../../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-#[allow(unused_imports)] // only the side-by-side benches print it
+#[allow(unused_imports)] // the memory bench's figures do not depend on it
 pub(crate) use cpu::cpu_model;
+
+/// A criterion bench's `main`: what `criterion_main!` expands to, after
+/// printing the CPU model. The host decides how the work after the clock
+/// read overlaps it, so a figure means little without the host it was
+/// measured on (BENCHMARKS.md, "Per host").
+pub fn criterion_main(groups: fn()) {
+    println!("CPU: {}\n", cpu_model());
+    groups();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+}
 
 /// Runs `work(thread, iters_per_thread)` on `threads` pinned threads at once
 /// and returns the wall time of the slowest. A round in which the threads'
