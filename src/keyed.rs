@@ -686,8 +686,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_one_when(
+        self.check_n_when(
             key,
+            1,
             #[inline(always)]
             || self.clock.now(),
         )
@@ -742,27 +743,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_one_when(key, || now)
-    }
-
-    /// One unit for `key` at the time `read` returns (read once, after the
-    /// key's lookup: see [`decide_at`](Self::decide_at)): `check_n_at` with
-    /// the one unit spelled out, so that the state's answer inlines as
-    /// `admit`'s does.
-    #[inline(always)]
-    fn check_one_when<Q>(&self, key: &Q, read: impl FnOnce() -> u64) -> Result<Admitted, Denied>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.decide_at(
-            key,
-            1,
-            read,
-            #[inline(always)]
-            |algorithm, words, quota, now, floor| algorithm.check(words, quota, 1, now, floor),
-            |admitted| admitted,
-        )
+        self.check_n_when(key, 1, || now)
     }
 
     /// Checks `n` units for `key` at `now`.
@@ -791,8 +772,10 @@ where
     }
 
     /// `n` units for `key` at the time `read` returns (read once, after the
-    /// key's lookup: see [`decide_at`](Self::decide_at)).
-    #[inline]
+    /// key's lookup: see [`decide_at`](Self::decide_at)). Inlined, so that
+    /// `check`'s one unit is a constant in the state's answer, as in
+    /// `admit`'s.
+    #[inline(always)]
     fn check_n_when<Q>(
         &self,
         key: &Q,
@@ -807,6 +790,7 @@ where
             key,
             n,
             read,
+            #[inline(always)]
             |algorithm, words, quota, now, floor| algorithm.check(words, quota, n, now, floor),
             |admitted| admitted,
         )
