@@ -77,11 +77,20 @@ pub struct QuantaClock {
     clock: quanta::Clock,
     origin_raw: u64,
     origin: quanta::Instant,
-    recent: bool,
-    /// Nanoseconds per tick ([`tsc::per_tick`]) if a reading takes the time
-    /// stamp counter inline ([`tsc::read`]): `clock` counts its ticks and
-    /// the clock is not `recent`.
-    per_tick: Option<u64>,
+    reading: Reading,
+}
+
+/// Where a [`QuantaClock`] takes its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reading {
+    /// The time stamp counter, inline ([`tsc::read`]), at this many
+    /// nanoseconds per tick ([`tsc::per_tick`]): `clock` counts its ticks.
+    Tsc(u64),
+    /// The time quanta's upkeep thread publishes (`QuantaClock::recent`).
+    Recent,
+    /// Quanta's own read (`raw`: `clock_gettime` where quanta found no
+    /// usable TSC).
+    Quanta,
 }
 
 impl QuantaClock {
@@ -108,8 +117,7 @@ impl QuantaClock {
             clock,
             origin_raw,
             origin,
-            recent: false,
-            per_tick,
+            reading: per_tick.map_or(Reading::Quanta, Reading::Tsc),
         }
     }
 
@@ -143,8 +151,7 @@ impl QuantaClock {
             Err(quanta::Error::FailedToSpawnUpkeepThread(e)) => return Err(e),
         };
         let mut clock = QuantaClock::new();
-        clock.recent = true;
-        clock.per_tick = None;
+        clock.reading = Reading::Recent;
         clock.origin = clock.clock.recent();
         Ok((clock, Upkeep { _handle: handle }))
     }
@@ -235,7 +242,7 @@ impl Default for QuantaClock {
 impl fmt::Debug for QuantaClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("QuantaClock")
-            .field("recent", &self.recent)
+            .field("recent", &(self.reading == Reading::Recent))
             .finish_non_exhaustive()
     }
 }
@@ -247,19 +254,22 @@ impl Clock for QuantaClock {
     /// found no usable TSC, stays out of line.
     #[inline(always)]
     fn now(&self) -> u64 {
-        if let Some(per_tick) = self.per_tick
-            && let Some(ticks) = tsc::read()
-        {
-            // A counter behind the origin (another core's, a moment
-            // earlier) reads as the origin, as quanta's delta does.
-            return tsc::nanos(ticks.saturating_sub(self.origin_raw), per_tick) + Self::ORIGIN;
+        match self.reading {
+            Reading::Tsc(per_tick) => match tsc::read() {
+                // A counter behind the origin (another core's, a moment
+                // earlier) reads as the origin, as quanta's delta does.
+                Some(ticks) => {
+                    tsc::nanos(ticks.saturating_sub(self.origin_raw), per_tick) + Self::ORIGIN
+                }
+                None => self.now_read(),
+            },
+            Reading::Recent => {
+                // One load of the time quanta's upkeep thread published.
+                let elapsed = self.clock.recent().saturating_duration_since(self.origin);
+                elapsed.as_nanos() as u64 + Self::ORIGIN
+            }
+            Reading::Quanta => self.now_read(),
         }
-        if self.recent {
-            // One load of the time quanta's upkeep thread published.
-            let elapsed = self.clock.recent().saturating_duration_since(self.origin);
-            return elapsed.as_nanos() as u64 + Self::ORIGIN;
-        }
-        self.now_read()
     }
 }
 
