@@ -442,8 +442,8 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     /// SipHash, which resists hash flooding; only trade it for a faster one
     /// if keys cannot be chosen by an attacker. (What it costs: hashing a
     /// `u64` key is about 145 of the 390 instructions of a keyed `admit`;
-    /// governor's keyed limiter hashes with SipHash too. BENCHMARKS.md,
-    /// session 13.)
+    /// governor's keyed limiter hashes with SipHash too: BENCHMARKS.md,
+    /// "Where the time goes".)
     ///
     /// ```
     /// # use std::time::Duration;
