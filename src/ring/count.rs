@@ -118,7 +118,7 @@ impl<'a> RingRef<'a> {
 
     /// Whether the candidate at position `pos` is alive at `t_eff`.
     #[inline(always)]
-    fn live_at(&self, pos: usize, t_eff: u64) -> bool {
+    pub(super) fn live_at(&self, pos: usize, t_eff: u64) -> bool {
         slot::deadline(self.word(pos)) > t_eff
     }
 

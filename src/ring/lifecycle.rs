@@ -99,7 +99,8 @@ impl<'a> RingRef<'a> {
 
     /// Writes `times` (non-decreasing, at most `L` of them) as the
     /// admissions of this ring, which must be fresh (all zero) and not yet
-    /// shared: admission `i` in slot `i`, `head` at `times.len()`.
+    /// shared: admission `i` in slot `i`, `head` (and the frontier guess)
+    /// at `times.len()`.
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     pub(crate) fn fill_fresh(&self, times: &[u64]) {
         let g = self.geometry;
@@ -115,6 +116,8 @@ impl<'a> RingRef<'a> {
             index = g.advance(index, 1);
         }
         self.head.store(index, Ordering::Relaxed);
+        // The frontier is at `head`: the first single finds it there.
+        self.store_guess(index);
     }
 
     /// Closes the ring for eviction if its newest admission expired at least

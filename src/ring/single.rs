@@ -255,18 +255,21 @@ impl<'a> RingRef<'a> {
     fn after_single(&self, hw: u64, k: u64, c: u64, pos: usize) {
         let g = self.geometry;
         let next = g.advance(c, 1);
-        let lazy = match self.frontier {
-            Some(frontier) => {
-                // Relaxed: a guess (see `check_one`); racing admitters may
-                // store in either order.
-                frontier.store(next, Ordering::Relaxed);
-                k < g.lag() && pos as u64 + 1 < g.len()
-            }
-            None => false,
-        };
+        let lazy = self.store_guess(next) && k < g.lag() && pos as u64 + 1 < g.len();
         if !lazy {
             self.move_head(hw, head::index(hw), next);
         }
+    }
+
+    /// Stores `next` as the frontier guess, if this ring keeps one (and
+    /// says whether it does). Relaxed: a guess, which every path that reads
+    /// it verifies ([`at_guess`](Self::at_guess), [`claimable`](Self::claimable));
+    /// racing admitters may store in either order.
+    #[inline(always)]
+    pub(super) fn store_guess(&self, next: u64) -> bool {
+        self.frontier
+            .inspect(|frontier| frontier.store(next, Ordering::Relaxed))
+            .is_some()
     }
 
     /// The single-unit general path, with a lazy head: `head` may lag the
@@ -327,22 +330,33 @@ impl<'a> RingRef<'a> {
                     s = beaten;
                     continue;
                 }
-                let full = R >= report::REMAINING && count.remaining == 0;
+                // Full now: counted, or (`admit`, which counts nothing) the
+                // admission `L - 1` before ours, in the next slot, still in
+                // the window. (Read once the slot is ours, only to place the
+                // guess: no answer depends on it.)
+                let full = match R {
+                    report::DECISION => self.live_at(g.position(g.advance(idx, 1)), t_eff),
+                    _ => count.remaining == 0,
+                };
                 if k + 1 >= g.lag() || full {
                     // The lag reached B, or the window is now full: move
-                    // head to the new frontier, and — when full — the guess
-                    // with it, so that the denials that follow take the
-                    // head-free path. Only then: this path runs when
-                    // admitters race, where a store to `head`'s line costs
-                    // more than the scans it would save (two threads on one
-                    // key: about 1.7x slower with one on every admission,
-                    // 5-10% with one every `B`).
+                    // head to the new frontier, and the guess with it. Only
+                    // then: this path runs when admitters race, where a
+                    // store to `head`'s line costs more than the scans it
+                    // would save (two threads on one key: about 1.7x slower
+                    // with a head move on every admission, 5-10% with one
+                    // every `B`). The guess shares that line, so its store
+                    // costs no transfer of its own, and it must be made: a
+                    // guess left behind by racing admitters fails
+                    // `at_guess` on every call, and only the fast path's
+                    // admissions store another, so without this one a ring
+                    // would stay on this path until its window filled (one
+                    // thread after two had raced: 1.4-1.5x governor's time
+                    // against 1.1, docs/design.md §4). When full, it also
+                    // sends the denials that follow down the head-free path.
                     let next = g.advance(idx, 1);
                     self.move_head(hw, c, next);
-                    if let (true, Some(frontier)) = (full, self.frontier) {
-                        // Relaxed: a guess (see `check_one`).
-                        frontier.store(next, Ordering::Relaxed);
-                    }
+                    self.store_guess(next);
                 }
                 if R >= report::REMAINING {
                     self.note_expired(count, true);
@@ -529,6 +543,119 @@ mod tests {
             (0..4u64).prop_map(Scramble::AheadOfFrontier),
             (1..12u64).prop_map(Scramble::BehindHead),
         ]
+    }
+
+    /// A guess left behind `head` (as racing admitters leave it)
+    /// is caught up within `B + 1` admissions: the scan stores it when it
+    /// moves `head`, and the fast path then keeps it, as on a ring whose
+    /// guess was never disturbed. (Without that store the guess stays where
+    /// it was and every single takes the scan.)
+    #[test]
+    fn a_guess_left_behind_catches_up() {
+        for limit in [2u32, 3, 10, 17, 40] {
+            let lag = u64::from((limit - 1).min(16));
+            for warm in 0..3 * u64::from(limit) {
+                for behind in 1..=lag + 2 {
+                    // W = 1 ns, one call per ns: every single fits.
+                    let (clean, scrambled) = (Ring::new(limit, 1), Ring::new(limit, 1));
+                    let mut t = 0;
+                    for _ in 0..warm {
+                        t += 1;
+                        assert!(clean.call(t, 1, true).0 && scrambled.call(t, 1, true).0);
+                    }
+                    let hw = scrambled.head.load(Ordering::Relaxed);
+                    let stale = head::index(hw).wrapping_sub(behind);
+                    scrambled.hints.frontier.store(stale, Ordering::Relaxed);
+                    for _ in 0..=lag {
+                        t += 1;
+                        assert!(clean.call(t, 1, true).0 && scrambled.call(t, 1, true).0);
+                    }
+                    assert_eq!(
+                        scrambled.hints.frontier.load(Ordering::Relaxed),
+                        clean.hints.frontier.load(Ordering::Relaxed),
+                        "L = {limit}, {warm} admissions, then the guess {behind} behind head \
+                         and {} more",
+                        lag + 1
+                    );
+                }
+            }
+        }
+    }
+
+    /// The admission that fills the window leaves the guess at the
+    /// frontier, even from the scan and through `admit` (which counts
+    /// nothing): the denials that follow take the head-free path.
+    #[test]
+    fn a_full_window_places_the_guess() {
+        for limit in [2u32, 3, 10, 17, 40] {
+            let lag = u64::from((limit - 1).min(16));
+            for warm in 0..u64::from(limit) {
+                for behind in 1..=lag + 2 {
+                    let ring = Ring::new(limit, 1_000);
+                    for _ in 0..warm {
+                        assert!(ring.call(1, 1, true).0);
+                    }
+                    let hw = ring.head.load(Ordering::Relaxed);
+                    let stale = head::index(hw).wrapping_sub(behind);
+                    ring.hints.frontier.store(stale, Ordering::Relaxed);
+                    let mut admitted = warm;
+                    while ring.call(1, 1, true).0 {
+                        admitted += 1;
+                    }
+                    assert_eq!(admitted, u64::from(limit));
+                    let hw = ring.head.load(Ordering::Relaxed);
+                    assert_eq!(
+                        ring.hints.frontier.load(Ordering::Relaxed),
+                        head::index(hw),
+                        "L = {limit}, {warm} admissions, then the guess {behind} behind head"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A ring handed a log (a restored snapshot, a reconfiguration's new
+    /// generation) starts with the guess at its frontier.
+    #[test]
+    fn a_handed_log_places_the_guess() {
+        for limit in [1u32, 2, 3, 10, 17, 40] {
+            for kept in 0..=u64::from(limit) {
+                let ring = Ring::new(limit, 1_000);
+                let times: Vec<u64> = (0..kept).collect();
+                ring.shape
+                    .ring_hinted(&ring.head, &ring.hints, &ring.slots)
+                    .fill_fresh(&times);
+                let hw = ring.head.load(Ordering::Relaxed);
+                assert_eq!(
+                    ring.hints.frontier.load(Ordering::Relaxed),
+                    head::index(hw),
+                    "L = {limit}, {kept} kept"
+                );
+            }
+        }
+    }
+
+    /// A weighted admission moves the guess past its batch, where it
+    /// leaves `head`: the singles after it take the fast path at once.
+    #[test]
+    fn a_batch_moves_the_guess() {
+        for limit in [2u32, 3, 10, 17, 40] {
+            for warm in 0..3 * u64::from(limit) {
+                for n in 2..=limit {
+                    let ring = Ring::new(limit, 1);
+                    for t in 1..=warm {
+                        assert!(ring.call(t, 1, true).0);
+                    }
+                    assert!(ring.call(warm + 1, n, false).0);
+                    let hw = ring.head.load(Ordering::Relaxed);
+                    assert_eq!(
+                        ring.hints.frontier.load(Ordering::Relaxed),
+                        head::index(hw),
+                        "L = {limit}, {warm} singles, then {n} units"
+                    );
+                }
+            }
+        }
     }
 
     proptest! {
