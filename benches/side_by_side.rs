@@ -50,7 +50,9 @@ fn key(i: u64, t: usize, threads: usize, keys: u64) -> u64 {
     (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * threads as u64 + t as u64
 }
 
-fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> Contenders {
+/// One key: `threads` threads call it; `raced`: two threads race on each
+/// contender first (a server's burst), and the rounds time what follows.
+fn single(limit: u32, window: Duration, deny: bool, threads: usize, raced: bool) -> Contenders {
     let quota = if deny {
         Quota::per_hour(NonZeroU32::new(limit).unwrap())
     } else {
@@ -71,6 +73,17 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize) -> Contender
         while ours.check().is_ok() {}
         while theirs.check().is_ok() {}
         while mutex.check_at(clock.now()) {}
+    }
+    if raced {
+        let (o, t) = (Arc::clone(&ours), Arc::clone(&theirs));
+        let (m, c) = (Arc::clone(&mutex), clock.clone());
+        parallel(2, 400_000, move |_, n| {
+            for _ in 0..n {
+                black_box(o.check().is_ok());
+                black_box(t.check().is_ok());
+                black_box(m.check_at(c.now()));
+            }
+        });
     }
     let m: Round = Box::new(move |calls| {
         let (l, clock) = (Arc::clone(&mutex), clock.clone());
@@ -235,32 +248,37 @@ fn main() {
     let scenarios: Vec<Scenario> = vec![
         (
             "allow 1 thread, L = 10, W = 100 ns",
-            Box::new(|| single(10, Duration::from_nanos(100), false, 1)),
+            Box::new(|| single(10, Duration::from_nanos(100), false, 1, false)),
             2_000_000,
         ),
         (
             "allow 1 thread, L = 2^20, W = 1 us",
-            Box::new(move || single(big, us, false, 1)),
+            Box::new(move || single(big, us, false, 1, false)),
             2_000_000,
         ),
         (
             "deny 1 thread, 10 per hour, full",
-            Box::new(move || single(10, us, true, 1)),
+            Box::new(move || single(10, us, true, 1, false)),
             4_000_000,
         ),
         (
+            "allow 1 thread after 2 threads raced, L = 10, W = 100 ns",
+            Box::new(|| single(10, Duration::from_nanos(100), false, 1, true)),
+            2_000_000,
+        ),
+        (
             "allow 2 threads one key, L = 10, W = 100 ns",
-            Box::new(|| single(10, Duration::from_nanos(100), false, 2)),
+            Box::new(|| single(10, Duration::from_nanos(100), false, 2, false)),
             1_000_000,
         ),
         (
             "allow 2 threads one key, L = 2^20, W = 1 us",
-            Box::new(move || single(big, us, false, 2)),
+            Box::new(move || single(big, us, false, 2, false)),
             1_000_000,
         ),
         (
             "deny 2 threads one key, 10 per hour, full",
-            Box::new(move || single(10, us, true, 2)),
+            Box::new(move || single(10, us, true, 2, false)),
             4_000_000,
         ),
         (
