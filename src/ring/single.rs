@@ -351,9 +351,10 @@ impl<'a> RingRef<'a> {
                     // `at_guess` on every call, and only the fast path's
                     // admissions store another, so without this one a ring
                     // would stay on this path until its window filled (one
-                    // thread after two had raced: 1.4-1.5x governor's time
-                    // against 1.1, docs/design.md §4). When full, it also
-                    // sends the denials that follow down the head-free path.
+                    // thread after two had raced: 1.35-1.61x governor's time
+                    // against 1.00-1.03, docs/design.md §4). When full, it
+                    // also sends the denials that follow down the head-free
+                    // path.
                     let next = g.advance(idx, 1);
                     self.move_head(hw, c, next);
                     self.store_guess(next);
