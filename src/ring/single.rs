@@ -480,6 +480,22 @@ mod tests {
             }
         }
 
+        /// The frontier guess.
+        fn guess(&self) -> u64 {
+            self.hints.frontier.load(Ordering::Relaxed)
+        }
+
+        /// `head`'s index.
+        fn head_index(&self) -> u64 {
+            head::index(self.head.load(Ordering::Relaxed))
+        }
+
+        /// Overwrites the guess with the index `behind` before `head`'s.
+        fn leave_guess_behind(&self, behind: u64) {
+            let stale = self.head_index().wrapping_sub(behind);
+            self.hints.frontier.store(stale, Ordering::Relaxed);
+        }
+
         /// `n` units at `t` (`n == 1` through `admit` when `admit`): the
         /// answer as `(admitted, at, remaining, retry)`.
         fn call(&self, t: u64, n: u32, admit: bool) -> (bool, u64, u32, u64) {
@@ -564,16 +580,14 @@ mod tests {
                         t += 1;
                         assert!(clean.call(t, 1, true).0 && scrambled.call(t, 1, true).0);
                     }
-                    let hw = scrambled.head.load(Ordering::Relaxed);
-                    let stale = head::index(hw).wrapping_sub(behind);
-                    scrambled.hints.frontier.store(stale, Ordering::Relaxed);
+                    scrambled.leave_guess_behind(behind);
                     for _ in 0..=lag {
                         t += 1;
                         assert!(clean.call(t, 1, true).0 && scrambled.call(t, 1, true).0);
                     }
                     assert_eq!(
-                        scrambled.hints.frontier.load(Ordering::Relaxed),
-                        clean.hints.frontier.load(Ordering::Relaxed),
+                        scrambled.guess(),
+                        clean.guess(),
                         "L = {limit}, {warm} admissions, then the guess {behind} behind head \
                          and {} more",
                         lag + 1
@@ -596,18 +610,15 @@ mod tests {
                     for _ in 0..warm {
                         assert!(ring.call(1, 1, true).0);
                     }
-                    let hw = ring.head.load(Ordering::Relaxed);
-                    let stale = head::index(hw).wrapping_sub(behind);
-                    ring.hints.frontier.store(stale, Ordering::Relaxed);
+                    ring.leave_guess_behind(behind);
                     let mut admitted = warm;
                     while ring.call(1, 1, true).0 {
                         admitted += 1;
                     }
                     assert_eq!(admitted, u64::from(limit));
-                    let hw = ring.head.load(Ordering::Relaxed);
                     assert_eq!(
-                        ring.hints.frontier.load(Ordering::Relaxed),
-                        head::index(hw),
+                        ring.guess(),
+                        ring.head_index(),
                         "L = {limit}, {warm} admissions, then the guess {behind} behind head"
                     );
                 }
@@ -626,12 +637,7 @@ mod tests {
                 ring.shape
                     .ring_hinted(&ring.head, &ring.hints, &ring.slots)
                     .fill_fresh(&times);
-                let hw = ring.head.load(Ordering::Relaxed);
-                assert_eq!(
-                    ring.hints.frontier.load(Ordering::Relaxed),
-                    head::index(hw),
-                    "L = {limit}, {kept} kept"
-                );
+                assert_eq!(ring.guess(), ring.head_index(), "L = {limit}, {kept} kept");
             }
         }
     }
@@ -648,10 +654,9 @@ mod tests {
                         assert!(ring.call(t, 1, true).0);
                     }
                     assert!(ring.call(warm + 1, n, false).0);
-                    let hw = ring.head.load(Ordering::Relaxed);
                     assert_eq!(
-                        ring.hints.frontier.load(Ordering::Relaxed),
-                        head::index(hw),
+                        ring.guess(),
+                        ring.head_index(),
                         "L = {limit}, {warm} singles, then {n} units"
                     );
                 }
