@@ -66,8 +66,8 @@ impl<'a> RingRef<'a> {
             // `remaining_after`).
             let count = self.remaining_after(v.c, n64, v.p, t_eff, None);
             if self.commit_batch(&v, n64, d, &backoff) {
-                // The frontier moved `n` past the guess: the singles that
-                // follow find it there (docs/design.md §4).
+                // The frontier is now `n` past `c`: the singles that follow
+                // find the guess there (docs/design.md §4).
                 self.store_guess(g.advance(v.c, n64));
                 self.note_expired(count, false);
                 return Outcome::admitted(t_eff, count.remaining, 0);

@@ -332,8 +332,9 @@ impl<'a> RingRef<'a> {
                 }
                 // Full now: counted, or (`admit`, which counts nothing) the
                 // admission `L - 1` before ours, in the next slot, still in
-                // the window. (Read once the slot is ours, only to place the
-                // guess: no answer depends on it.)
+                // the window. (Read once the slot is ours, Relaxed, only to
+                // place `head` and the guess: no answer depends on it, and a
+                // newer word there costs one early move.)
                 let full = match R {
                     report::DECISION => self.live_at(g.position(g.advance(idx, 1)), t_eff),
                     _ => count.remaining == 0,
