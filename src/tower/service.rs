@@ -429,10 +429,17 @@ where
             // one `poll_ready` readied, with no clone of it.
             (Some(key), Some(verdict)) => {
                 let state = match verdict.decision {
-                    Ok(admitted) => State::Calling {
-                        headers: admitted_headers(&style, &verdict, &admitted),
-                        call: self.inner.call(request),
-                    },
+                    // Returned from here, built in the return place: the
+                    // inner future is not copied through a `state` first.
+                    Ok(admitted) => {
+                        let headers = admitted_headers(&style, &verdict, &admitted);
+                        return ResponseFuture {
+                            state: State::Calling {
+                                call: self.inner.call(request),
+                                headers,
+                            },
+                        };
+                    }
                     Err(denied) => {
                         // The hook sees the request's head and key.
                         let (parts, _body) = request.into_parts();
