@@ -14,7 +14,9 @@
 //! Build it with `--features tower` alone for the figures in BENCHMARKS.md
 //! (`metrics` adds the layer's counters to every request).
 //!
-//! Mounts: `plain` (no layer), `slidelog` and `tower_governor` (each with its
+//! Mounts: `plain` (no layer), `identity` (a layer that does nothing,
+//! through `Router::layer`: what axum's wrapping of a route costs any
+//! layer), `slidelog` and `tower_governor` (each with its
 //! rate-limit headers, through `Router::layer`), `slidelog-outer` (the layer
 //! around the whole router) and `slidelog-bare` (`HeaderStyle::None`). Paths:
 //! `admit` (a limit no run reaches) or `deny` (one request per hour). Both
@@ -44,7 +46,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: layer_requests <plain|slidelog|slidelog-outer|slidelog-bare|tower_governor> <admit|deny> <requests>";
+const USAGE: &str = "usage: layer_requests <plain|identity|slidelog|slidelog-outer|slidelog-bare|tower_governor> <admit|deny> <requests>";
 
 /// The slidelog layer's limiter: a limit no run reaches, or one per hour.
 fn limiter(deny: bool) -> Arc<KeyedLimiter<IpAddr>> {
@@ -100,6 +102,7 @@ fn run() -> Result<(), String> {
     let start = Instant::now();
     let statuses = match mount.as_str() {
         "plain" => drive(router, requests),
+        "identity" => drive(router.layer(tower::layer::util::Identity::new()), requests),
         "slidelog" => drive(
             router.layer(RateLimitLayer::new(limiter(deny), PeerIp::new())),
             requests,
