@@ -34,6 +34,8 @@ struct Contenders {
     admit: Round,
     governor: Round,
     mutex: Option<Round>,
+    /// Keeps `quanta`'s upkeep thread running while the rounds read it.
+    _upkeep: Option<slidelog::Upkeep>,
 }
 
 /// A scenario: its name, how to build the contenders, calls per round.
@@ -50,24 +52,43 @@ fn key(i: u64, t: usize, threads: usize, keys: u64) -> u64 {
     (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * threads as u64 + t as u64
 }
 
+/// Rounds of `call` on `threads` threads.
+fn rounds(threads: usize, call: impl Fn() -> bool + Send + Sync + 'static) -> Round {
+    let call = Arc::new(call);
+    Box::new(move |calls| {
+        let call = Arc::clone(&call);
+        time(threads, calls, move |_, n| {
+            for _ in 0..n {
+                black_box(call());
+            }
+        })
+    })
+}
+
+/// governor's quota for `limit` per hour (`deny`), or bursts of `limit`
+/// refilled one per nanosecond.
+fn quota(limit: u32, deny: bool) -> Quota {
+    let limit = NonZeroU32::new(limit).unwrap();
+    if deny {
+        Quota::per_hour(limit)
+    } else {
+        Quota::with_period(Duration::from_nanos(1))
+            .unwrap()
+            .allow_burst(limit)
+    }
+}
+
 /// One key: `threads` threads call it; `raced`: two threads race on each
 /// contender first (a server's burst: for a deny row, the race fills the
 /// window), and the rounds time what follows.
 fn single(limit: u32, window: Duration, deny: bool, threads: usize, raced: bool) -> Contenders {
-    let quota = if deny {
-        Quota::per_hour(NonZeroU32::new(limit).unwrap())
-    } else {
-        Quota::with_period(Duration::from_nanos(1))
-            .unwrap()
-            .allow_burst(NonZeroU32::new(limit).unwrap())
-    };
     let window = if deny {
         Duration::from_secs(3600)
     } else {
         window
     };
     let ours = Arc::new(Limiter::new(limit, window).unwrap());
-    let theirs = Arc::new(RateLimiter::direct(quota));
+    let theirs = Arc::new(RateLimiter::direct(quota(limit, deny)));
     let mutex = Arc::new(MutexLog::new(limit, window.as_nanos() as u64));
     let clock = QuantaClock::new();
     if deny && !raced {
@@ -86,44 +107,51 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize, raced: bool)
             }
         });
     }
-    let m: Round = Box::new(move |calls| {
-        let (l, clock) = (Arc::clone(&mutex), clock.clone());
-        time(threads, calls, move |_, n| {
-            for _ in 0..n {
-                black_box(l.check_at(clock.now()));
-            }
-        })
-    });
-    let ours2 = Arc::clone(&ours);
-    let a: Round = Box::new(move |calls| {
-        let l = Arc::clone(&ours);
-        time(threads, calls, move |_, n| {
-            for _ in 0..n {
-                black_box(l.check().is_ok());
-            }
-        })
-    });
-    let admit: Round = Box::new(move |calls| {
-        let l = Arc::clone(&ours2);
-        time(threads, calls, move |_, n| {
-            for _ in 0..n {
-                black_box(l.admit().is_ok());
-            }
-        })
-    });
-    let b: Round = Box::new(move |calls| {
-        let l = Arc::clone(&theirs);
-        time(threads, calls, move |_, n| {
-            for _ in 0..n {
-                black_box(l.check().is_ok());
-            }
-        })
-    });
+    let o = Arc::clone(&ours);
     Contenders {
-        check: a,
-        admit,
-        governor: b,
-        mutex: Some(m),
+        check: rounds(threads, move || o.check().is_ok()),
+        admit: rounds(threads, move || ours.admit().is_ok()),
+        governor: rounds(threads, move || theirs.check().is_ok()),
+        mutex: Some(rounds(threads, move || mutex.check_at(clock.now()))),
+        _upkeep: None,
+    }
+}
+
+/// One key, one thread, **both limiters on `quanta`'s upkeep clock**: a
+/// read is a load of the time a background thread publishes every
+/// millisecond, a few nanoseconds on any host, where a TSC read costs
+/// 9-25 ns by host. What remains is each limiter's own work after the
+/// clock read: the part that hides behind a slow TSC read on one host and
+/// is exposed on another. (The time stands still between two updates: at
+/// L = 2^20 a millisecond's admissions never fill the ring, and governor's
+/// burst of 2^20 at one per nanosecond never runs out.)
+fn upkeep(limit: u32, window: Duration, deny: bool) -> Contenders {
+    let window = if deny {
+        Duration::from_secs(3600)
+    } else {
+        window
+    };
+    let interval = Duration::from_millis(1);
+    // governor's first: quanta runs one upkeep thread per process, and
+    // slidelog's `recent` shares a running one.
+    let their_clock = governor::clock::QuantaUpkeepClock::from_interval(interval).unwrap();
+    let (clock, upkeep) = QuantaClock::recent(interval).unwrap();
+    let ours = Arc::new(Limiter::with_clock(limit, window, clock).unwrap());
+    let theirs = Arc::new(RateLimiter::direct_with_clock(
+        quota(limit, deny),
+        their_clock,
+    ));
+    if deny {
+        while ours.check().is_ok() {}
+        while theirs.check().is_ok() {}
+    }
+    let o = Arc::clone(&ours);
+    Contenders {
+        check: rounds(1, move || o.check().is_ok()),
+        admit: rounds(1, move || ours.admit().is_ok()),
+        governor: rounds(1, move || theirs.check().is_ok()),
+        mutex: None,
+        _upkeep: Some(upkeep),
     }
 }
 
@@ -235,6 +263,7 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, setup: Keys) -
         admit,
         governor: b,
         mutex: None,
+        _upkeep: None,
     }
 }
 
@@ -260,6 +289,16 @@ fn main() {
         (
             "deny 1 thread, 10 per hour, full",
             Box::new(move || single(10, us, true, 1, false)),
+            4_000_000,
+        ),
+        (
+            "allow 1 thread, L = 2^20, W = 1 us, both on quanta's upkeep clock",
+            Box::new(move || upkeep(big, us, false)),
+            2_000_000,
+        ),
+        (
+            "deny 1 thread, 10 per hour, full, both on quanta's upkeep clock",
+            Box::new(move || upkeep(10, us, true)),
             4_000_000,
         ),
         (
