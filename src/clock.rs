@@ -55,10 +55,11 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 /// restored from a [snapshot](crate::snapshot) in a new process place the
 /// admissions made before the process started at their exact times.
 ///
-/// [`QuantaClock::recent`] opts into `quanta`'s upkeep thread instead: a read
-/// is then one load of the published time and its conversion (about 3 ns
-/// where a counter read takes 14, on the host of BENCHMARKS.md) at the cost
-/// of the upkeep interval's granularity (e.g. 1 ms).
+/// [`QuantaClock::recent`] opts into an upkeep thread instead: a read is
+/// then one load of the time the thread publishes, inline, and a
+/// subtraction (about 3 ns where a counter read takes 14, on the host of
+/// BENCHMARKS.md) at the cost of the upkeep interval's granularity (e.g.
+/// 1 ms).
 ///
 /// Cloning is cheap and clones share the origin.
 ///
@@ -75,19 +76,22 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 #[derive(Clone)]
 pub struct QuantaClock {
     clock: quanta::Clock,
+    /// The origin in the reading's own units: `clock`'s raw count, or (a
+    /// `Recent` reading) the published time when the clock was created.
     origin_raw: u64,
-    origin: quanta::Instant,
     reading: Reading,
 }
 
 /// Where a [`QuantaClock`] takes its time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 enum Reading {
     /// The time stamp counter, inline ([`tsc::read`]), at this many
     /// nanoseconds per tick ([`tsc::per_tick`]): `clock` counts its ticks.
     Tsc(u64),
-    /// The time quanta's upkeep thread publishes (`QuantaClock::recent`).
-    Recent,
+    /// The time an upkeep thread publishes here (`QuantaClock::recent`):
+    /// a counting clock's reading, in nanoseconds.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    Recent(Arc<AtomicU64>),
     /// Quanta's own read (`raw`: `clock_gettime` where quanta found no
     /// usable TSC).
     Quanta,
@@ -112,24 +116,23 @@ impl QuantaClock {
     pub fn new() -> Self {
         let (clock, per_tick) = process_clock();
         let origin_raw = clock.raw();
-        let origin = clock.scaled(origin_raw);
         QuantaClock {
             clock,
             origin_raw,
-            origin,
             reading: per_tick.map_or(Reading::Quanta, Reading::Tsc),
         }
     }
 
-    /// A clock that reads the time published by `quanta`'s upkeep thread,
-    /// which this starts (one per process) with the given update `interval`.
-    /// Keep the returned [`Upkeep`] alive as long as the clock is used: when
-    /// it is dropped the thread stops and the time stands still (denials
-    /// would then never expire).
-    ///
-    /// If an upkeep thread is already running in this process (started by
-    /// another `recent` call or by another crate) it is reused and the guard
-    /// owns nothing.
+    /// A clock that reads the time an upkeep thread publishes: the thread
+    /// reads a counting [`QuantaClock`] every `interval` and stores the
+    /// reading where every `recent` clock loads it, inline (`quanta`'s own
+    /// recent time is a call into quanta, which clobbers the registers a
+    /// limiter's loads sit in; docs/design.md §4). One thread serves the
+    /// process: it starts with the first `recent` clock, later calls share
+    /// it (and its interval) while any [`Upkeep`] it returned is alive, and
+    /// it stops when the last is dropped; the time then stands still
+    /// (denials would never expire), so keep the guard as long as the clock
+    /// is used.
     ///
     /// # Errors
     ///
@@ -144,16 +147,17 @@ impl QuantaClock {
     /// assert!(limiter.check().is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg(not(slidelog_loom))]
     pub fn recent(interval: Duration) -> Result<(Self, Upkeep), std::io::Error> {
-        let handle = match quanta::Upkeep::new(interval).start() {
-            Ok(handle) => Some(handle),
-            Err(quanta::Error::UpkeepRunning) => None,
-            Err(quanta::Error::FailedToSpawnUpkeepThread(e)) => return Err(e),
+        let running = upkeep::Running::shared(interval)?;
+        let published = running.published();
+        let clock = QuantaClock {
+            clock: process_clock().0,
+            // Relaxed: see `Clock::now`.
+            origin_raw: published.load(Ordering::Relaxed),
+            reading: Reading::Recent(published),
         };
-        let mut clock = QuantaClock::new();
-        clock.reading = Reading::Recent;
-        clock.origin = clock.clock.recent();
-        Ok((clock, Upkeep { _handle: handle }))
+        Ok((clock, Upkeep { _running: running }))
     }
 }
 
@@ -242,7 +246,7 @@ impl Default for QuantaClock {
 impl fmt::Debug for QuantaClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("QuantaClock")
-            .field("recent", &(self.reading == Reading::Recent))
+            .field("recent", &matches!(self.reading, Reading::Recent(_)))
             .finish_non_exhaustive()
     }
 }
@@ -263,10 +267,15 @@ impl Clock for QuantaClock {
                 }
                 None => self.now_read(),
             },
-            Reading::Recent => {
-                // One load of the time quanta's upkeep thread published.
-                let elapsed = self.clock.recent().saturating_duration_since(self.origin);
-                elapsed.as_nanos() as u64 + Self::ORIGIN
+            // One load of the time the upkeep thread published. Relaxed:
+            // the time is a value, not a publication (no other data is
+            // read through it), and reads of one location never go
+            // backwards (coherence).
+            Reading::Recent(ref published) => {
+                published
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(self.origin_raw)
+                    + Self::ORIGIN
             }
             Reading::Quanta => self.now_read(),
         }
@@ -294,7 +303,83 @@ impl QuantaClock {
 /// ```
 #[derive(Debug)]
 pub struct Upkeep {
-    _handle: Option<quanta::Handle>,
+    #[cfg(not(slidelog_loom))]
+    _running: Arc<upkeep::Running>,
+}
+
+/// The upkeep thread of [`QuantaClock::recent`] clocks: one per process,
+/// shared by every [`Upkeep`] guard alive.
+#[cfg(not(slidelog_loom))]
+mod upkeep {
+    use std::sync::{Mutex, PoisonError, Weak};
+    use std::thread::JoinHandle;
+    use std::time::Duration;
+
+    use super::{Clock, QuantaClock};
+    use crate::sync::Arc;
+    use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    /// The running thread: stopped (and joined) when the last guard's
+    /// reference drops.
+    #[derive(Debug)]
+    pub(super) struct Running {
+        published: Arc<AtomicU64>,
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    /// The running thread, if some guard still holds it.
+    static RUNNING: Mutex<Weak<Running>> = Mutex::new(Weak::new());
+
+    impl Running {
+        /// The running thread, or a new one publishing every `interval`.
+        pub(super) fn shared(interval: Duration) -> Result<Arc<Running>, std::io::Error> {
+            let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(alive) = running.upgrade() {
+                return Ok(alive);
+            }
+            let counting = QuantaClock::new();
+            // Published before any clock reads it: a clock's origin is
+            // never the empty cell's 0. Relaxed: see `Clock::now`.
+            let published = Arc::new(AtomicU64::new(counting.now()));
+            let stop = Arc::new(AtomicBool::new(false));
+            let (to, stopped) = (Arc::clone(&published), Arc::clone(&stop));
+            let thread = std::thread::Builder::new()
+                .name("slidelog-upkeep".into())
+                .spawn(move || {
+                    // Relaxed, the flag: it orders nothing (the join that
+                    // follows the stop does); the time: see `Clock::now`.
+                    while !stopped.load(Ordering::Relaxed) {
+                        to.store(counting.now(), Ordering::Relaxed);
+                        std::thread::park_timeout(interval);
+                    }
+                })?;
+            let alive = Arc::new(Running {
+                published,
+                stop,
+                thread: Some(thread),
+            });
+            *running = Arc::downgrade(&alive);
+            Ok(alive)
+        }
+
+        /// Where the thread publishes the time.
+        pub(super) fn published(&self) -> Arc<AtomicU64> {
+            Arc::clone(&self.published)
+        }
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            // Relaxed: see the thread's loop.
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(thread) = self.thread.take() {
+                thread.thread().unpark();
+                // A panicked upkeep thread has nothing left to stop.
+                let _ = thread.join();
+            }
+        }
+    }
 }
 
 /// A clock that moves only when told to: for tests, simulations and replay.
@@ -470,8 +555,27 @@ mod tests {
     /// thread publishes, and never runs ahead of a counting clock created
     /// before it by more than an upkeep interval (its origin may be that
     /// stale).
+    /// The upkeep thread is one per process: tests that start or stop it
+    /// take turns.
+    static UPKEEP_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Waits (bounded) until `clock` has moved `by` nanoseconds past
+    /// `from`, and returns its last reading.
+    fn moved(clock: &QuantaClock, from: u64, by: u64) -> u64 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut read = clock.now();
+        while read - from < by && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+            read = clock.now();
+        }
+        read
+    }
+
     #[test]
     fn a_recent_clock_follows_the_upkeep_thread() {
+        let _turn = UPKEEP_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let interval = Duration::from_millis(1);
         let counting = QuantaClock::new();
         let (recent, _upkeep) = QuantaClock::recent(interval).expect("the upkeep thread starts");
@@ -481,14 +585,9 @@ mod tests {
             start - QuantaClock::ORIGIN < 1_000_000_000,
             "a new clock reads {start}"
         );
-        // Wait (bounded) until it has moved 10 ms: the thread publishes
-        // every interval, however late a loaded machine schedules it.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let mut read = start;
-        while read - start < 10_000_000 && std::time::Instant::now() < deadline {
-            std::thread::sleep(interval);
-            read = recent.now();
-        }
+        // It moves 10 ms: the thread publishes every interval, however late
+        // a loaded machine schedules it.
+        let read = moved(&recent, start, 10_000_000);
         let exact = counting.now();
         assert!(
             read - start >= 10_000_000,
@@ -509,6 +608,43 @@ mod tests {
             read <= exact + slack,
             "the recent clock ({read}) ran ahead of the counting one ({exact})"
         );
+    }
+
+    /// `recent` clocks share one upkeep thread while a guard is alive: the
+    /// second clock keeps moving after the first guard is dropped, the
+    /// time stands still once the last one is, and the next `recent` clock
+    /// starts a thread of its own.
+    #[test]
+    fn recent_clocks_share_one_thread_until_the_last_guard_drops() {
+        let _turn = UPKEEP_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let interval = Duration::from_millis(1);
+        let (first, first_guard) = QuantaClock::recent(interval).expect("the thread starts");
+        let (second, second_guard) = QuantaClock::recent(interval).expect("shared");
+        assert!(Arc::ptr_eq(&first_guard._running, &second_guard._running));
+        drop(first_guard);
+        let from = second.now();
+        assert!(
+            moved(&second, from, 5_000_000) - from >= 5_000_000,
+            "the second clock stood still with its guard alive"
+        );
+        drop(second_guard);
+        // Stopped and joined: nothing publishes any more.
+        let (a, b) = (first.now(), second.now());
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            (first.now(), second.now()),
+            (a, b),
+            "the thread kept publishing"
+        );
+        let (third, _guard) = QuantaClock::recent(interval).expect("a new thread starts");
+        let from = third.now();
+        assert!(
+            moved(&third, from, 5_000_000) - from >= 5_000_000,
+            "a clock after the last guard stood still"
+        );
+        assert_eq!(second.now(), b);
     }
 
     #[test]
