@@ -556,8 +556,12 @@ mod tests {
     /// before it by more than an upkeep interval (its origin may be that
     /// stale).
     /// The upkeep thread is one per process: tests that start or stop it
-    /// take turns.
-    static UPKEEP_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    /// take turns, each holding this for its length.
+    fn upkeep_turn() -> std::sync::MutexGuard<'static, ()> {
+        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        TURN.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 
     /// Waits (bounded) until `clock` has moved `by` nanoseconds past
     /// `from`, and returns its last reading.
@@ -573,9 +577,7 @@ mod tests {
 
     #[test]
     fn a_recent_clock_follows_the_upkeep_thread() {
-        let _turn = UPKEEP_TESTS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _turn = upkeep_turn();
         let interval = Duration::from_millis(1);
         let counting = QuantaClock::new();
         let (recent, _upkeep) = QuantaClock::recent(interval).expect("the upkeep thread starts");
@@ -616,9 +618,7 @@ mod tests {
     /// starts a thread of its own.
     #[test]
     fn recent_clocks_share_one_thread_until_the_last_guard_drops() {
-        let _turn = UPKEEP_TESTS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _turn = upkeep_turn();
         let interval = Duration::from_millis(1);
         let (first, first_guard) = QuantaClock::recent(interval).expect("the thread starts");
         let (second, second_guard) = QuantaClock::recent(interval).expect("shared");
