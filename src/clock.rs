@@ -292,8 +292,9 @@ impl QuantaClock {
     }
 }
 
-/// Keeps `quanta`'s upkeep thread running for [`QuantaClock::recent`]; the
-/// thread stops when this is dropped.
+/// Keeps the upkeep thread of [`QuantaClock::recent`] clocks running; the
+/// thread stops when the last `Upkeep` of the process is dropped, and the
+/// time its clocks read then stands still.
 ///
 /// ```
 /// # use std::time::Duration;
