@@ -136,7 +136,8 @@ impl QuantaClock {
     ///
     /// # Errors
     ///
-    /// The upkeep thread could not be spawned.
+    /// A zero `interval` (the thread would spin on a core; an error of kind
+    /// `InvalidInput`), or the upkeep thread could not be spawned.
     ///
     /// ```
     /// use std::time::Duration;
@@ -335,6 +336,12 @@ mod upkeep {
     impl Running {
         /// The running thread, or a new one publishing every `interval`.
         pub(super) fn shared(interval: Duration) -> Result<Arc<Running>, std::io::Error> {
+            if interval.is_zero() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "an upkeep interval must be longer than zero (the thread would spin)",
+                ));
+            }
             let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(alive) = running.upgrade() {
                 return Ok(alive);
@@ -646,6 +653,12 @@ mod tests {
             "a clock after the last guard stood still"
         );
         assert_eq!(second.now(), b);
+    }
+
+    #[test]
+    fn a_zero_upkeep_interval_is_refused() {
+        let refused = QuantaClock::recent(Duration::ZERO).map(|_| ()).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
     }
 
     #[test]
