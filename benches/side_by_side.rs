@@ -233,37 +233,78 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, setup: Keys) -
             }
         }
     }
-    let ours2 = Arc::clone(&ours);
-    let a: Round = Box::new(move |calls| {
-        let l = Arc::clone(&ours);
-        time(threads, calls, move |me, n| {
-            for i in 0..n {
-                black_box(l.check(&key(i, me, threads, keys)).is_ok());
-            }
-        })
-    });
-    let admit: Round = Box::new(move |calls| {
-        let l = Arc::clone(&ours2);
-        time(threads, calls, move |me, n| {
-            for i in 0..n {
-                black_box(l.admit(&key(i, me, threads, keys)).is_ok());
-            }
-        })
-    });
-    let b: Round = Box::new(move |calls| {
-        let l = Arc::clone(&theirs);
-        time(threads, calls, move |me, n| {
-            for i in 0..n {
-                black_box(l.check_key(&key(i, me, threads, keys)).is_ok());
-            }
-        })
-    });
+    let o = Arc::clone(&ours);
     Contenders {
-        check: a,
-        admit,
-        governor: b,
+        check: keyed_rounds(threads, keys, move |k| o.check(k).is_ok()),
+        admit: keyed_rounds(threads, keys, move |k| ours.admit(k).is_ok()),
+        governor: keyed_rounds(threads, keys, move |k| theirs.check_key(k).is_ok()),
         mutex: None,
         _upkeep: None,
+    }
+}
+
+/// Rounds of `call` on `threads` threads, each over its share of `keys`
+/// (see [`key`]).
+fn keyed_rounds(
+    threads: usize,
+    keys: u64,
+    call: impl Fn(&u64) -> bool + Send + Sync + 'static,
+) -> Round {
+    let call = Arc::new(call);
+    Box::new(move |calls| {
+        let call = Arc::clone(&call);
+        time(threads, calls, move |me, n| {
+            for i in 0..n {
+                black_box(call(&key(i, me, threads, keys)));
+            }
+        })
+    })
+}
+
+/// 10,000 keys on one thread, **both limiters on `quanta`'s upkeep clock**
+/// (see [`upkeep`]): a keyed call's own work after the clock read. Denials:
+/// every key full at 10 per hour; admissions: L = 10, W = 1 µs (with the
+/// time standing still for a millisecond, a key meets about two calls in
+/// it, far from its ten).
+fn keyed_upkeep(deny: bool) -> Contenders {
+    let keys = 10_000;
+    let window = if deny {
+        Duration::from_secs(3600)
+    } else {
+        Duration::from_micros(1)
+    };
+    let interval = Duration::from_millis(1);
+    // governor's first: see `upkeep`.
+    let their_clock = governor::clock::QuantaUpkeepClock::from_interval(interval).unwrap();
+    let (clock, upkeep) = QuantaClock::recent(interval).unwrap();
+    let ours = Arc::new(
+        KeyedLimiter::<u64>::builder(10, window)
+            .clock(clock)
+            .build()
+            .unwrap(),
+    );
+    let quota = if deny {
+        Quota::per_hour(NonZeroU32::new(10).unwrap())
+    } else {
+        Quota::with_period(window / 10)
+            .unwrap()
+            .allow_burst(NonZeroU32::new(10).unwrap())
+    };
+    let theirs = Arc::new(RateLimiter::dashmap_with_clock(quota, their_clock));
+    let fill = if deny { 10 } else { 1 };
+    for k in 0..keys {
+        for _ in 0..fill {
+            let _ = ours.check(&k);
+            let _ = theirs.check_key(&k);
+        }
+    }
+    let o = Arc::clone(&ours);
+    Contenders {
+        check: keyed_rounds(1, keys, move |k| o.check(k).is_ok()),
+        admit: keyed_rounds(1, keys, move |k| ours.admit(k).is_ok()),
+        governor: keyed_rounds(1, keys, move |k| theirs.check_key(k).is_ok()),
+        mutex: None,
+        _upkeep: Some(upkeep),
     }
 }
 
@@ -339,6 +380,16 @@ fn main() {
         (
             "keyed deny 1 thread, 10k keys, 10 per hour, full",
             Box::new(move || keyed(10, us, 10_000, 1, Keys::Full)),
+            2_000_000,
+        ),
+        (
+            "keyed allow 1 thread, 10k keys, L = 10, W = 1 us, both on quanta's upkeep clock",
+            Box::new(|| keyed_upkeep(false)),
+            2_000_000,
+        ),
+        (
+            "keyed deny 1 thread, 10k keys, 10 per hour, full, both on quanta's upkeep clock",
+            Box::new(|| keyed_upkeep(true)),
             2_000_000,
         ),
         // 100k keys: more than a 2 MiB L2 holds of our entries (144 bytes a
