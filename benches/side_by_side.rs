@@ -34,7 +34,8 @@ struct Contenders {
     admit: Round,
     governor: Round,
     mutex: Option<Round>,
-    /// Keeps `quanta`'s upkeep thread running while the rounds read it.
+    /// Keeps slidelog's upkeep thread running while the rounds read it
+    /// (governor's upkeep clock keeps quanta's).
     _upkeep: Option<slidelog::Upkeep>,
 }
 
@@ -117,7 +118,7 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize, raced: bool)
     }
 }
 
-/// One key, one thread, **both limiters on `quanta`'s upkeep clock**: a
+/// One key, one thread, **both limiters on an upkeep clock**: a
 /// read is a load of the time a background thread publishes every
 /// millisecond, a few nanoseconds on any host, where a TSC read costs
 /// 9-25 ns by host. What remains is each limiter's own work after the
@@ -132,8 +133,6 @@ fn upkeep(limit: u32, window: Duration, deny: bool) -> Contenders {
         window
     };
     let interval = Duration::from_millis(1);
-    // governor's first: quanta runs one upkeep thread per process, and
-    // slidelog's `recent` shares a running one.
     let their_clock = governor::clock::QuantaUpkeepClock::from_interval(interval).unwrap();
     let (clock, upkeep) = QuantaClock::recent(interval).unwrap();
     let ours = Arc::new(Limiter::with_clock(limit, window, clock).unwrap());
@@ -261,7 +260,7 @@ fn keyed_rounds(
     })
 }
 
-/// 10,000 keys on one thread, **both limiters on `quanta`'s upkeep clock**
+/// 10,000 keys on one thread, **both limiters on an upkeep clock**
 /// (see [`upkeep`]): a keyed call's own work after the clock read. Denials:
 /// every key full at 10 per hour; admissions: L = 10, W = 1 µs (with the
 /// time standing still for a millisecond, a key meets about two calls in
@@ -274,7 +273,6 @@ fn keyed_upkeep(deny: bool) -> Contenders {
         Duration::from_micros(1)
     };
     let interval = Duration::from_millis(1);
-    // governor's first: see `upkeep`.
     let their_clock = governor::clock::QuantaUpkeepClock::from_interval(interval).unwrap();
     let (clock, upkeep) = QuantaClock::recent(interval).unwrap();
     let ours = Arc::new(
@@ -333,12 +331,12 @@ fn main() {
             4_000_000,
         ),
         (
-            "allow 1 thread, L = 2^20, W = 1 us, both on quanta's upkeep clock",
+            "allow 1 thread, L = 2^20, W = 1 us, both on an upkeep clock",
             Box::new(move || upkeep(big, us, false)),
             2_000_000,
         ),
         (
-            "deny 1 thread, 10 per hour, full, both on quanta's upkeep clock",
+            "deny 1 thread, 10 per hour, full, both on an upkeep clock",
             Box::new(move || upkeep(10, us, true)),
             4_000_000,
         ),
@@ -383,12 +381,12 @@ fn main() {
             2_000_000,
         ),
         (
-            "keyed allow 1 thread, 10k keys, L = 10, W = 1 us, both on quanta's upkeep clock",
+            "keyed allow 1 thread, 10k keys, L = 10, W = 1 us, both on an upkeep clock",
             Box::new(|| keyed_upkeep(false)),
             2_000_000,
         ),
         (
-            "keyed deny 1 thread, 10k keys, 10 per hour, full, both on quanta's upkeep clock",
+            "keyed deny 1 thread, 10k keys, 10 per hour, full, both on an upkeep clock",
             Box::new(|| keyed_upkeep(true)),
             2_000_000,
         ),
