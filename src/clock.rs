@@ -355,8 +355,10 @@ mod upkeep {
             let thread = std::thread::Builder::new()
                 .name("slidelog-upkeep".into())
                 .spawn(move || {
-                    // Relaxed, the flag: it orders nothing (the join that
-                    // follows the stop does); the time: see `Clock::now`.
+                    // Relaxed, the flag: it guards no data, and the
+                    // `unpark` that follows its store synchronizes with
+                    // the `park` it ends, so the next load sees it. The
+                    // time: see `Clock::now`.
                     while !stopped.load(Ordering::Relaxed) {
                         to.store(counting.now(), Ordering::Relaxed);
                         std::thread::park_timeout(interval);
@@ -379,7 +381,7 @@ mod upkeep {
 
     impl Drop for Running {
         fn drop(&mut self) {
-            // Relaxed: see the thread's loop.
+            // Relaxed: see the thread's loop (the `unpark` after it).
             self.stop.store(true, Ordering::Relaxed);
             if let Some(thread) = self.thread.take() {
                 thread.thread().unpark();
