@@ -57,7 +57,7 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
 ///
 /// [`QuantaClock::recent`] opts into an upkeep thread instead: a read is
 /// then one load of the time the thread publishes, inline, and a
-/// subtraction (about 3 ns where a counter read takes 14, on the host of
+/// subtraction (under 1 ns where a counter read takes 14, on the host of
 /// BENCHMARKS.md) at the cost of the upkeep interval's granularity (e.g.
 /// 1 ms).
 ///

@@ -182,7 +182,7 @@
 //!
 //! * [`QuantaClock`] (the default) reads the calibrated TSC (10-15 ns);
 //!   [`QuantaClock::recent`] reads a time updated by an upkeep thread instead
-//!   (about 3 ns, at the upkeep interval's granularity).
+//!   (under 1 ns, at the upkeep interval's granularity).
 //! * [`ManualClock`] moves only when told to: tests, simulations, replay.
 //! * Every check has an `_at` form taking the time directly, for callers that
 //!   already hold a timestamp.
