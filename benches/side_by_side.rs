@@ -79,15 +79,47 @@ fn quota(limit: u32, deny: bool) -> Quota {
     }
 }
 
+/// The limiters' window: an hour for a deny row (its window fills and
+/// stays full), else `window`.
+fn window_of(window: Duration, deny: bool) -> Duration {
+    if deny {
+        Duration::from_secs(3600)
+    } else {
+        window
+    }
+}
+
+/// governor's quota beside a keyed limit of `limit` per `window`: `limit`
+/// per hour (`deny`), or bursts of `limit` refilled one per `window /
+/// limit` (at least a nanosecond).
+fn keyed_quota(limit: u32, window: Duration, deny: bool) -> Quota {
+    let burst = NonZeroU32::new(limit).unwrap();
+    if deny {
+        Quota::per_hour(burst)
+    } else {
+        Quota::with_period(window / limit)
+            .unwrap_or_else(|| Quota::with_period(Duration::from_nanos(1)).unwrap())
+            .allow_burst(burst)
+    }
+}
+
+/// Calls `call` `times` times on each of `keys` keys, in `step` passes
+/// (pass `first` takes the keys `first`, `first + step`, ...).
+fn fill_keys(keys: u64, step: usize, times: u32, mut call: impl FnMut(&u64)) {
+    for first in 0..step as u64 {
+        for k in (first..keys).step_by(step) {
+            for _ in 0..times {
+                call(&k);
+            }
+        }
+    }
+}
+
 /// One key: `threads` threads call it; `raced`: two threads race on each
 /// contender first (a server's burst: for a deny row, the race fills the
 /// window), and the rounds time what follows.
 fn single(limit: u32, window: Duration, deny: bool, threads: usize, raced: bool) -> Contenders {
-    let window = if deny {
-        Duration::from_secs(3600)
-    } else {
-        window
-    };
+    let window = window_of(window, deny);
     let ours = Arc::new(Limiter::new(limit, window).unwrap());
     let theirs = Arc::new(RateLimiter::direct(quota(limit, deny)));
     let mutex = Arc::new(MutexLog::new(limit, window.as_nanos() as u64));
@@ -127,11 +159,7 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize, raced: bool)
 /// L = 2^20 a millisecond's admissions never fill the ring, and governor's
 /// burst of 2^20 at one per nanosecond never runs out.)
 fn upkeep(limit: u32, window: Duration, deny: bool) -> Contenders {
-    let window = if deny {
-        Duration::from_secs(3600)
-    } else {
-        window
-    };
+    let window = window_of(window, deny);
     let interval = Duration::from_millis(1);
     let their_clock = governor::clock::QuantaUpkeepClock::from_interval(interval).unwrap();
     let (clock, upkeep) = QuantaClock::recent(interval).unwrap();
@@ -196,11 +224,7 @@ fn fragment_heap() {
 /// can write to shared lines.
 fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, setup: Keys) -> Contenders {
     let deny = matches!(setup, Keys::Full);
-    let window = if deny {
-        Duration::from_secs(3600)
-    } else {
-        window
-    };
+    let window = window_of(window, deny);
     if matches!(setup, Keys::Fragmented) {
         fragment_heap();
     }
@@ -210,28 +234,16 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, setup: Keys) -
         builder = builder.idle_margin(Duration::from_secs(3600));
     }
     let ours = Arc::new(builder.build().unwrap());
-    let quota = if deny {
-        Quota::per_hour(NonZeroU32::new(limit).unwrap())
-    } else {
-        Quota::with_period(window / limit)
-            .unwrap_or_else(|| Quota::with_period(Duration::from_nanos(1)).unwrap())
-            .allow_burst(NonZeroU32::new(limit).unwrap())
-    };
-    let theirs = Arc::new(RateLimiter::keyed(quota));
+    let theirs = Arc::new(RateLimiter::keyed(keyed_quota(limit, window, deny)));
     let step = if matches!(setup, Keys::PerThread) {
         threads
     } else {
         1
     };
-    let fill = if deny { limit } else { 1 };
-    for first in 0..step as u64 {
-        for k in (first..keys).step_by(step) {
-            for _ in 0..fill {
-                let _ = ours.check(&k);
-                let _ = theirs.check_key(&k);
-            }
-        }
-    }
+    fill_keys(keys, step, if deny { limit } else { 1 }, |k| {
+        let _ = ours.check(k);
+        let _ = theirs.check_key(k);
+    });
     let o = Arc::clone(&ours);
     Contenders {
         check: keyed_rounds(threads, keys, move |k| o.check(k).is_ok()),
@@ -267,11 +279,7 @@ fn keyed_rounds(
 /// it, far from its ten).
 fn keyed_upkeep(deny: bool) -> Contenders {
     let keys = 10_000;
-    let window = if deny {
-        Duration::from_secs(3600)
-    } else {
-        Duration::from_micros(1)
-    };
+    let window = window_of(Duration::from_micros(1), deny);
     let interval = Duration::from_millis(1);
     let their_clock = governor::clock::QuantaUpkeepClock::from_interval(interval).unwrap();
     let (clock, upkeep) = QuantaClock::recent(interval).unwrap();
@@ -281,21 +289,14 @@ fn keyed_upkeep(deny: bool) -> Contenders {
             .build()
             .unwrap(),
     );
-    let quota = if deny {
-        Quota::per_hour(NonZeroU32::new(10).unwrap())
-    } else {
-        Quota::with_period(window / 10)
-            .unwrap()
-            .allow_burst(NonZeroU32::new(10).unwrap())
-    };
-    let theirs = Arc::new(RateLimiter::dashmap_with_clock(quota, their_clock));
-    let fill = if deny { 10 } else { 1 };
-    for k in 0..keys {
-        for _ in 0..fill {
-            let _ = ours.check(&k);
-            let _ = theirs.check_key(&k);
-        }
-    }
+    let theirs = Arc::new(RateLimiter::dashmap_with_clock(
+        keyed_quota(10, window, deny),
+        their_clock,
+    ));
+    fill_keys(keys, 1, if deny { 10 } else { 1 }, |k| {
+        let _ = ours.check(k);
+        let _ = theirs.check_key(k);
+    });
     let o = Arc::clone(&ours);
     Contenders {
         check: keyed_rounds(1, keys, move |k| o.check(k).is_ok()),
