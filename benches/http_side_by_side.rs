@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use slidelog::KeyedLimiter;
-use slidelog::tower::{PeerIp, RateLimitLayer};
+use slidelog::tower::{InnerBody, PeerIp, RateLimitLayer};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
@@ -64,15 +64,16 @@ fn plain() -> Router {
 }
 
 /// slidelog's layer: admit everything (more than any round sends), or one
-/// per hour.
-fn slidelog_layer(deny: bool) -> RateLimitLayer<KeyedLimiter<IpAddr>, PeerIp, IpAddr> {
+/// per hour; responses keep axum's body type (`inner_body`), as
+/// tower_governor's do.
+fn slidelog_layer(deny: bool) -> RateLimitLayer<KeyedLimiter<IpAddr>, PeerIp, IpAddr, InnerBody> {
     let (limit, window) = if deny {
         (1, Duration::from_secs(3600))
     } else {
         (1 << 20, Duration::from_millis(1))
     };
     let limiter = Arc::new(KeyedLimiter::<IpAddr>::new(limit, window).unwrap());
-    RateLimitLayer::new(limiter, PeerIp::new())
+    RateLimitLayer::new(limiter, PeerIp::new()).inner_body()
 }
 
 /// tower_governor's layer with the same two quotas.

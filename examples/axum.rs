@@ -29,7 +29,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // them; behind a proxy, see `PeerIp::trust_forwarded`).
     let app = Router::new()
         .route("/", get(|| async { "hello from a rate-limited server\n" }))
-        .layer(RateLimitLayer::new(limiter, PeerIp::new()));
+        // `inner_body`: responses keep axum's own body type (denials are
+        // built as one), so axum does not box every response body again.
+        .layer(RateLimitLayer::new(limiter, PeerIp::new()).inner_body());
 
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!(

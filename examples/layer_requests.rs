@@ -18,7 +18,8 @@
 //! through `Router::layer`: what axum's wrapping of a route costs any
 //! layer), `slidelog` and `tower_governor` (each with its
 //! rate-limit headers, through `Router::layer`), `slidelog-outer` (the layer
-//! around the whole router) and `slidelog-bare` (`HeaderStyle::None`). Paths:
+//! around the whole router), `slidelog-bare` (`HeaderStyle::None`) and
+//! `slidelog-inner` (`inner_body`: the route's body left as axum's own). Paths:
 //! `admit` (a limit no run reaches) or `deny` (one request per hour). Both
 //! layers key by the peer IP, which the request carries as axum's
 //! `ConnectInfo`. Run without valgrind it prints the answers' statuses and
@@ -46,7 +47,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: layer_requests <plain|identity|slidelog|slidelog-outer|slidelog-bare|tower_governor> <admit|deny> <requests>";
+const USAGE: &str = "usage: layer_requests <plain|identity|slidelog|slidelog-outer|slidelog-bare|slidelog-inner|tower_governor> <admit|deny> <requests>";
 
 /// The slidelog layer's limiter: a limit no run reaches, or one per hour.
 fn limiter(deny: bool) -> Arc<KeyedLimiter<IpAddr>> {
@@ -111,6 +112,10 @@ fn run() -> Result<(), String> {
             router.layer(
                 RateLimitLayer::new(limiter(deny), PeerIp::new()).header_style(HeaderStyle::None),
             ),
+            requests,
+        ),
+        "slidelog-inner" => drive(
+            router.layer(RateLimitLayer::new(limiter(deny), PeerIp::new()).inner_body()),
             requests,
         ),
         "slidelog-outer" => drive(

@@ -913,16 +913,6 @@ async fn immediate_and_awaited_verdicts_answer_alike() {
             get_path(immediate, "/", &[]).await,
             get_path(awaited, "/", &[]).await,
         );
-        let shown = |r: &Reply| {
-            let mut headers: Vec<_> = r
-                .headers
-                .iter()
-                .filter(|(n, _)| !n.eq_ignore_ascii_case("date"))
-                .cloned()
-                .collect();
-            headers.sort();
-            (r.status, headers, r.body.clone())
-        };
         assert_eq!(shown(&a), shown(&b), "step {step}");
         statuses.push(a.status);
     }
@@ -964,4 +954,134 @@ async fn single_limiter_backend_reports_t_until_the_oldest_live_admission() {
             );
         }
     }
+}
+
+/// A layer whose responses carry the inner body type (`inner_body`)
+/// answers exactly as the default one: statuses, every header and every
+/// body, for admissions, each deny style, a `deny_with` hook, a request
+/// without a key and a verdict that is awaited; and an axum route's body
+/// type is left as axum's own.
+#[tokio::test]
+async fn the_inner_body_mode_answers_as_the_wrapped_one() {
+    use slidelog::tower::{Denial, MissingKey};
+    use tower::Layer;
+
+    // The inner-body service's response is axum's `Body`: nothing to box.
+    fn answers_axum_bodies<S>(_: &S)
+    where
+        S: tower::Service<Request<Body>, Response = http::Response<Body>>,
+    {
+    }
+    let plain = tower::service_fn(|_: Request<Body>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(Body::from("hi")))
+    });
+    answers_axum_bodies(
+        &RateLimitLayer::new(manual::<()>(1, 60), slidelog::tower::GlobalKey)
+            .inner_body()
+            .layer(plain),
+    );
+
+    let hook = |d: &Denial<'_>| {
+        http::Response::builder()
+            .status(418)
+            .body(bytes::Bytes::from(format!("hook for {}", d.policy_name)))
+            .unwrap()
+    };
+    // Keyed by a header (absent: no key) or awaited through a backend
+    // without `check_now`.
+    let by_header = |clock: &ManualClock, deny: DenyStyle, hooked: bool| {
+        let layer = RateLimitLayer::new(
+            manual_on::<String>(2, 60, clock),
+            HeaderKey::new("x-api-key"),
+        )
+        .deny_style(deny)
+        .on_missing_key(MissingKey::Reject(http::StatusCode::UNAUTHORIZED));
+        if hooked { layer.deny_with(hook) } else { layer }
+    };
+    for (deny, hooked) in [
+        (DenyStyle::Http, false),
+        (DenyStyle::ProblemJson, false),
+        (DenyStyle::Grpc, false),
+        (DenyStyle::Http, true),
+    ] {
+        let (wrapped_clock, inner_clock) = (ManualClock::new(), ManualClock::new());
+        let route = || Router::new().route("/", get(|| async { "hello" }));
+        let wrapped = serve(route().layer(by_header(&wrapped_clock, deny, hooked))).await;
+        let inner = serve(route().layer(by_header(&inner_clock, deny, hooked).inner_body())).await;
+        let awaited_wrapped = serve(route().layer(RateLimitLayer::new(
+            Arc::new(Awaited(common::two_policy_limiter(&wrapped_clock))),
+            by_peer(),
+        )))
+        .await;
+        let awaited_inner = serve(
+            route().layer(
+                RateLimitLayer::new(
+                    Arc::new(Awaited(common::two_policy_limiter(&inner_clock))),
+                    by_peer(),
+                )
+                .inner_body(),
+            ),
+        )
+        .await;
+        let mut statuses = Vec::new();
+        for step in 0..5 {
+            let key: &[(&str, &str)] = if step == 4 {
+                &[]
+            } else {
+                &[("x-api-key", "k")]
+            };
+            let (a, b) = (
+                get_path(wrapped, "/", key).await,
+                get_path(inner, "/", key).await,
+            );
+            assert_eq!(
+                shown(&a),
+                shown(&b),
+                "{deny:?} hooked {hooked}, step {step}"
+            );
+            let (a, b) = (
+                get_path(awaited_wrapped, "/", &[]).await,
+                get_path(awaited_inner, "/", &[]).await,
+            );
+            assert_eq!(shown(&a), shown(&b), "{deny:?} awaited, step {step}");
+            statuses.push((a.status, b.body.is_empty()));
+        }
+        // Admitted twice, then denied by the per-second policy.
+        assert_eq!(statuses[..3], [(200, false), (200, false), (429, false)]);
+        let denied = get_path(inner, "/", &[("x-api-key", "k")]).await;
+        match (deny, hooked) {
+            (_, true) => assert_eq!(
+                (denied.status, denied.body.as_str()),
+                (418, "hook for default")
+            ),
+            (DenyStyle::Grpc, _) => assert_eq!(denied.header("grpc-status"), Some("8")),
+            (DenyStyle::ProblemJson, _) => assert!(denied.body.contains("quota-exceeded")),
+            _ => assert_eq!(denied.status, 429),
+        }
+        if deny != DenyStyle::Grpc {
+            assert_eq!(get_path(inner, "/", &[]).await.status, 401);
+        }
+    }
+}
+
+/// A keyed limiter of `limit` per `secs` seconds on `clock`.
+fn manual_on<K: std::hash::Hash + Eq + slidelog::KeySize>(
+    limit: u32,
+    secs: u64,
+    clock: &ManualClock,
+) -> Arc<KeyedLimiter<K, ManualClock>> {
+    Arc::new(KeyedLimiter::with_clock(limit, Duration::from_secs(secs), clock.clone()).unwrap())
+}
+
+/// A reply as two layers are compared: its status, its headers but the
+/// date, sorted, and its body.
+fn shown(r: &Reply) -> (u16, Vec<(String, String)>, String) {
+    let mut headers: Vec<_> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| !n.eq_ignore_ascii_case("date"))
+        .cloned()
+        .collect();
+    headers.sort();
+    (r.status, headers, r.body.clone())
 }

@@ -82,3 +82,91 @@ where
         }
     }
 }
+
+/// How a [`RateLimitService`](super::RateLimitService) types its responses'
+/// bodies: [`WrapBody`] (the default) or [`InnerBody`], chosen with
+/// [`RateLimitLayer::inner_body`](super::RateLimitLayer::inner_body).
+/// Sealed: these two are the choices.
+pub trait BodyMode<B>: sealed::Sealed {
+    /// The body of the service's responses.
+    type Body;
+
+    /// An admitted request's response body: the inner service's.
+    #[doc(hidden)]
+    fn inner(body: B) -> Self::Body;
+
+    /// A response the layer writes itself (a denial, a refused request
+    /// without a key), from its bytes.
+    #[doc(hidden)]
+    fn full(data: Bytes) -> Self::Body;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::WrapBody {}
+    impl Sealed for super::InnerBody {}
+}
+
+/// The default [`BodyMode`]: responses carry a [`RateLimitBody`], which is
+/// the inner service's body for an admitted request and the layer's own
+/// for a denial. Works with any inner body type.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::{GlobalKey, RateLimitLayer, WrapBody};
+/// let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+/// let _layer: RateLimitLayer<_, _, _, WrapBody> = RateLimitLayer::new(limiter, GlobalKey);
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WrapBody;
+
+/// The [`BodyMode`] of [`RateLimitLayer::inner_body`](super::RateLimitLayer::inner_body):
+/// responses carry the inner service's own body type `B`, and the layer
+/// builds its denials' bodies with `B::from(Bytes)`.
+///
+/// axum answers a route's response with its own `axum::body::Body`, boxing
+/// any other body type on every response: with this mode an axum handler's
+/// body passes through the layer and axum unchanged, one allocation fewer
+/// for every admitted request.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::{GlobalKey, InnerBody, RateLimitLayer};
+/// let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
+/// let _layer: RateLimitLayer<_, _, _, InnerBody> =
+///     RateLimitLayer::new(limiter, GlobalKey).inner_body();
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InnerBody;
+
+impl<B> BodyMode<B> for WrapBody {
+    type Body = RateLimitBody<B>;
+
+    #[inline]
+    fn inner(body: B) -> RateLimitBody<B> {
+        RateLimitBody::inner(body)
+    }
+
+    fn full(data: Bytes) -> RateLimitBody<B> {
+        RateLimitBody::full(data)
+    }
+}
+
+impl<B: From<Bytes>> BodyMode<B> for InnerBody {
+    type Body = B;
+
+    #[inline]
+    fn inner(body: B) -> B {
+        body
+    }
+
+    fn full(data: Bytes) -> B {
+        B::from(data)
+    }
+}

@@ -9,7 +9,6 @@ use bytes::Bytes;
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 
-use super::body::RateLimitBody;
 use super::headers::{ceil_seconds, list_headers, policy_name};
 use super::service::Style;
 use crate::decision::{Denied, DenyReason};
@@ -107,16 +106,16 @@ pub enum MissingKey {
 /// An answer that does not reach the inner service: for HTTP, `status`
 /// with `text` as a plain-text body; for gRPC, an empty body with
 /// `grpc-status` and a (percent-encoded) `grpc-message`.
-pub(super) fn refusal<B>(
+pub(super) fn refusal(
     deny: DenyStyle,
     status: StatusCode,
     text: &str,
     grpc: (&'static str, &'static str),
-) -> Response<RateLimitBody<B>> {
-    let mut response = Response::new(RateLimitBody::full(match deny {
+) -> Response<Bytes> {
+    let mut response = Response::new(match deny {
         DenyStyle::Http | DenyStyle::ProblemJson => Bytes::from(format!("{text}\n")),
         DenyStyle::Grpc => Bytes::new(),
-    }));
+    });
     let h = response.headers_mut();
     match deny {
         DenyStyle::Http | DenyStyle::ProblemJson => {
@@ -141,7 +140,7 @@ pub(super) fn refusal<B>(
 /// The refusal of a request without a key ([`MissingKey::ServerError`] or
 /// [`MissingKey::Reject`]): the status's own reason phrase, nothing about
 /// the server's set-up.
-pub(super) fn missing_key<B>(deny: DenyStyle, status: StatusCode) -> Response<RateLimitBody<B>> {
+pub(super) fn missing_key(deny: DenyStyle, status: StatusCode) -> Response<Bytes> {
     let grpc = match status.as_u16() {
         401 => ("16", "unauthenticated"),
         403 => ("7", "permission%20denied"),
@@ -157,11 +156,7 @@ pub(super) fn missing_key<B>(deny: DenyStyle, status: StatusCode) -> Response<Ra
 /// [`unavailable_status`](super::RateLimitLayer::unavailable_status)) with
 /// a `Retry-After` and no `RateLimit` fields (nothing was counted); gRPC
 /// `UNAVAILABLE`.
-fn unavailable<B>(
-    deny: DenyStyle,
-    status: StatusCode,
-    denied: &Denied,
-) -> Response<RateLimitBody<B>> {
+fn unavailable(deny: DenyStyle, status: StatusCode, denied: &Denied) -> Response<Bytes> {
     let reason = status.canonical_reason().unwrap_or("Unavailable");
     let mut response = refusal(
         deny,
@@ -180,13 +175,13 @@ fn unavailable<B>(
 }
 
 /// The 429 (or gRPC `RESOURCE_EXHAUSTED`) answer for a denial.
-pub(super) fn denial<B>(
+pub(super) fn denial(
     style: &Style<'_>,
     denied: Denied,
     per_policy: Option<&super::PolicyStates>,
     request: Option<&http::request::Parts>,
     key: Option<&(dyn core::any::Any + Send)>,
-) -> Response<RateLimitBody<B>> {
+) -> Response<Bytes> {
     let Style {
         headers,
         deny,
@@ -216,17 +211,13 @@ pub(super) fn denial<B>(
         _ => "Too Many Requests: the request can never fit the limit",
     };
     let mut response = match (hook, deny) {
-        (Some(hook), _) => {
-            let (parts, body) = hook(&Denial {
-                denied,
-                policies,
-                policy_name: name,
-                request,
-                key_any: key,
-            })
-            .into_parts();
-            Response::from_parts(parts, RateLimitBody::full(body))
-        }
+        (Some(hook), _) => hook(&Denial {
+            denied,
+            policies,
+            policy_name: name,
+            request,
+            key_any: key,
+        }),
         (None, DenyStyle::ProblemJson) => problem_json(message, &name, wait),
         (None, _) => refusal(
             deny,
@@ -253,11 +244,7 @@ pub(super) fn denial<B>(
 }
 
 /// An RFC 9457 problem-details 429 of type `quota-exceeded`.
-pub(super) fn problem_json<B>(
-    message: &str,
-    policy: &str,
-    wait: Duration,
-) -> Response<RateLimitBody<B>> {
+pub(super) fn problem_json(message: &str, policy: &str, wait: Duration) -> Response<Bytes> {
     // Policy names are digits, unit letters and `-`; the message is fixed
     // ASCII: nothing to escape.
     let body = format!(
@@ -270,7 +257,7 @@ pub(super) fn problem_json<B>(
         ceil_seconds(wait).max(1),
         policy
     );
-    let mut response = Response::new(RateLimitBody::full(Bytes::from(body)));
+    let mut response = Response::new(Bytes::from(body));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

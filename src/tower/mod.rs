@@ -28,7 +28,7 @@ mod service;
 
 pub(crate) use backend::wait_of;
 pub use backend::{Backend, PolicyStates, Verdict};
-pub use body::RateLimitBody;
+pub use body::{BodyMode, InnerBody, RateLimitBody, WrapBody};
 pub use deny::{Denial, DenyStyle, MissingKey};
 pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};
 pub use headers::{HeaderStyle, ceil_seconds, policy_name};
