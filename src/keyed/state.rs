@@ -84,9 +84,14 @@ impl<const N: usize> core::ops::Deref for Inline<N> {
 /// `L + 2` from 64 slots on, see `Shape::ring_in`; or the counter's
 /// `N + 3`), and the key's own policies when a per-key quota chose other
 /// than the default ones.
+///
+/// `quota` first (`repr(C)`): every call reads it, and the map's entry
+/// puts the key just before the state, so the key, `quota` and the
+/// words' start (`head`) share the entry's first line.
+#[repr(C)]
 pub(super) struct KeyState<W> {
-    pub(super) words: W,
     pub(super) quota: Option<Arc<Shape>>,
+    pub(super) words: W,
 }
 
 /// A successor state parked during a reconfiguration (`keyed/reconfig.rs`):
@@ -204,6 +209,12 @@ mod tests {
         assert_eq!(entry(state_size(8)), 88);
         assert_eq!(entry(state_size(INLINE_WORDS)), 120);
         assert_eq!(entry(state_size(0)), 32);
+        // The quota pointer first: beside the key and `head` in the entry.
+        assert_eq!(core::mem::offset_of!(KeyState<Inline<4>>, quota), 0);
+        assert_eq!(
+            core::mem::offset_of!(KeyState<Inline<INLINE_WORDS>>, quota),
+            0
+        );
     }
 
     /// A limiter keeps its states inside the map's entries exactly when
