@@ -87,6 +87,16 @@ where
 /// bodies: [`WrapBody`] (the default) or [`InnerBody`], chosen with
 /// [`RateLimitLayer::inner_body`](super::RateLimitLayer::inner_body).
 /// Sealed: these two are the choices.
+///
+/// ```
+/// use slidelog::tower::{BodyMode, InnerBody, WrapBody};
+/// // The response body type each mode gives a service whose body is axum's.
+/// fn body_of<M: BodyMode<axum::body::Body>>() -> &'static str {
+///     std::any::type_name::<M::Body>()
+/// }
+/// assert!(body_of::<WrapBody>().contains("RateLimitBody"));
+/// assert_eq!(body_of::<InnerBody>(), std::any::type_name::<axum::body::Body>());
+/// ```
 pub trait BodyMode<B>: sealed::Sealed {
     /// The body of the service's responses.
     type Body;
@@ -116,8 +126,15 @@ mod sealed {
 /// use std::time::Duration;
 /// use slidelog::KeyedLimiter;
 /// use slidelog::tower::{GlobalKey, RateLimitLayer, WrapBody};
+/// use tower::Layer;
+/// fn serve<S: tower::Service<http::Request<()>>>(_: S) {}
 /// let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1))?);
-/// let _layer: RateLimitLayer<_, _, _, WrapBody> = RateLimitLayer::new(limiter, GlobalKey);
+/// let layer: RateLimitLayer<_, _, _, WrapBody> = RateLimitLayer::new(limiter, GlobalKey);
+/// // Any inner body, a `String` too.
+/// let inner = tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
+/// });
+/// serve(layer.layer(inner));
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
@@ -141,6 +158,25 @@ pub struct WrapBody;
 /// let _layer: RateLimitLayer<_, _, _, InnerBody> =
 ///     RateLimitLayer::new(limiter, GlobalKey).inner_body();
 /// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+///
+/// A body type without `From<Bytes>` (here `String`, which [`WrapBody`]
+/// carries: see its example) cannot carry the layer's own answers; the
+/// compiler says so (``the trait `From<Bytes>` is not implemented for
+/// `String` ``, required for `InnerBody` to implement `BodyMode<String>`).
+///
+/// ```compile_fail,E0277
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::tower::{GlobalKey, RateLimitLayer};
+/// use tower::Layer;
+/// fn serve<S: tower::Service<http::Request<()>>>(_: S) {}
+/// let limiter = Arc::new(KeyedLimiter::<()>::new(10, Duration::from_secs(1)).unwrap());
+/// let inner = tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
+/// });
+/// serve(RateLimitLayer::new(limiter, GlobalKey).inner_body().layer(inner));
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct InnerBody;

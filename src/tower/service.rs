@@ -330,8 +330,8 @@ impl<L: ?Sized, X: Clone, K: Clone, R> RateLimitLayer<L, X, K, R> {
     /// an admitted request's body passes through unchanged, and the
     /// layer's own answers (denials, requests without a key) are built with
     /// `B::from(Bytes)`, so the inner body type must implement
-    /// `From<bytes::Bytes>` (axum's `Body`, `http_body_util::Full<Bytes>`,
-    /// tonic's `Body` do).
+    /// `From<bytes::Bytes>` (axum's `Body` and `http_body_util::Full<Bytes>`
+    /// do; tonic's `Body` does not: a tonic server keeps the default).
     ///
     /// For axum: a route's response body that is not axum's own `Body` is
     /// boxed into one on every response; with this mode the handler's body
