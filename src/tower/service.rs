@@ -28,6 +28,13 @@ use crate::sync::atomic::{AtomicBool, Ordering};
 /// untouched (body, errors), with rate-limit headers added to the response.
 /// Cloning the layer or the service shares the same limiter.
 ///
+/// `R`, the last type parameter, is how responses carry their bodies: a
+/// [`RateLimitBody`](super::RateLimitBody) around the inner service's
+/// ([`WrapBody`], the default), or the inner service's own body type
+/// ([`InnerBody`](super::InnerBody), chosen with
+/// [`inner_body`](Self::inner_body); for axum, one allocation a request
+/// fewer).
+///
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
