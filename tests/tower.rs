@@ -101,9 +101,7 @@ fn manual<K: std::hash::Hash + Eq + slidelog::KeySize>(
     limit: u32,
     secs: u64,
 ) -> Arc<KeyedLimiter<K, ManualClock>> {
-    Arc::new(
-        KeyedLimiter::with_clock(limit, Duration::from_secs(secs), ManualClock::new()).unwrap(),
-    )
+    manual_on(limit, secs, &ManualClock::new())
 }
 
 fn by_peer() -> KeyFn<impl Fn(&Request<Body>) -> Option<IpAddr> + Clone> {

@@ -486,13 +486,10 @@ where
                     // inner future is not copied through a `state` first.
                     Ok(admitted) => {
                         let headers = admitted_headers(&style, &verdict, &admitted);
-                        return ResponseFuture {
-                            state: State::Calling {
-                                call: self.inner.call(request),
-                                headers,
-                            },
-                            body: PhantomData,
-                        };
+                        return ResponseFuture::new(State::Calling {
+                            call: self.inner.call(request),
+                            headers,
+                        });
                     }
                     Err(denied) => {
                         // The hook sees the request's head and key.
@@ -509,26 +506,20 @@ where
                         }
                     }
                 };
-                ResponseFuture {
-                    state,
-                    body: PhantomData,
-                }
+                ResponseFuture::new(state)
             }
-            (Some(key), None) => ResponseFuture {
-                body: PhantomData,
-                state: State::Checking {
-                    pending: Box::pin(Pending {
-                        key: style
-                            .hook
-                            .as_ref()
-                            .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
-                        check: layer.backend.check(key),
-                        // Before `ready_clone`: the style borrows the layer.
-                        style: OwnedStyle::from(&style),
-                        request: Some((request, self.ready_clone())),
-                    }),
-                },
-            },
+            (Some(key), None) => ResponseFuture::new(State::Checking {
+                pending: Box::pin(Pending {
+                    key: style
+                        .hook
+                        .as_ref()
+                        .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
+                    check: layer.backend.check(key),
+                    // Before `ready_clone`: the style borrows the layer.
+                    style: OwnedStyle::from(&style),
+                    request: Some((request, self.ready_clone())),
+                }),
+            }),
             (None, _) => {
                 let missing = layer.missing;
                 // Relaxed: only decides whether to log; no data depends on it.
@@ -555,10 +546,7 @@ where
                         )),
                     },
                 };
-                ResponseFuture {
-                    state,
-                    body: PhantomData,
-                }
+                ResponseFuture::new(state)
             }
         }
     }
@@ -711,6 +699,19 @@ pin_project! {
         // A copy of the key, kept only for a `deny_with` hook.
         key: Option<Box<dyn core::any::Any + Send>>,
         style: OwnedStyle,
+    }
+}
+
+impl<F, S, ReqBody, ResBody, R> ResponseFuture<F, S, ReqBody, ResBody, R>
+where
+    S: tower::Service<Request<ReqBody>>,
+{
+    #[inline(always)]
+    fn new(state: State<F, S, ReqBody>) -> Self {
+        ResponseFuture {
+            state,
+            body: PhantomData,
+        }
     }
 }
 
