@@ -310,7 +310,10 @@ fn keyed_upkeep(deny: bool) -> Contenders {
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let only = std::env::var("SIDE_BY_SIDE_ONLY").unwrap_or_default();
-    println!("CPU: {}\n", cpu_model());
+    // The host goes beside every figure: on screen, and in each CSV row
+    // (the chart names it).
+    let cpu = cpu_model();
+    println!("CPU: {cpu}\n");
     // `cargo bench` passes `--bench`; `cargo test --benches` does not run us.
     let rounds = if quick { 3 } else { 7 };
     let big = 1 << 20;
@@ -391,6 +394,20 @@ fn main() {
             Box::new(|| keyed_upkeep(true)),
             2_000_000,
         ),
+        // 1k keys: both limiters' states fit in any L2 (ours 128 bytes a key
+        // at L = 10 with papaya's table, 0.15 MB), so these rows time the
+        // call's work; the 10k rows above add whether 1.4 MB of ours fits
+        // (a 2 MiB L2: yes; AMD Zen 4's 1 MiB: no; governor's 0.2 MB: both).
+        (
+            "keyed allow 1 thread, 1k keys, L = 10, W = 1 us",
+            Box::new(move || keyed(10, us, 1_000, 1, Keys::Interleaved)),
+            2_000_000,
+        ),
+        (
+            "keyed deny 1 thread, 1k keys, 10 per hour, full",
+            Box::new(move || keyed(10, us, 1_000, 1, Keys::Full)),
+            2_000_000,
+        ),
         // 100k keys: more than a 2 MiB L2 holds of our entries (144 bytes a
         // key at L = 10: 14 MB), not of governor's (16-byte buckets in
         // DashMap's tables: about 2 MB). 1M keys: more than either fits.
@@ -439,6 +456,7 @@ fn main() {
         "mutex_log",
         "ratio",
         "admit_ratio",
+        "cpu",
     ])
     .unwrap();
     println!(
@@ -483,6 +501,7 @@ fn main() {
             mutex_field,
             format!("{:.2}", a / b),
             format!("{:.2}", d / b),
+            cpu.clone(),
         ])
         .unwrap();
     }

@@ -73,11 +73,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let mut rows = Vec::new();
+    let mut cpu = None;
     let mut reader = csv::Reader::from_path(&input)
         .map_err(|e| format!("{input}: {e} (run `cargo bench --bench side_by_side` first)"))?;
     for record in reader.records() {
         let record = record?;
         let number = |i: usize| record.get(i).and_then(|v| v.parse::<f64>().ok());
+        // Column 7, the host (CSVs written before it was added have none).
+        cpu = cpu.or_else(|| record.get(7).filter(|c| !c.is_empty()).map(String::from));
         rows.push(Row {
             name: record.get(0).unwrap_or("").to_string(),
             bars: [number(1), number(2), number(3), number(4)],
@@ -104,11 +107,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::new(&output, (width as u32, height as u32)).into_drawing_area();
     root.fill(&WHITE)?;
     let text = |size: i32| ("sans-serif", size).into_font();
-    root.draw(&Text::new(
-        "ns per call (lower is better), medians of alternating rounds in one process",
-        (10, 10),
-        text(16),
-    ))?;
+    let title = "ns per call (lower is better), medians of alternating rounds in one process";
+    let title = match &cpu {
+        Some(cpu) => format!("{title}, on {cpu}"),
+        None => title.to_string(),
+    };
+    root.draw(&Text::new(title, (10, 10), text(16)))?;
     for (i, (name, color)) in SERIES.iter().enumerate() {
         let x = 10 + i as i32 * 200;
         root.draw(&Rectangle::new([(x, 36), (x + 14, 48)], color.filled()))?;
