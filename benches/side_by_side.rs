@@ -394,10 +394,11 @@ fn main() {
             Box::new(|| keyed_upkeep(true)),
             2_000_000,
         ),
-        // 1k keys: both limiters' states fit in any L2 (ours 128 bytes a key
-        // at L = 10 with papaya's table, 0.15 MB), so these rows time the
-        // call's work; the 10k rows above add whether 1.4 MB of ours fits
-        // (a 2 MiB L2: yes; AMD Zen 4's 1 MiB: no; governor's 0.2 MB: both).
+        // 1k keys: both limiters' states fit in any L2 (ours 144-166 bytes a
+        // key at L = 10 with papaya's table: under 0.2 MB), so these rows
+        // time the call's work; the 10k rows above add whether 1.4-1.7 MB of
+        // ours fits (a 2 MiB L2: yes; AMD Zen 4's 1 MiB: no; governor's
+        // 0.2 MB: both).
         (
             "keyed allow 1 thread, 1k keys, L = 10, W = 1 us",
             Box::new(move || keyed(10, us, 1_000, 1, Keys::Interleaved)),
