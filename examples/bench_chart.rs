@@ -79,7 +79,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for record in reader.records() {
         let record = record?;
         let number = |i: usize| record.get(i).and_then(|v| v.parse::<f64>().ok());
-        // Column 7, the host (CSVs written before it was added have none).
+        // Column 7, the host, if the CSV has that column.
         cpu = cpu.or_else(|| record.get(7).filter(|c| !c.is_empty()).map(String::from));
         rows.push(Row {
             name: record.get(0).unwrap_or("").to_string(),
