@@ -61,6 +61,11 @@ pub enum Flaw {
     /// record one from its own, possibly later, effective time: the count
     /// then skips live admissions.
     TrustHint,
+    /// (Expiry hint) Count from the three words at and before the hint
+    /// without checking that the first live candidate lies among them: a
+    /// hint that is too high, or two or more too low, then yields the
+    /// hint's count (or one more) instead of the true one.
+    UnbracketedHint,
 
     /// (Frontier guess) Take the slots at the guess without checking that
     /// their stamps are adjacent (the slot before written by the admission

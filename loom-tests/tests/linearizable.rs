@@ -164,8 +164,22 @@ fn control_unverified_hint_is_caught() {
 /// moment (10) the six admissions at 0 expire.
 #[test]
 fn admitters_racing_on_the_expiry_hint() {
-    common::explore(2, || {
-        let limiter = common::limiter(8, 10, Flaw::None);
+    hint_admitters(Flaw::None);
+}
+
+/// Negative control: counting from the three words at and before the hint
+/// without checking that the first live admission lies among them. At 10
+/// the six admissions at 0 expire while the hint still says six or seven
+/// are alive; the unbracketed count answers six or seven.
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_unbracketed_hint_is_caught() {
+    hint_admitters(Flaw::UnbracketedHint);
+}
+
+fn hint_admitters(flaw: Flaw) {
+    common::explore(2, move || {
+        let limiter = common::limiter(8, 10, flaw);
         for t in HINT_PREFIX {
             limiter.check_at(t).unwrap();
         }

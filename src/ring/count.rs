@@ -30,14 +30,19 @@ impl<'a> RingRef<'a> {
     /// makes that search O(1) loads amortised whatever the number of live
     /// admissions: it holds **how many candidates were alive** when the last
     /// committed admission counted. Under steady traffic one admission
-    /// expires for each one made, so that number stays put and the next
-    /// search ends where the hint says: two loads, no store. The
-    /// hint is only a guess: the search **verifies** it, by checking that the
-    /// candidate before it has expired (then, by the order above, so have
-    /// all older ones) and otherwise searching the candidates before it.
+    /// expires for each one made, so that number stays put or moves by one
+    /// (on a real clock the gaps between calls jitter: one count in five
+    /// moves), and the next count reads it from three words at and before
+    /// where the hint says ([`Hinted::bracketed`]), with no branch on
+    /// whether it held or grew by one. The hint is only a guess: the count
+    /// **verifies** it, by finding an expired candidate below the first
+    /// live one (then, by the order above, so have all older ones) and a
+    /// live one at or above it, and otherwise searches
+    /// ([`remaining_hinted`](Self::remaining_hinted)).
     /// So no value of the hint, however stale, torn between racing
     /// admitters or from another lap, can change a count; it only costs
-    /// loads. (Loom: `control_unverified_hint_is_caught`.)
+    /// loads. (Loom: `control_unverified_hint_is_caught`,
+    /// `control_unbracketed_hint_is_caught`.)
     ///
     /// `early`: the [`Hinted`] words of a single at `c`, if they were loaded
     /// already ([`early_hinted`](Self::early_hinted)); else the search loads
@@ -67,7 +72,11 @@ impl<'a> RingRef<'a> {
             (None, Some(hint)) => self.hinted(hint, at, free),
             (None, None) => return self.remaining_gallop(g.position_plus(at, n), free, t_eff),
         };
-        self.remaining_hinted(hinted, at, n, free, t_eff)
+        match hinted.bracketed(free, t_eff, g.flaw()) {
+            Some(live) => Count::found(free, live, hinted.live),
+            // Fewer alive than the hint says, or two or more more: search.
+            None => self.remaining_hinted(hinted, at, n, free, t_eff),
+        }
     }
 
     /// **The early count's loads**: for a single at position `at` whose
@@ -131,11 +140,12 @@ impl<'a> RingRef<'a> {
     }
 
     /// The search of [`remaining_after`](Self::remaining_after) from the
-    /// expiry hint: the candidate the hint names (the oldest of as many
-    /// live ones as the last count found) and the one before it, then one
-    /// more before it or up to three after it; two loads on one cache line
-    /// when the live count held. The [`Count`] it returns carries the new live count when
-    /// it changed.
+    /// expiry hint, when the live count moved other than
+    /// [`Hinted::bracketed`] takes (or the flaws ask for it): from the
+    /// candidate the hint names (the oldest of as many live ones as the
+    /// last count found) and the one before it, one more before it or up
+    /// to three after it, then [`remaining_far`](Self::remaining_far). The
+    /// [`Count`] it returns carries the live count it found.
     ///
     /// Why a count and not a position: where the first live admission
     /// lies moves with every expiry, so a position hint is found one or two
@@ -150,6 +160,7 @@ impl<'a> RingRef<'a> {
             live: guessed,
             before,
             mut named,
+            ..
         } = hinted;
         // `m` candidates alive from position `pos` on (candidate `free - m`).
         let mut m = guessed;
@@ -180,7 +191,9 @@ impl<'a> RingRef<'a> {
     /// The [`Hinted`] words for an admission at position `at` with `free`
     /// candidates: the hint's live count `m` (clamped to `1..=free`;
     /// candidate `free - 1` is alive, so at least one is) and the words at
-    /// positions `at - m - 1` and `at - m`.
+    /// positions `at - m - 2 ..= at - m` (candidates `free - m - 2 ..=
+    /// free - m`; when `m` is within two of `free` a position holds no
+    /// candidate, and [`Hinted::bracketed`] does not read its word).
     #[inline(always)]
     fn hinted(&self, hint: &AtomicU64, at: usize, free: u64) -> Hinted {
         let g = self.geometry;
@@ -188,9 +201,11 @@ impl<'a> RingRef<'a> {
         // nothing.
         let live = hint.load(Ordering::Relaxed).clamp(1, free);
         let pos = g.position_minus(at, live);
+        let before = g.position_before(pos);
         Hinted {
             live,
-            before: self.word(g.position_before(pos)),
+            older: self.word(g.position_before(before)),
+            before: self.word(before),
             named: self.word(pos),
         }
     }
@@ -239,11 +254,13 @@ impl<'a> RingRef<'a> {
     }
 
     /// After the admission that made `count` committed: store the live
-    /// count it found in the expiry hint, if that changed ([`Count`]) — by
-    /// two or more when `racing` (an admission the scan path made, where
+    /// count it found in the expiry hint, if a hinted count ran ([`Count`]:
+    /// whether or not it moved) — only if it moved by two or more when
+    /// `racing` (an admission the scan path made, where
     /// admitters race: there the live count moves by one from call to call
     /// as the threads' admissions interleave, a store to `head`'s line
-    /// costs the other thread a miss, and a hint one off costs one load).
+    /// costs the other thread a miss, and a hint one off costs at most a
+    /// short search).
     /// Only after the commit CAS succeeded: a peek's or a failed attempt's
     /// effective time may be later than the next admission's, so its hint
     /// would count fewer live candidates than that admission finds
@@ -267,9 +284,9 @@ impl<'a> RingRef<'a> {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Count {
     pub(super) remaining: u32,
-    /// How many candidates the hinted search found alive, when that is not
-    /// what the hint said (each store writes `head`'s line, which every
-    /// check reads). Else [`KEEP`](Count::KEEP).
+    /// How many candidates the hinted count found alive, to store in the
+    /// hint ([`RingRef::note_expired`]); [`KEEP`](Count::KEEP) when no
+    /// hinted count ran.
     hint: u32,
     /// The live count the hint said.
     hinted: u32,
@@ -289,30 +306,71 @@ impl Count {
         }
     }
 
-    /// The hinted search found `live` of `free` candidates alive, having
-    /// guessed `hinted`.
+    /// The hinted count found `live` of `free` candidates alive, having
+    /// guessed `hinted`. Recorded even when `live == hinted`: a single's
+    /// fast path then stores the hint on every counted admission, with no
+    /// branch on whether it moved (that branch goes the other way in one
+    /// count of five on a real clock, BENCHMARKS.md, "Where the time goes",
+    /// session 18); the store lands on `head`'s line, which the fast path's
+    /// frontier guess writes anyway.
     #[inline(always)]
     fn found(free: u64, live: u64, hinted: u64) -> Count {
         Count {
             remaining: (free - live) as u32,
-            hint: if live == hinted {
-                Count::KEEP
-            } else {
-                live as u32
-            },
+            hint: live as u32,
             hinted: hinted as u32,
         }
     }
 }
 
-/// Where the hinted search starts ([`RingRef::remaining_after`]): the
-/// expiry hint's live count `m`, and the words of the candidate it names
-/// (the oldest of the `m` newest) and of the one before it.
+/// Where the hinted count starts ([`RingRef::remaining_after`]): the
+/// expiry hint's live count `m`, the words of the candidate it names (the
+/// oldest of the `m` newest) and of the two before it.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Hinted {
     live: u64,
+    /// Candidate `free - m - 2`.
+    older: u64,
+    /// Candidate `free - m - 1`.
     before: u64,
+    /// Candidate `free - m`.
     named: u64,
+}
+
+impl Hinted {
+    /// **The bracketed count**: the live count at `t_eff`, if the hint
+    /// says it or one fewer (the first live candidate `b` is `k = free - m`
+    /// or `k - 1`), else `None` (search).
+    ///
+    /// Read liveness as a sequence over all indices: false below candidate
+    /// 0 (nothing older counts), then as the candidates' deadlines say —
+    /// false ... false, true ... true (the clamp). If index `k - 2` is dead
+    /// and `k` alive, `b` is `k - 1` or `k`, and `k - 1` says which: `free -
+    /// b = m + [k - 1 alive]`. Both ends are tested, so a hint of any value
+    /// yields the exact count or `None`; a hint that held or was one short
+    /// — half the moves a real clock's jitter makes, and every move of a
+    /// coarse clock's growing window — yields the count with no branch on
+    /// which. (`control_unbracketed_hint_is_caught` skips the two tests.)
+    ///
+    /// Why three words and not four (one after the named candidate too,
+    /// taking a move of one either way): measured on a real clock it saved
+    /// no more, and on a coarse clock the fourth load cost 4-10%
+    /// (BENCHMARKS.md, "Where the time goes", session 18).
+    #[inline(always)]
+    fn bracketed(&self, free: u64, t_eff: u64, flaw: Flaw) -> Option<u64> {
+        let alive = |word: u64| slot::deadline(word) > t_eff;
+        let m = self.live;
+        let k = free - m;
+        let below = k >= 2 && alive(self.older);
+        let named = alive(self.named);
+        let inside = match flaw {
+            Flaw::UnbracketedHint => true,
+            Flaw::TrustHint => false,
+            _ => !below & named,
+        };
+        let before = k >= 1 && alive(self.before);
+        inside.then(|| m + u64::from(before))
+    }
 }
 
 /// Among candidates `0..free` whose liveness is false ... false, true ...
