@@ -51,7 +51,7 @@ impl<'a> RingRef<'a> {
             if n == 0 {
                 return Outcome::admitted(
                     t_eff,
-                    self.remaining_after(v.c, 0, v.p, t_eff, None).remaining,
+                    self.remaining_after(v.c, 0, v.p, t_eff).remaining,
                     0,
                 );
             }
@@ -64,7 +64,7 @@ impl<'a> RingRef<'a> {
             }
             // Counted before the commit, at the linearization point (see
             // `remaining_after`).
-            let count = self.remaining_after(v.c, n64, v.p, t_eff, None);
+            let count = self.remaining_after(v.c, n64, v.p, t_eff);
             if self.commit_batch(&v, n64, d, &backoff) {
                 // The frontier is now `n` past `c`: the singles that follow
                 // find the guess there (docs/design.md §4).
@@ -91,7 +91,7 @@ impl<'a> RingRef<'a> {
                 policy: 0,
             };
         }
-        let count = self.remaining_after(v.c, n64, v.p, t_eff, None);
+        let count = self.remaining_after(v.c, n64, v.p, t_eff);
         if g.flaw() == Flaw::TrustHint {
             // The broken variant: a peek's effective time may be later than
             // the next admission's.

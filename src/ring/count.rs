@@ -43,19 +43,8 @@ impl<'a> RingRef<'a> {
     /// admitters or from another lap, can change a count; it only costs
     /// loads. (Loom: `control_unverified_hint_is_caught`,
     /// `control_unbracketed_hint_is_caught`.)
-    ///
-    /// `early`: the [`Hinted`] words of a single at `c`, if they were loaded
-    /// already ([`early_hinted`](Self::early_hinted)); else the search loads
-    /// them.
     #[inline(always)]
-    pub(super) fn remaining_after(
-        &self,
-        c: u64,
-        n: u64,
-        prev: u64,
-        t_eff: u64,
-        early: Option<Hinted>,
-    ) -> Count {
+    pub(super) fn remaining_after(&self, c: u64, n: u64, prev: u64, t_eff: u64) -> Count {
         let g = self.geometry;
         let free = g.len() - n;
         // Fast path: the previous admission expired, so all older ones did.
@@ -67,40 +56,15 @@ impl<'a> RingRef<'a> {
         // start at position `pos(c) - m`; candidate `free - 1` (the previous
         // admission) is alive here.
         let at = g.position(c);
-        let hinted = match (early, self.expiry_hint()) {
-            (Some(hinted), _) => hinted,
-            (None, Some(hint)) => self.hinted(hint, at, free),
-            (None, None) => return self.remaining_gallop(g.position_plus(at, n), free, t_eff),
+        let Some(hint) = self.expiry_hint() else {
+            return self.remaining_gallop(g.position_plus(at, n), free, t_eff);
         };
+        let hinted = self.hinted(hint, at, free);
         match hinted.bracketed(free, t_eff, g.flaw()) {
             Some(live) => Count::found(free, live, hinted.live),
             // Fewer alive than the hint says, or two or more more: search.
             None => self.remaining_hinted(hinted, at, n, free, t_eff),
         }
-    }
-
-    /// **The early count's loads**: for a single at position `at` whose
-    /// slots read `s` (its own) and `p` (the previous admission's), the
-    /// [`Hinted`] words, loaded now, if the ring keeps an expiry hint and
-    /// the log spans more than a window (`p`'s admission came at least `W`
-    /// after `s`'s). A request judged at or after the newest admission then
-    /// finds `s` expired and is admitted, so its count will read these
-    /// words: the fast path loads them before it reads the clock
-    /// ([`check_one_when`](Self::check_one_when)). Else (a full window,
-    /// whose denial reads no count) nothing is loaded.
-    ///
-    /// Loaded after the slot loads that fixed the frontier, as the count's
-    /// own loads are, so the argument of
-    /// [`remaining_after`](Self::remaining_after) covers them; and verified
-    /// as every hinted search's words are, so a word of any age changes no
-    /// count.
-    #[inline(always)]
-    pub(super) fn early_hinted(&self, at: usize, s: u64, p: u64) -> Option<Hinted> {
-        let g = self.geometry;
-        let spans = slot::deadline(s) + g.window() <= slot::deadline(p);
-        let free = g.len() - 1;
-        let hint = self.expiry_hint().filter(|_| spans && free > 0)?;
-        Some(self.hinted(hint, at, free))
     }
 
     /// The search of [`remaining_after`](Self::remaining_after) on a ring
@@ -327,7 +291,7 @@ impl Count {
 /// expiry hint's live count `m`, the words of the candidate it names (the
 /// oldest of the `m` newest) and of the two before it.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Hinted {
+struct Hinted {
     live: u64,
     /// Candidate `free - m - 2`.
     older: u64,

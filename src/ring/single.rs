@@ -1,7 +1,7 @@
 //! One unit: the straight-line fast path, the lazy-head scan it falls back
 //! to, and the judgement and count they share (docs/design.md §4).
 
-use super::count::{Count, Hinted};
+use super::count::Count;
 use super::geometry::Now;
 use super::view::View;
 use super::word::{head, slot};
@@ -22,29 +22,30 @@ impl<'a> RingRef<'a> {
     /// [`check_one_scan`](Self::check_one_scan). Returns the time read with
     /// the outcome.
     ///
-    /// **The time is read last** (docs/design.md §4): every load that does
-    /// not depend on it comes first, then `when`, then the judgement and
-    /// the commit CAS. An admission is a dependent chain from the clock
-    /// read to the CAS; what the chain need not wait for is issued while
-    /// the clock is read. The order changes no decision: the ring's claims
-    /// hold for any time a caller passes, at any point of its loads.
+    /// **The time is read last** (docs/design.md §4): the loads that fix
+    /// the frontier come first, then `when`, then the judgement, and for an
+    /// admission `head`, the count and the commit CAS. An admission is a
+    /// dependent chain from the clock read to the CAS; what the chain need
+    /// not wait for is issued while the clock is read. The count's words
+    /// wait for the judgement: loaded before the clock they cost a `check`
+    /// more than they saved (BENCHMARKS.md, "Where the time goes", session
+    /// 19). The order changes no decision: the ring's claims hold for any
+    /// time a caller passes, at any point of its loads.
     ///
     /// A ring that keeps a frontier guess (a [`crate::Limiter`]'s) reads the
     /// slots where the guess puts the frontier ([`at_guess`](Self::at_guess))
-    /// (and, for a count, the [`early_hinted`] words), and judges the
-    /// slots: a denial is then final with no load of `head` at all (**the
-    /// head-free denial**). An admission loads `head` and takes the view if
-    /// the guess lies at most `B` past it in its lap and slot `c` still
-    /// holds its previous lap's word ([`claimable`](Self::claimable)). A keyed
-    /// state's ring (no guess) reads the view at `head` and re-validates
-    /// `head` ([`at_head`](Self::at_head)). Then: count, one CAS on slot
-    /// `c`, and [`after_single`](Self::after_single) stores the next guess
-    /// and moves `head` every `B + 1` admissions or once a lap. Anything
-    /// else — a claimed or closed slot, a wrong guess, a moved head, a lost
-    /// CAS — goes to the general path, which starts over from a fresh read
-    /// of `head`.
-    ///
-    /// [`early_hinted`]: Self::early_hinted
+    /// and judges them: a denial is then final with no load of `head` at
+    /// all (**the head-free denial**). An admission loads `head` and takes
+    /// the view if the guess lies at most `B` past it in its lap and slot
+    /// `c` still holds its previous lap's word
+    /// ([`claimable`](Self::claimable)). A keyed state's ring (no guess)
+    /// reads the view at `head` and re-validates `head`
+    /// ([`at_head`](Self::at_head)). Then: count, one CAS on slot `c`, and
+    /// [`after_single`](Self::after_single) stores the next guess and moves
+    /// `head` every `B + 1` admissions or once a lap. Anything else — a
+    /// claimed or closed slot, a wrong guess, a moved head, a lost CAS —
+    /// goes to the general path, which starts over from a fresh read of
+    /// `head`.
     #[inline(always)]
     pub(crate) fn check_one_when<const R: u8>(&self, when: impl FnOnce() -> Now) -> (Outcome, Now) {
         let g = self.geometry;
@@ -55,15 +56,7 @@ impl<'a> RingRef<'a> {
                 // leads to.
                 let guess = frontier.load(Ordering::Relaxed);
                 match self.at_guess(guess) {
-                    Some((pos, s, p)) => Seen::Guess {
-                        guess,
-                        pos,
-                        s,
-                        p,
-                        early: (R != report::DECISION)
-                            .then(|| self.early_hinted(pos, s, p))
-                            .flatten(),
-                    },
+                    Some((pos, s, p)) => Seen::Guess { guess, pos, s, p },
                     None => Seen::Neither,
                 }
             }
@@ -74,17 +67,11 @@ impl<'a> RingRef<'a> {
         };
         let now = when();
         let outcome = match seen {
-            Seen::Guess {
-                guess,
-                pos,
-                s,
-                p,
-                early,
-            } => match self.judge_one(now.judged, s, p) {
+            Seen::Guess { guess, pos, s, p } => match self.judge_one(now.judged, s, p) {
                 Err(denied) => denied,
                 // Acquire (`load_head`), after the slots: see `claimable`.
                 Ok(fits) => match self.claimable(self.load_head(), guess, pos, s, p) {
-                    Some((v, k)) => self.claim_judged::<R>(now.judged, v, k, fits, early),
+                    Some((v, k)) => self.claim_judged::<R>(now.judged, v, k, fits),
                     None => self.check_one_scan::<R>(now.judged),
                 },
             },
@@ -200,14 +187,14 @@ impl<'a> RingRef<'a> {
     #[inline(always)]
     fn judge_and_claim<const R: u8>(&self, now: u64, v: View, k: u64) -> Outcome {
         match self.judge_one(now, v.s, v.p) {
-            Ok(fits) => self.claim_judged::<R>(now, v, k, fits, None),
+            Ok(fits) => self.claim_judged::<R>(now, v, k, fits),
             Err(denied) => denied,
         }
     }
 
     /// A single that fits (deadline `d`, effective time `t_eff`) on view
-    /// `v`, `k` past `head`: count (from the `early` words if loaded),
-    /// claim slot `c`, then the next guess and `head`
+    /// `v`, `k` past `head`: count, claim slot `c`, then the next guess and
+    /// `head`
     /// ([`after_single`](Self::after_single)) and the expiry hint.
     #[inline(always)]
     fn claim_judged<const R: u8>(
@@ -216,9 +203,8 @@ impl<'a> RingRef<'a> {
         v: View,
         k: u64,
         (d, t_eff): (u64, u64),
-        early: Option<Hinted>,
     ) -> Outcome {
-        let (count, grows_at) = self.count_one::<R>(v.c, v.p, d, early);
+        let (count, grows_at) = self.count_one::<R>(v.c, v.p, d);
         if self
             .claim(v.pos, v.s, slot::pack(d, v.stamp, false))
             .is_err()
@@ -323,7 +309,7 @@ impl<'a> RingRef<'a> {
                     Ok(fits) => fits,
                     Err(denied) => return denied,
                 };
-                let (count, grows_at) = self.count_one::<R>(idx, p, d, None);
+                let (count, grows_at) = self.count_one::<R>(idx, p, d);
                 if let Err(beaten) = self.claim(pos, s, slot::pack(d, g.stamp(idx), false)) {
                     // Scan on from the word that beat us (usually the
                     // admission that took `idx`), re-validating head again.
@@ -398,21 +384,15 @@ impl<'a> RingRef<'a> {
     }
 
     /// What a single at `index` (previous slot `p`, deadline `d`) reports,
-    /// counted before its CAS (see `remaining_after`, which takes the
-    /// `early` words): `remaining` (0 for [`report::DECISION`], `admit`'s)
+    /// counted before its CAS (see `remaining_after`): `remaining` (0 for
+    /// [`report::DECISION`], `admit`'s)
     /// and, for [`report::GROWTH`], when it next grows (`growth_after`).
     #[inline(always)]
-    fn count_one<const R: u8>(
-        &self,
-        index: u64,
-        p: u64,
-        d: u64,
-        early: Option<Hinted>,
-    ) -> (Count, Option<u64>) {
+    fn count_one<const R: u8>(&self, index: u64, p: u64, d: u64) -> (Count, Option<u64>) {
         if R == report::DECISION {
             return (Count::kept(0), None);
         }
-        let count = self.remaining_after(index, 1, p, d - self.geometry.window(), early);
+        let count = self.remaining_after(index, 1, p, d - self.geometry.window());
         let grows_at = (R == report::GROWTH).then(|| self.growth_after(index, count.remaining, d));
         (count, grows_at)
     }
@@ -443,7 +423,6 @@ enum Seen {
         pos: usize,
         s: u64,
         p: u64,
-        early: Option<Hinted>,
     },
     Head(View, u64),
     Neither,
