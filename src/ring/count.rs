@@ -233,7 +233,8 @@ impl<'a> RingRef<'a> {
     pub(super) fn note_expired(&self, count: Count, racing: bool) {
         if count.hint != Count::KEEP
             && !(racing && count.hint.abs_diff(count.hinted) <= 1)
-            && let Some(hint) = self.expiry_hint()
+            // A hinted count ran, so the ring keeps a hint (`expiry_hint`).
+            && let Some(hint) = self.expiry
         {
             // Relaxed: see `remaining_hinted`; racing admitters may store in
             // either order, any value is safe.
