@@ -96,7 +96,7 @@ fn run() -> Result<(), String> {
             if admit {
                 repeat(calls, |i| l.admit_at(t(i)).is_ok())
             } else {
-                repeat(calls, |i| l.check_at(t(i)).is_ok())
+                repeat(calls, |i| black_box(l.check_at(t(i))).is_ok())
             }
         }
         "keyed" | "keyed-deny" => {
@@ -117,7 +117,7 @@ fn run() -> Result<(), String> {
             if admit {
                 repeat(calls, |i| l.admit_at(&key(i, keys), t(i)).is_ok())
             } else {
-                repeat(calls, |i| l.check_at(&key(i, keys), t(i)).is_ok())
+                repeat(calls, |i| black_box(l.check_at(&key(i, keys), t(i))).is_ok())
             }
         }
         "governor-allow" | "governor-deny" => {
@@ -134,7 +134,7 @@ fn run() -> Result<(), String> {
                 if !deny {
                     clock.advance(Duration::from_nanos(20));
                 }
-                g.check().is_ok()
+                black_box(g.check()).is_ok()
             })
         }
         "governor-keyed" | "governor-keyed-deny" => {
@@ -151,7 +151,7 @@ fn run() -> Result<(), String> {
                 if !deny {
                     clock.advance(Duration::from_nanos(20));
                 }
-                g.check_key(&key(i, keys)).is_ok()
+                black_box(g.check_key(&key(i, keys))).is_ok()
             })
         }
         _ => return Err(USAGE.into()),
