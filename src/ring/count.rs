@@ -92,7 +92,7 @@ impl<'a> RingRef<'a> {
     /// Whether the candidate at position `pos` is alive at `t_eff`.
     #[inline(always)]
     pub(super) fn live_at(&self, pos: usize, t_eff: u64) -> bool {
-        slot::deadline(self.word(pos)) > t_eff
+        slot::alive_at(self.word(pos), t_eff)
     }
 
     /// A candidate's word, at position `pos`.
@@ -119,7 +119,7 @@ impl<'a> RingRef<'a> {
     fn remaining_hinted(&self, hinted: Hinted, at: usize, n: u64, free: u64, t_eff: u64) -> Count {
         let g = self.geometry;
         let live = |pos: usize| self.live_at(pos, t_eff);
-        let alive = |word: u64| slot::deadline(word) > t_eff;
+        let alive = |word: u64| slot::alive_at(word, t_eff);
         let Hinted {
             live: guessed,
             before,
@@ -323,7 +323,7 @@ impl Hinted {
     /// (BENCHMARKS.md, "Where the time goes", session 18).
     #[inline(always)]
     fn bracketed(&self, free: u64, t_eff: u64, flaw: Flaw) -> Option<u64> {
-        let alive = |word: u64| slot::deadline(word) > t_eff;
+        let alive = |word: u64| slot::alive_at(word, t_eff);
         let m = self.live;
         let k = free - m;
         let below = k >= 2 && alive(self.older);

@@ -25,6 +25,17 @@ pub(crate) mod slot {
     }
 
     /// Whether `word` is the first slot of a weighted admission.
+    /// Whether `word`'s deadline is after `t` (its admission is alive at
+    /// `t`), compared as a word: `deadline(word) > t` iff `word >= (t + 1)
+    /// << 2`, so with the bound computed once a scan of words shifts none.
+    /// Needs `t < 2^62` so the bound does not overflow: every effective
+    /// time is a deadline (at most `2^62 - 1`, `CLOSED`'s) minus `W >= 1`.
+    #[inline]
+    pub(crate) const fn alive_at(word: u64, t: u64) -> bool {
+        debug_assert!(t >> (u64::BITS - DEADLINE_SHIFT) == 0);
+        word > (t << DEADLINE_SHIFT | ((1 << DEADLINE_SHIFT) - 1))
+    }
+
     #[inline]
     pub(crate) const fn is_batch(word: u64) -> bool {
         word & BATCH != 0
@@ -102,6 +113,11 @@ mod tests {
                     assert!(slot::claimed_by(word, stamp));
                     assert!(!slot::claimed_by(word, stamp ^ slot::STAMP));
                     assert_ne!(word, slot::CLOSED);
+                    for t in [0, 1, 2, deadline.saturating_sub(1), deadline, deadline + 1] {
+                        if t <= slot::MAX_DEADLINE {
+                            assert_eq!(slot::alive_at(word, t), deadline > t, "{deadline} at {t}");
+                        }
+                    }
                 }
             }
         }
