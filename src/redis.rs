@@ -1087,7 +1087,7 @@ impl RedisLimiter {
                 Ok(Admitted {
                     at: at_ns,
                     remaining: u32::try_from(value).unwrap_or(0),
-                    policy,
+                    policy: policy.into(),
                 }),
                 grows,
             ))

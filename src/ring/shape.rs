@@ -352,7 +352,7 @@ impl Shape {
             } => Some(Ok(Admitted {
                 at,
                 remaining,
-                policy,
+                policy: policy.into(),
             })),
             Outcome::Denied {
                 available_at,
@@ -371,7 +371,7 @@ impl Shape {
         Admitted {
             at: now.judged,
             remaining: self.min_limit - n,
-            policy: self.min_policy,
+            policy: self.min_policy.into(),
         }
     }
 
