@@ -117,7 +117,9 @@ fn run() -> Result<(), String> {
             if admit {
                 repeat(calls, |i| l.admit_at(&key(i, keys), t(i)).is_ok())
             } else {
-                repeat(calls, |i| black_box(l.check_at(&key(i, keys), t(i))).is_ok())
+                repeat(calls, |i| {
+                    black_box(l.check_at(&key(i, keys), t(i))).is_ok()
+                })
             }
         }
         "governor-allow" | "governor-deny" => {
