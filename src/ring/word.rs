@@ -24,7 +24,6 @@ pub(crate) mod slot {
         word >> DEADLINE_SHIFT
     }
 
-    /// Whether `word` is the first slot of a weighted admission.
     /// Whether `word`'s deadline is after `t` (its admission is alive at
     /// `t`), compared as a word: `deadline(word) > t` iff `word >= (t + 1)
     /// << 2`, so with the bound computed once a scan of words shifts none.
@@ -36,6 +35,7 @@ pub(crate) mod slot {
         word > (t << DEADLINE_SHIFT | ((1 << DEADLINE_SHIFT) - 1))
     }
 
+    /// Whether `word` is the first slot of a weighted admission.
     #[inline]
     pub(crate) const fn is_batch(word: u64) -> bool {
         word & BATCH != 0
