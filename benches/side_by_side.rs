@@ -10,6 +10,13 @@
 //! The CPU model is printed first: on one host the work after the clock read
 //! hides behind it, on another it does not, so a ratio means little without
 //! the host it was measured on.
+//!
+//! Governor's `check` answers the decision only, like slidelog's `admit`;
+//! #25's `check` ratio sets slidelog's `check`, which also counts
+//! `remaining`, against it. The last column adds the like-for-like pair:
+//! slidelog's `check` reading `remaining()`, against governor with its
+//! `StateInformationMiddleware` reading `remaining_burst_capacity()` (each
+//! answer used, so neither compiler drops the work behind it).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -19,6 +26,7 @@ use std::time::Duration;
 mod common;
 
 use common::{MutexLog, cpu_model, median, parallel};
+use governor::middleware::StateInformationMiddleware;
 use governor::{Quota, RateLimiter};
 use slidelog::{Clock, KeyedLimiter, Limiter, QuantaClock};
 
@@ -34,6 +42,9 @@ struct Contenders {
     admit: Round,
     governor: Round,
     mutex: Option<Round>,
+    /// Both reading `remaining`: slidelog's `check` and governor's with
+    /// `StateInformationMiddleware` (see the module docs).
+    remaining: Option<(Round, Round)>,
     /// Keeps slidelog's upkeep thread running while the rounds read it
     /// (governor's upkeep clock keeps quanta's).
     _upkeep: Option<slidelog::Upkeep>,
@@ -59,6 +70,19 @@ fn rounds(threads: usize, call: impl Fn() -> bool + Send + Sync + 'static) -> Ro
     Box::new(move |calls| {
         let call = Arc::clone(&call);
         time(threads, calls, move |_, n| {
+            for _ in 0..n {
+                black_box(call());
+            }
+        })
+    })
+}
+
+/// Rounds of `call` on one thread, its answer (a `remaining`) kept.
+fn counted(call: impl Fn() -> u32 + Send + Sync + 'static) -> Round {
+    let call = Arc::new(call);
+    Box::new(move |calls| {
+        let call = Arc::clone(&call);
+        time(1, calls, move |_, n| {
             for _ in 0..n {
                 black_box(call());
             }
@@ -122,32 +146,64 @@ fn single(limit: u32, window: Duration, deny: bool, threads: usize, raced: bool)
     let window = window_of(window, deny);
     let ours = Arc::new(Limiter::new(limit, window).unwrap());
     let theirs = Arc::new(RateLimiter::direct(quota(limit, deny)));
+    let stated = Arc::new(
+        RateLimiter::direct(quota(limit, deny)).with_middleware::<StateInformationMiddleware>(),
+    );
     let mutex = Arc::new(MutexLog::new(limit, window.as_nanos() as u64));
     let clock = QuantaClock::new();
     if deny && !raced {
         while ours.check().is_ok() {}
         while theirs.check().is_ok() {}
+        while stated.check().is_ok() {}
         while mutex.check_at(clock.now()) {}
     }
     if raced {
         let (o, t) = (Arc::clone(&ours), Arc::clone(&theirs));
         let (m, c) = (Arc::clone(&mutex), clock.clone());
+        let s = Arc::clone(&stated);
         parallel(2, 400_000, move |_, n| {
             for _ in 0..n {
                 black_box(o.admit().is_ok());
                 black_box(t.check().is_ok());
+                black_box(s.check().is_ok());
                 black_box(m.check_at(c.now()));
             }
         });
     }
-    let o = Arc::clone(&ours);
+    let (o, r) = (Arc::clone(&ours), Arc::clone(&ours));
     Contenders {
         check: rounds(threads, move || o.check().is_ok()),
         admit: rounds(threads, move || ours.admit().is_ok()),
         governor: rounds(threads, move || theirs.check().is_ok()),
         mutex: Some(rounds(threads, move || mutex.check_at(clock.now()))),
+        remaining: (threads == 1).then(|| both_remaining(r, stated)),
         _upkeep: None,
     }
+}
+
+/// A limiter governor builds with `StateInformationMiddleware`, on `C`.
+type Stated<C> = RateLimiter<
+    governor::state::NotKeyed,
+    governor::state::InMemoryState,
+    C,
+    StateInformationMiddleware,
+>;
+
+/// The like-for-like pair on one key: slidelog's `check` and governor's
+/// state snapshot, each reading `remaining` (`u32::MAX` when denied).
+fn both_remaining<C, G>(ours: Arc<Limiter<C>>, theirs: Arc<Stated<G>>) -> (Round, Round)
+where
+    C: Clock + Send + Sync + 'static,
+    G: governor::clock::Clock + Send + Sync + 'static,
+{
+    (
+        counted(move || ours.check().map_or(u32::MAX, |a| a.remaining())),
+        counted(move || {
+            theirs
+                .check()
+                .map_or(u32::MAX, |s| s.remaining_burst_capacity())
+        }),
+    )
 }
 
 /// One key, one thread, **both limiters on an upkeep clock**: a
@@ -166,18 +222,24 @@ fn upkeep(limit: u32, window: Duration, deny: bool) -> Contenders {
     let ours = Arc::new(Limiter::with_clock(limit, window, clock).unwrap());
     let theirs = Arc::new(RateLimiter::direct_with_clock(
         quota(limit, deny),
-        their_clock,
+        their_clock.clone(),
     ));
+    let stated = Arc::new(
+        RateLimiter::direct_with_clock(quota(limit, deny), their_clock)
+            .with_middleware::<StateInformationMiddleware>(),
+    );
     if deny {
         while ours.check().is_ok() {}
         while theirs.check().is_ok() {}
+        while stated.check().is_ok() {}
     }
-    let o = Arc::clone(&ours);
+    let (o, r) = (Arc::clone(&ours), Arc::clone(&ours));
     Contenders {
         check: rounds(1, move || o.check().is_ok()),
         admit: rounds(1, move || ours.admit().is_ok()),
         governor: rounds(1, move || theirs.check().is_ok()),
         mutex: None,
+        remaining: Some(both_remaining(r, stated)),
         _upkeep: Some(upkeep),
     }
 }
@@ -250,6 +312,7 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, setup: Keys) -
         admit: keyed_rounds(threads, keys, move |k| ours.admit(k).is_ok()),
         governor: keyed_rounds(threads, keys, move |k| theirs.check_key(k).is_ok()),
         mutex: None,
+        remaining: None,
         _upkeep: None,
     }
 }
@@ -303,6 +366,7 @@ fn keyed_upkeep(deny: bool) -> Contenders {
         admit: keyed_rounds(1, keys, move |k| ours.admit(k).is_ok()),
         governor: keyed_rounds(1, keys, move |k| theirs.check_key(k).is_ok()),
         mutex: None,
+        remaining: None,
         _upkeep: Some(upkeep),
     }
 }
@@ -458,12 +522,15 @@ fn main() {
         "ratio",
         "admit_ratio",
         "cpu",
+        "slidelog_remaining",
+        "governor_remaining",
+        "remaining_ratio",
     ])
     .unwrap();
     println!(
-        "| scenario | check / governor | admit / governor | slidelog check ns/call | slidelog admit ns/call | governor ns/call | mutex log ns/call |"
+        "| scenario | check / governor | admit / governor | slidelog check ns/call | slidelog admit ns/call | governor ns/call | mutex log ns/call | both reading remaining: ratio (slidelog / governor ns) |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (name, make, calls) in scenarios {
         if !name.contains(only.as_str()) {
             continue;
@@ -476,7 +543,12 @@ fn main() {
         if let Some(m) = &c.mutex {
             m(calls / 10);
         }
+        if let Some((ours, theirs)) = &c.remaining {
+            ours(calls / 10);
+            theirs(calls / 10);
+        }
         let (mut a, mut d, mut b, mut m) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut ra, mut rb) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             a.push((c.check)(calls));
             b.push((c.governor)(calls));
@@ -484,16 +556,31 @@ fn main() {
             if let Some(mutex) = &c.mutex {
                 m.push(mutex(calls));
             }
+            if let Some((ours, theirs)) = &c.remaining {
+                ra.push(ours(calls));
+                rb.push(theirs(calls));
+            }
         }
         let (a, d, b) = (median(a), median(d), median(b));
         let m = (!m.is_empty()).then(|| median(m));
+        let r = (!ra.is_empty()).then(|| (median(ra), median(rb)));
         let shown = m.map_or("—".to_string(), |m| format!("{m:.1}"));
+        let remaining_shown = r.map_or("—".to_string(), |(ra, rb)| {
+            format!("{:.2} ({ra:.1} / {rb:.1})", ra / rb)
+        });
         println!(
-            "| {name} | {:.2} | {:.2} | {a:.1} | {d:.1} | {b:.1} | {shown} |",
+            "| {name} | {:.2} | {:.2} | {a:.1} | {d:.1} | {b:.1} | {shown} | {remaining_shown} |",
             a / b,
             d / b
         );
         let mutex_field = m.map_or(String::new(), |m| format!("{m:.1}"));
+        let (ra, rb, rr) = r.map_or((String::new(), String::new(), String::new()), |(ra, rb)| {
+            (
+                format!("{ra:.1}"),
+                format!("{rb:.1}"),
+                format!("{:.2}", ra / rb),
+            )
+        });
         csv.write_record([
             name.to_string(),
             format!("{a:.1}"),
@@ -503,6 +590,9 @@ fn main() {
             format!("{:.2}", a / b),
             format!("{:.2}", d / b),
             cpu.clone(),
+            ra,
+            rb,
+            rr,
         ])
         .unwrap();
     }

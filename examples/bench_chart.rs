@@ -1,5 +1,6 @@
 //! Draws BENCHMARKS.md's chart (ns per call by scenario: slidelog's `check`
-//! and `admit`, governor and the `Mutex<VecDeque>` log) from the CSV that
+//! and `admit`, governor, governor reading `remaining` where the CSV has it,
+//! and the `Mutex<VecDeque>` log) from the CSV that
 //! `cargo bench --bench side_by_side` writes, so the picture is regenerated,
 //! never drawn by hand:
 //!
@@ -19,15 +20,21 @@ use plotters::prelude::*;
 /// One scenario's medians, ns per call.
 struct Row {
     name: String,
-    bars: [Option<f64>; 4],
+    bars: [Option<f64>; 5],
 }
 
-const SERIES: [(&str, RGBColor); 4] = [
+const SERIES: [(&str, RGBColor); 5] = [
     ("slidelog check", RGBColor(31, 119, 180)),
     ("slidelog admit", RGBColor(44, 160, 44)),
     ("governor", RGBColor(255, 127, 14)),
+    ("governor reading remaining", RGBColor(214, 39, 40)),
     ("Mutex<VecDeque> log", RGBColor(127, 127, 127)),
 ];
+
+/// Where each series is in the CSV row: `slidelog`, `slidelog_admit`,
+/// `governor`, `governor_remaining` (column 9, absent from CSVs written
+/// before it was measured, and empty for rows without it), `mutex_log`.
+const COLUMNS: [usize; 5] = [1, 2, 3, 9, 4];
 
 /// The chart BENCHMARKS.md shows.
 const TRACKED: &str = "docs/benchmarks.svg";
@@ -83,7 +90,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         cpu = cpu.or_else(|| record.get(7).filter(|c| !c.is_empty()).map(String::from));
         rows.push(Row {
             name: record.get(0).unwrap_or("").to_string(),
-            bars: [number(1), number(2), number(3), number(4)],
+            bars: COLUMNS.map(number),
         });
     }
     if rows.is_empty() {
@@ -114,7 +121,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     root.draw(&Text::new(title, (10, 10), text(16)))?;
     for (i, (name, color)) in SERIES.iter().enumerate() {
-        let x = 10 + i as i32 * 200;
+        let x = 10 + i as i32 * 230;
         root.draw(&Rectangle::new([(x, 36), (x + 14, 48)], color.filled()))?;
         root.draw(&Text::new(*name, (x + 20, 35), text(13)))?;
     }
