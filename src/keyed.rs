@@ -686,9 +686,8 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n_when(
+        self.check_when(
             key,
-            1,
             #[inline(always)]
             || self.clock.now(),
         )
@@ -743,7 +742,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n_when(key, 1, || now)
+        self.check_when(key, || now)
     }
 
     /// Checks `n` units for `key` at `now`.
@@ -771,10 +770,27 @@ where
         self.check_n_when(key, n, || now)
     }
 
+    /// One unit for `key` at the time `read` gives: `check_n_when` of 1,
+    /// through the one-unit path ([`Algorithm::check_one`]), whose outcome
+    /// never joins the weighted path's.
+    #[inline(always)]
+    fn check_when<Q>(&self, key: &Q, read: impl FnOnce() -> u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide_at(
+            key,
+            1,
+            read,
+            #[inline(always)]
+            |algorithm, words, quota, now, floor| algorithm.check_one(words, quota, now, floor),
+            |admitted| admitted,
+        )
+    }
+
     /// `n` units for `key` at the time `read` returns (read once, after the
-    /// key's lookup: see [`decide_at`](Self::decide_at)). Inlined, so that
-    /// `check`'s one unit is a constant in the state's answer, as in
-    /// `admit`'s.
+    /// key's lookup: see [`decide_at`](Self::decide_at)).
     #[inline(always)]
     fn check_n_when<Q>(
         &self,

@@ -9,7 +9,8 @@
 //!   `deny` (10 per hour, full), `two` (`small` from two threads at once,
 //!   wall time over all calls), `keyed` (10,000 `u64` keys, L = 10,
 //!   W = 1 µs, keys in a scattered order), `keyed-deny` (every key full),
-//!   `keyed-1k` (1,000 keys);
+//!   `keyed-1k` (1,000 keys), `keyed-deny-100k` (100,000 keys, every one
+//!   full: more than an L2 holds);
 //! - clocks: none for `QuantaClock::new()`, `upkeep` for
 //!   `QuantaClock::recent(1 ms)`, `at` for the time passed in (`check_at`,
 //!   20 ns apart; single-key scenarios only).
@@ -24,7 +25,7 @@ mod cpu;
 /// Calls per round.
 const CALLS: u64 = 1_000_000;
 
-const USAGE: &str = "usage: slidelog-ab [--rounds N] <check|admit>-<small|big|deny|two|keyed|keyed-deny|keyed-1k>[-upkeep|-at] ...";
+const USAGE: &str = "usage: slidelog-ab [--rounds N] <check|admit>-<small|big|deny|two|keyed|keyed-deny|keyed-1k|keyed-deny-100k>[-upkeep|-at] ...";
 
 /// What one mode measures.
 #[derive(Clone, Copy, Debug)]
@@ -80,6 +81,10 @@ impl Mode {
             "keyed-1k" => Scenario::Keyed {
                 keys: 1_000,
                 deny: false,
+            },
+            "keyed-deny-100k" => Scenario::Keyed {
+                keys: 100_000,
+                deny: true,
             },
             _ => return Err(bad()),
         };
