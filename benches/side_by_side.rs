@@ -371,13 +371,39 @@ fn keyed_upkeep(deny: bool) -> Contenders {
     }
 }
 
+/// Nanoseconds per `QuantaClock::now()` read back to back (median of seven
+/// rounds of a million). On a host whose TSC read is slow to repeat (AMD
+/// EPYC, Zen 4, under KVM: about 9.6 ns) this is the floor under every
+/// contender that reads the clock once a call, governor's among them; work
+/// after the read hides beneath it only up to a point (BENCHMARKS.md,
+/// "Where the time goes", session 22).
+fn clock_floor() -> f64 {
+    let clock = QuantaClock::new();
+    let reads = 1_000_000;
+    median(
+        (0..7)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                for _ in 0..reads {
+                    black_box(clock.now());
+                }
+                start.elapsed().as_nanos() as f64 / reads as f64
+            })
+            .collect(),
+    )
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let only = std::env::var("SIDE_BY_SIDE_ONLY").unwrap_or_default();
     // The host goes beside every figure: on screen, and in each CSV row
     // (the chart names it).
     let cpu = cpu_model();
-    println!("CPU: {cpu}\n");
+    println!("CPU: {cpu}");
+    println!(
+        "One clock read alone: {:.1} ns (QuantaClock, back to back: the floor of a call that reads the clock once)\n",
+        clock_floor()
+    );
     // `cargo bench` passes `--bench`; `cargo test --benches` does not run us.
     let rounds = if quick { 3 } else { 7 };
     let big = 1 << 20;
