@@ -191,31 +191,37 @@ fn process_clock() -> (quanta::Clock, Option<u64>) {
 /// ([`per_tick`]): one multiply, where quanta's scaling also matches on
 /// its source and shifts by a variable count.
 mod tsc {
-    /// Nanoseconds per tick in 32.32 fixed point, as `clock` calibrated
+    /// Nanoseconds per tick in 0.64 fixed point, as `clock` calibrated
     /// them, if `clock` counts TSC ticks so that [`read`] returns what its
     /// `raw` would: quanta scales deltas only on its TSC source (on its
     /// `clock_gettime` fallback a delta is already nanoseconds), so a
     /// scaled delta proves the TSC. A TSC whose calibration came out at
-    /// exactly one tick per nanosecond reads as "no": the slower `raw`,
-    /// still right. Off x86-64 there is no inline read: always `None`.
+    /// one tick per nanosecond or slower reads as "no" (the factor would
+    /// not fit below 1.0): the slower `raw`, still right. Off x86-64 there
+    /// is no inline read: always `None`.
     ///
-    /// The factor is quanta's nanoseconds for `2^40` ticks over `2^8`: at
-    /// most a nanosecond per `2^32` ticks (1.4 s at 3 GHz) away from
-    /// quanta's own scaling, a few microseconds an hour, well inside the
-    /// error of quanta's calibration itself; and the clock stays linear.
+    /// The factor is quanta's nanoseconds for `2^40` ticks times `2^24`:
+    /// at most a nanosecond per `2^40` ticks (six minutes at 3 GHz) away
+    /// from quanta's own scaling, well inside the error of quanta's
+    /// calibration itself; and the clock stays linear. A factor below 1.0
+    /// in 0.64 makes the scaling a multiply whose high word is the answer,
+    /// with no shift after it, and the scaling is on the critical path of
+    /// every call that reads the time: on an AMD EPYC, `admit` and a
+    /// denial took 0.95 of the time they took with the 32.32 factor and its
+    /// double-word shift, `check` 0.98 at L = 10 (BENCHMARKS.md, "Where the
+    /// time goes", session 22).
     pub(super) fn per_tick(clock: &quanta::Clock) -> Option<u64> {
         const PROBE: u64 = 1 << 40;
         let nanos = clock.delta_as_nanos(0, PROBE);
-        let factor = nanos >> 8;
-        (cfg!(target_arch = "x86_64") && nanos != PROBE && factor > 0).then_some(factor)
+        (cfg!(target_arch = "x86_64") && nanos > 0 && nanos < PROBE).then(|| nanos << 24)
     }
 
-    /// Nanoseconds for `ticks` at `per_tick` (32.32 fixed point).
+    /// Nanoseconds for `ticks` at `per_tick` (0.64 fixed point).
     #[inline(always)]
     pub(super) fn nanos(ticks: u64, per_tick: u64) -> u64 {
-        // At most 2^64 ticks times under 2^64: the product fits in 128
-        // bits; the result fits in 64 for any span a clock meets.
-        ((u128::from(ticks) * u128::from(per_tick)) >> 32) as u64
+        // The high word of a 64 x 64 bit product: no overflow, and below
+        // `ticks` (the factor is below 1.0).
+        ((u128::from(ticks) * u128::from(per_tick)) >> 64) as u64
     }
 
     /// The time stamp counter, as quanta's TSC source reads it (`RDTSC`).
