@@ -224,6 +224,13 @@ mod tsc {
         ((u128::from(ticks) * u128::from(per_tick)) >> 64) as u64
     }
 
+    /// The ticks since the origin of a counter read behind it: none.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn behind() -> u64 {
+        0
+    }
+
     /// The time stamp counter, as quanta's TSC source reads it (`RDTSC`).
     /// Called only for a clock that counts it ([`per_tick`]).
     #[cfg(target_arch = "x86_64")]
@@ -268,9 +275,16 @@ impl Clock for QuantaClock {
         match self.reading {
             Reading::Tsc(per_tick) => match tsc::read() {
                 // A counter behind the origin (another core's, a moment
-                // earlier) reads as the origin, as quanta's delta does.
+                // earlier) reads as the origin, as quanta's delta does: a
+                // branch to a cold call, so that the common case has no
+                // conditional move on the chain every caller waits for
+                // (see `Geometry::now`).
                 Some(ticks) => {
-                    tsc::nanos(ticks.saturating_sub(self.origin_raw), per_tick) + Self::ORIGIN
+                    let since = match ticks.checked_sub(self.origin_raw) {
+                        Some(since) => since,
+                        None => tsc::behind(),
+                    };
+                    tsc::nanos(since, per_tick) + Self::ORIGIN
                 }
                 None => self.now_read(),
             },

@@ -248,12 +248,28 @@ impl Geometry {
     }
 
     /// A request read at `read` and judged no earlier than `floor`.
+    ///
+    /// The read's clamp is a branch, not a select: a reading past
+    /// `max_now` takes a cold call. Every path that reads the time waits
+    /// for its judged value, and a predicted branch takes the clamp off
+    /// that chain where a conditional move sits on it.
     #[inline(always)]
     pub(crate) fn now(&self, read: u64, floor: u64) -> Now {
-        let read = self.clamp(read);
+        let read = if read > self.max_now {
+            saturated(self.max_now)
+        } else {
+            read
+        };
         Now {
             read,
             judged: read.max(self.clamp(floor)),
         }
     }
+}
+
+/// A reading past the encodable range, saturated (see [`Geometry::now`]).
+#[cold]
+#[inline(never)]
+fn saturated(max_now: u64) -> u64 {
+    max_now
 }
