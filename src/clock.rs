@@ -213,7 +213,7 @@ mod tsc {
     pub(super) fn per_tick(clock: &quanta::Clock) -> Option<u64> {
         const PROBE: u64 = 1 << 40;
         let nanos = clock.delta_as_nanos(0, PROBE);
-        (cfg!(target_arch = "x86_64") && nanos > 0 && nanos < PROBE).then(|| nanos << 24)
+        (cfg!(target_arch = "x86_64") && nanos > 0 && nanos < PROBE).then_some(nanos << 24)
     }
 
     /// Nanoseconds for `ticks` at `per_tick` (0.64 fixed point).
