@@ -32,8 +32,8 @@ const SERIES: [(&str, RGBColor); 5] = [
 ];
 
 /// Where each series is in the CSV row: `slidelog`, `slidelog_admit`,
-/// `governor`, `governor_remaining` (column 9, absent from CSVs written
-/// before it was measured, and empty for rows without it), `mutex_log`.
+/// `governor`, `governor_remaining` (column 9: a CSV may lack it, and a row
+/// may leave it empty; either draws no bar), `mutex_log`.
 const COLUMNS: [usize; 5] = [1, 2, 3, 9, 4];
 
 /// The chart BENCHMARKS.md shows.

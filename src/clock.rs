@@ -205,11 +205,9 @@ mod tsc {
     /// from quanta's own scaling, well inside the error of quanta's
     /// calibration itself; and the clock stays linear. A factor below 1.0
     /// in 0.64 makes the scaling a multiply whose high word is the answer,
-    /// with no shift after it, and the scaling is on the critical path of
-    /// every call that reads the time: on an AMD EPYC, `admit` and a
-    /// denial took 0.95 of the time they took with the 32.32 factor and its
-    /// double-word shift, `check` 0.98 at L = 10 (BENCHMARKS.md, "Where the
-    /// time goes", session 22).
+    /// with no shift after it: the scaling is on the critical path of every
+    /// call that reads the time (BENCHMARKS.md, "Where the time goes",
+    /// session 22).
     pub(super) fn per_tick(clock: &quanta::Clock) -> Option<u64> {
         const PROBE: u64 = 1 << 40;
         let nanos = clock.delta_as_nanos(0, PROBE);

@@ -24,8 +24,8 @@ pub struct Admitted {
     pub(crate) remaining: u32,
     /// The policy with the fewest units left (0 for one policy). A `u32`
     /// though it is below `MAX_POLICIES`: with no padding byte beside it, a
-    /// `Result<Admitted, Denied>` moves as whole words (7 fewer instructions
-    /// per `check` through `black_box`, BENCHMARKS.md, session 21).
+    /// `Result<Admitted, Denied>` moves as whole words, not in one- to
+    /// four-byte pieces (BENCHMARKS.md, "Where the time goes", session 21).
     pub(crate) policy: u32,
 }
 

@@ -287,13 +287,11 @@ impl sealed::Sealed for Log {
         let (shape, ring) = self.ring(state, quota);
         shape.check_at(ring, shape.now(now, floor), n)
     }
-    /// The one-unit path alone, as [`crate::Limiter::check`] takes it,
-    /// rather than `check` of `n = 1`, which moves its outcome through
-    /// memory once more: 4-5 fewer instructions a keyed `check` (436 → 432,
-    /// its denial 400 → 395), 2-4% less time on a denial over 10,000 keys,
-    /// and 0.6-0.7 of the time over 100,000 (states that miss the L2),
-    /// where `check`'s denial had cost 28-41 ns more than `admit`'s
-    /// (BENCHMARKS.md, "Where the time goes", session 22).
+    /// The one-unit path alone, as [`crate::Limiter::check`] takes it:
+    /// `check` of `n = 1` joins the single's outcome with the weighted
+    /// path's and moves it through memory once more, which costs a keyed
+    /// denial most where the keys' states miss the L2 (BENCHMARKS.md,
+    /// "Where the time goes", session 22).
     #[inline(always)]
     fn check_one(
         &self,
