@@ -192,8 +192,16 @@ impl Geometry {
     /// position + n - L }` when the position passes `L - 1`.
     #[inline]
     pub(super) fn advance(&self, index: u64, n: u64) -> u64 {
+        self.advance_at(index, self.position(index), n)
+    }
+
+    /// [`advance`](Self::advance) from `index` at position `pos` (its
+    /// position, already at hand).
+    #[inline]
+    pub(super) fn advance_at(&self, index: u64, pos: usize, n: u64) -> u64 {
         debug_assert!(n <= self.limit);
-        if self.position(index) as u64 + n >= self.limit {
+        debug_assert_eq!(pos, self.position(index));
+        if pos as u64 + n >= self.limit {
             (index + n + self.gap) & head::INDEX_MASK
         } else {
             index + n

@@ -241,10 +241,10 @@ impl Shape {
         ring: RingRef<'_>,
         when: impl FnOnce() -> Now,
     ) -> Option<Result<(), Denied>> {
-        match self.one_unit::<{ report::DECISION }>(ring, when) {
-            (Outcome::Admitted { .. }, _) => Some(Ok(())),
-            (outcome, now) => self.decide(outcome, now).map(|decision| decision.map(drop)),
-        }
+        self.one_unit::<{ report::DECISION }, _>(ring, when, |outcome, now| match outcome {
+            Outcome::Admitted { .. } => Some(Ok(())),
+            outcome => self.decide(outcome, now).map(|decision| decision.map(drop)),
+        })
     }
 
     /// One unit counting `remaining` ([`check_at`](Self::check_at) of 1) at
@@ -255,22 +255,25 @@ impl Shape {
         ring: RingRef<'_>,
         when: impl FnOnce() -> Now,
     ) -> Option<Result<Admitted, Denied>> {
-        let (outcome, now) = self.one_unit::<{ report::REMAINING }>(ring, when);
-        self.decide(outcome, now)
+        self.one_unit::<{ report::REMAINING }, _>(ring, when, |outcome, now| {
+            self.decide(outcome, now)
+        })
     }
 
-    /// One unit reporting `R`, and the time `when` read.
+    /// One unit reporting `R`, its outcome and the time `when` read handed
+    /// to `finish` (see [`RingRef::check_one_when`]).
     #[inline(always)]
-    fn one_unit<const R: u8>(
+    fn one_unit<const R: u8, T>(
         &self,
         ring: RingRef<'_>,
         when: impl FnOnce() -> Now,
-    ) -> (Outcome, Now) {
+        finish: impl Fn(Outcome, Now) -> T,
+    ) -> T {
         match &self.rules {
-            None => ring.check_one_when::<R>(when),
+            None => ring.check_one_when::<R, T>(when, finish),
             Some(rules) => {
                 let now = when();
-                (multi(ring, now.judged, 1, rules), now)
+                finish(multi(ring, now.judged, 1, rules), now)
             }
         }
     }
@@ -286,14 +289,19 @@ impl Shape {
         ring: RingRef<'_>,
         now: Now,
     ) -> Option<(Result<Admitted, Denied>, Option<u64>)> {
-        let (outcome, now) = self.one_unit::<{ report::GROWTH }>(ring, || now);
-        let wait = match outcome {
-            Outcome::Admitted {
-                grows_at: Some(at), ..
-            } => Some(at.saturating_sub(now.read)),
-            _ => None,
-        };
-        self.decide(outcome, now).map(|decision| (decision, wait))
+        self.one_unit::<{ report::GROWTH }, _>(
+            ring,
+            || now,
+            |outcome, now| {
+                let wait = match outcome {
+                    Outcome::Admitted {
+                        grows_at: Some(at), ..
+                    } => Some(at.saturating_sub(now.read)),
+                    _ => None,
+                };
+                self.decide(outcome, now).map(|decision| (decision, wait))
+            },
+        )
     }
 
     /// What [`check_at`](Self::check_at) would answer, recording nothing.

@@ -7,20 +7,20 @@ use super::view::View;
 use super::word::{head, slot};
 use super::{Outcome, RingRef, report};
 use crate::flaw::Flaw;
-use crate::sync::atomic::Ordering;
+use crate::sync::atomic::{AtomicU64, Ordering};
 
 impl<'a> RingRef<'a> {
     /// One unit at `now` (judged time): [`check_one_when`](Self::check_one_when)
     /// with the time already read.
     #[inline(always)]
     pub(crate) fn check_one<const R: u8>(&self, now: u64) -> Outcome {
-        self.check_one_when::<R>(|| Now::at(now)).0
+        self.check_one_when::<R, _>(|| Now::at(now), |outcome, _| outcome)
     }
 
     /// One unit, at the time `when` reads (called once, on every path):
     /// the common case in straight-line code, the rest in
-    /// [`check_one_scan`](Self::check_one_scan). Returns the time read with
-    /// the outcome.
+    /// [`check_one_scan`](Self::check_one_scan). Returns what `finish`
+    /// makes of the outcome and the time read.
     ///
     /// **The time is read last** (docs/design.md §4): the loads that fix
     /// the frontier come first, then `when`, then the judgement, and for an
@@ -46,8 +46,17 @@ impl<'a> RingRef<'a> {
     /// claimed or closed slot, a wrong guess, a moved head, a lost CAS —
     /// goes to the general path, which starts over from a fresh read of
     /// `head`.
+    ///
+    /// `finish` is applied on the fast path apart from the general path:
+    /// the fast path's outcome then stays in registers, where one shared
+    /// with the out-of-line scan's would be built in the scan's return
+    /// slot in memory and read back.
     #[inline(always)]
-    pub(crate) fn check_one_when<const R: u8>(&self, when: impl FnOnce() -> Now) -> (Outcome, Now) {
+    pub(crate) fn check_one_when<const R: u8, T>(
+        &self,
+        when: impl FnOnce() -> Now,
+        finish: impl Fn(Outcome, Now) -> T,
+    ) -> T {
         let g = self.geometry;
         let seen = match self.frontier {
             _ if g.general_only() => Seen::Neither,
@@ -56,7 +65,13 @@ impl<'a> RingRef<'a> {
                 // leads to.
                 let guess = frontier.load(Ordering::Relaxed);
                 match self.at_guess(guess) {
-                    Some((pos, s, p)) => Seen::Guess { guess, pos, s, p },
+                    Some((pos, slot_q, s, p)) => Seen::Guess {
+                        guess,
+                        pos,
+                        slot_q,
+                        s,
+                        p,
+                    },
                     None => Seen::Neither,
                 }
             }
@@ -66,19 +81,28 @@ impl<'a> RingRef<'a> {
             },
         };
         let now = when();
-        let outcome = match seen {
-            Seen::Guess { guess, pos, s, p } => match self.judge_one(now.judged, s, p) {
-                Err(denied) => denied,
+        // `None`: the general path decides.
+        let fast = match seen {
+            Seen::Guess {
+                guess,
+                pos,
+                slot_q,
+                s,
+                p,
+            } => match self.judge_one(now.judged, s, p) {
+                Err(denied) => Some(denied),
                 // Acquire (`load_head`), after the slots: see `claimable`.
-                Ok(fits) => match self.claimable(self.load_head(), guess, pos, s, p) {
-                    Some((v, k)) => self.claim_judged::<R>(now.judged, v, k, fits),
-                    None => self.check_one_scan::<R>(now.judged),
-                },
+                Ok(fits) => self
+                    .claimable(self.load_head(), guess, pos, s, p)
+                    .and_then(|(v, k)| self.claim_judged::<R>(v, slot_q, k, fits)),
             },
             Seen::Head(v, k) => self.judge_and_claim::<R>(now.judged, v, k),
-            Seen::Neither => self.check_one_scan::<R>(now.judged),
+            Seen::Neither => None,
         };
-        (outcome, now)
+        match fast {
+            Some(outcome) => finish(outcome, now),
+            None => finish(self.check_one_scan::<R>(now.judged), now),
+        }
     }
 
     /// **At the guess**: `(q, s, p)`, the words `s` of slot `q =
@@ -107,20 +131,25 @@ impl<'a> RingRef<'a> {
     /// slot `q`; then `p` holds the batch's deadline and `j` had expired at
     /// its effective time, and the judgement admits (and goes on to
     /// `claimable`, which needs `head`).
+    ///
+    /// With `L == 1` slot `q - 1` is slot `q`, and equal reads of it bracket
+    /// the one in between: words only grow, so `p == s` whenever `s ==
+    /// again`. Returned with the words: slot `q` itself, for the commit CAS
+    /// (its position checked once, here).
     #[inline(always)]
-    fn at_guess(&self, guess: u64) -> Option<(usize, u64, u64)> {
+    fn at_guess(&self, guess: u64) -> Option<(usize, &'a AtomicU64, u64, u64)> {
         let g = self.geometry;
         let pos = g.position(guess);
-        if pos >= self.slots.len() {
-            return None; // garbage
-        }
-        let before = pos.checked_sub(1).unwrap_or(self.slots.len() - 1);
-        let s = self.load_slot(pos);
-        let p = self.load_slot(before);
-        let again = self.load_slot(pos);
-        // With `L == 1` slot `q - 1` is slot `q`: equal reads of it
-        // bracket the one in between.
-        let p = if before == pos { s } else { p };
+        // `None`: garbage past the ring.
+        let slot_q = self.slots.get(pos)?;
+        let slot_before = match pos.checked_sub(1) {
+            Some(before) => &self.slots[before],
+            None => self.slots.last()?,
+        };
+        // Acquire, as `load_slot`.
+        let s = slot_q.load(Ordering::Acquire);
+        let p = slot_before.load(Ordering::Acquire);
+        let again = slot_q.load(Ordering::Acquire);
         let s = match g.flaw() {
             // The broken variant: judge the last read of slot `q` only (the
             // order slot `q - 1` then slot `q`, with no `head` around it).
@@ -130,7 +159,7 @@ impl<'a> RingRef<'a> {
         };
         let adjacent = (p ^ s) & slot::STAMP == u64::from(pos != 0);
         let verified = adjacent || g.flaw() == Flaw::UnverifiedGuess;
-        (s != slot::CLOSED && p != slot::CLOSED && verified).then_some((pos, s, p))
+        (s != slot::CLOSED && p != slot::CLOSED && verified).then_some((pos, slot_q, s, p))
     }
 
     /// **Claimable**: the words `at_guess` read (`s`, `p` at position `pos
@@ -157,7 +186,11 @@ impl<'a> RingRef<'a> {
     fn claimable(&self, hw: u64, guess: u64, pos: usize, s: u64, p: u64) -> Option<(View, u64)> {
         let g = self.geometry;
         let k = guess.wrapping_sub(hw);
-        let fits = k <= g.lag() && g.position(hw) as u64 + k < g.len();
+        // In `c`'s lap: with `k <= B < L <= 2^bits`, a `head` in an earlier
+        // lap leaves `pos = position(head) + k - 2^bits` below `head`'s
+        // position, and one in the same lap `pos = position(head) + k` at
+        // or above it (indices are `lap << bits | position`).
+        let fits = k <= g.lag() && g.position(hw) <= pos;
         (fits && !self.taken(s, guess)).then(|| {
             let view = View {
                 hw,
@@ -183,44 +216,42 @@ impl<'a> RingRef<'a> {
     }
 
     /// Judges a single on view `v` (`k` past `head`), then claims it
-    /// ([`claim_judged`](Self::claim_judged)).
+    /// ([`claim_judged`](Self::claim_judged)); `None` if another admission
+    /// took the slot first.
     #[inline(always)]
-    fn judge_and_claim<const R: u8>(&self, now: u64, v: View, k: u64) -> Outcome {
+    fn judge_and_claim<const R: u8>(&self, now: u64, v: View, k: u64) -> Option<Outcome> {
         match self.judge_one(now, v.s, v.p) {
-            Ok(fits) => self.claim_judged::<R>(now, v, k, fits),
-            Err(denied) => denied,
+            Ok(fits) => self.claim_judged::<R>(v, self.slot(v.pos), k, fits),
+            Err(denied) => Some(denied),
         }
     }
 
     /// A single that fits (deadline `d`, effective time `t_eff`) on view
-    /// `v`, `k` past `head`: count, claim slot `c`, then the next guess and
-    /// `head`
-    /// ([`after_single`](Self::after_single)) and the expiry hint.
+    /// `v`, `k` past `head`: count, claim slot `c` (`slot_c`), then the
+    /// next guess and `head` ([`after_single`](Self::after_single)) and the
+    /// expiry hint. `None` if another admission took slot `c` first (the
+    /// general path then starts over).
     #[inline(always)]
     fn claim_judged<const R: u8>(
         &self,
-        now: u64,
         v: View,
+        slot_c: &AtomicU64,
         k: u64,
         (d, t_eff): (u64, u64),
-    ) -> Outcome {
+    ) -> Option<Outcome> {
         let (count, grows_at) = self.count_one::<R>(v.c, v.p, d);
-        if self
-            .claim(v.pos, v.s, slot::pack(d, v.stamp, false))
-            .is_err()
-        {
-            return self.check_one_scan::<R>(now);
-        }
+        self.claim_in(slot_c, v.s, slot::pack(d, v.stamp, false))
+            .ok()?;
         self.after_single(v.hw, k, v.c, v.pos);
         if R >= report::REMAINING {
             self.note_expired(count, false);
         }
-        Outcome::Admitted {
+        Some(Outcome::Admitted {
             at: t_eff,
             remaining: count.remaining,
             policy: 0,
             grows_at,
-        }
+        })
     }
 
     /// After the fast path committed a single at index `c` (position `pos`),
@@ -240,7 +271,7 @@ impl<'a> RingRef<'a> {
     #[inline(always)]
     fn after_single(&self, hw: u64, k: u64, c: u64, pos: usize) {
         let g = self.geometry;
-        let next = g.advance(c, 1);
+        let next = g.advance_at(c, pos, 1);
         let lazy = self.store_guess(next) && k < g.lag() && pos as u64 + 1 < g.len();
         if !lazy {
             self.move_head(hw, head::index(hw), next);
@@ -417,10 +448,11 @@ impl<'a> RingRef<'a> {
 /// What [`RingRef::check_one_when`] read before the time: the words at the
 /// frontier guess (they fix the frontier), the view at `head` (a ring
 /// without a guess), or nothing to go on (the general path).
-enum Seen {
+enum Seen<'a> {
     Guess {
         guess: u64,
         pos: usize,
+        slot_q: &'a AtomicU64,
         s: u64,
         p: u64,
     },

@@ -5,7 +5,7 @@
 use super::RingRef;
 use super::word::{head, slot};
 use crate::flaw::Flaw;
-use crate::sync::atomic::Ordering;
+use crate::sync::atomic::{AtomicU64, Ordering};
 
 /// A consistent view of the ring at index `c`: `head` did not move while
 /// the slots were read (the seqlock), or — the fast path's view at the
@@ -166,16 +166,23 @@ impl<'a> RingRef<'a> {
     /// from the word that beat us.
     #[inline(always)]
     pub(super) fn claim(&self, pos: usize, expected: u64, word: u64) -> Result<(), u64> {
+        self.claim_in(self.slot(pos), expected, word)
+    }
+
+    /// [`claim`](Self::claim) on a slot already at hand (the fast path's,
+    /// whose position was checked once, when the guess led to it).
+    #[inline(always)]
+    pub(super) fn claim_in(&self, slot: &AtomicU64, expected: u64, word: u64) -> Result<(), u64> {
         if self.geometry.flaw() == Flaw::LoadThenStore {
-            let current = self.load_slot(pos);
+            // Acquire, as `load_slot`.
+            let current = slot.load(Ordering::Acquire);
             if current != expected {
                 return Err(current);
             }
-            self.slot(pos).store(word, Ordering::Release);
+            slot.store(word, Ordering::Release);
             return Ok(());
         }
-        self.slot(pos)
-            .compare_exchange(expected, word, Ordering::Release, Ordering::Acquire)
+        slot.compare_exchange(expected, word, Ordering::Release, Ordering::Acquire)
             .map(|_| ())
     }
 
