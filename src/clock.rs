@@ -83,7 +83,8 @@ pub struct QuantaClock {
     /// time stamp counter inline ([`tsc::read`]; `clock` then counts its
     /// ticks), else 0 and the time comes from `reading`. A field of its
     /// own, tested first: the counter's case costs one test of the factor
-    /// it loads anyway, where a tag compared against three cases cost two.
+    /// it loads anyway (a tag matched against three cases compiles to two
+    /// compares).
     per_tick: u64,
     reading: Reading,
 }
