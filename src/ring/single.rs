@@ -58,50 +58,43 @@ impl<'a> RingRef<'a> {
         finish: impl Fn(Outcome, Now) -> T,
     ) -> T {
         let g = self.geometry;
-        let seen = match self.frontier {
-            _ if g.general_only() => Seen::Neither,
+        // The general path, at the time read.
+        let general = |now: Now| finish(self.check_one_scan::<R>(now.judged), now);
+        // The clock is read in each arm, after that arm's loads: no flag
+        // saying which arm ran waits across the read.
+        match self.frontier {
+            _ if g.general_only() => general(when()),
             Some(frontier) => {
                 // Relaxed: a guess; `at_guess` and `claimable` verify what it
                 // leads to.
                 let guess = frontier.load(Ordering::Relaxed);
-                match self.at_guess(guess) {
-                    Some((pos, slot_q, s, p)) => Seen::Guess {
-                        guess,
-                        pos,
-                        slot_q,
-                        s,
-                        p,
-                    },
-                    None => Seen::Neither,
+                let Some((pos, slot_q, s, p)) = self.at_guess(guess) else {
+                    return general(when());
+                };
+                let now = when();
+                let fast = match self.judge_one(now.judged, s, p) {
+                    Err(denied) => Some(denied),
+                    // Acquire (`load_head`), after the slots: see `claimable`.
+                    Ok(fits) => self
+                        .claimable(self.load_head(), guess, pos, s, p)
+                        .and_then(|(v, k)| self.claim_judged::<R>(v, slot_q, k, fits)),
+                };
+                match fast {
+                    Some(outcome) => finish(outcome, now),
+                    None => general(now),
                 }
             }
-            None => match self.at_head() {
-                Some((v, k)) => Seen::Head(v, k),
-                None => Seen::Neither,
-            },
-        };
-        let now = when();
-        // `None`: the general path decides.
-        let fast = match seen {
-            Seen::Guess {
-                guess,
-                pos,
-                slot_q,
-                s,
-                p,
-            } => match self.judge_one(now.judged, s, p) {
-                Err(denied) => Some(denied),
-                // Acquire (`load_head`), after the slots: see `claimable`.
-                Ok(fits) => self
-                    .claimable(self.load_head(), guess, pos, s, p)
-                    .and_then(|(v, k)| self.claim_judged::<R>(v, slot_q, k, fits)),
-            },
-            Seen::Head(v, k) => self.judge_and_claim::<R>(now.judged, v, k),
-            Seen::Neither => None,
-        };
-        match fast {
-            Some(outcome) => finish(outcome, now),
-            None => finish(self.check_one_scan::<R>(now.judged), now),
+            None => {
+                // A keyed state's ring: one read after the view, either way
+                // (its path is compiled once per map width; a read in each
+                // arm measured no faster there).
+                let view = self.at_head();
+                let now = when();
+                match view.and_then(|(v, k)| self.judge_and_claim::<R>(now.judged, v, k)) {
+                    Some(outcome) => finish(outcome, now),
+                    None => general(now),
+                }
+            }
         }
     }
 
@@ -443,21 +436,6 @@ impl<'a> RingRef<'a> {
             self.advance_head(hw, c, idx, 1);
         }
     }
-}
-
-/// What [`RingRef::check_one_when`] read before the time: the words at the
-/// frontier guess (they fix the frontier), the view at `head` (a ring
-/// without a guess), or nothing to go on (the general path).
-enum Seen<'a> {
-    Guess {
-        guess: u64,
-        pos: usize,
-        slot_q: &'a AtomicU64,
-        s: u64,
-        p: u64,
-    },
-    Head(View, u64),
-    Neither,
 }
 
 #[cfg(all(test, not(slidelog_loom)))]
