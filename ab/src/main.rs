@@ -5,7 +5,10 @@
 //! `old`, aligns the code and builds this.
 //!
 //! A mode is `<check|admit>-<scenario>[-<clock>]`:
-//! - scenarios `small` (L = 10, W = 100 ns), `big` (L = 2^20, W = 1 µs),
+//! - scenarios `small` (L = 10, W = 10 ns: every call admitted, as in
+//!   `side_by_side`; at W = 100 ns a call faster than 10 ns is denied a
+//!   share of the time, and the mode would measure that mix), `big` (L = 2^20,
+//!   W = 1 µs: the count of `remaining` at work),
 //!   `deny` (10 per hour, full), `two` (`small` from two threads at once,
 //!   wall time over all calls), `keyed` (10,000 `u64` keys, L = 10,
 //!   W = 1 µs, keys in a scattered order), `keyed-deny` (every key full),
@@ -106,7 +109,7 @@ impl Mode {
         match self.scenario {
             Scenario::Big => (1 << 20, Duration::from_micros(1)),
             Scenario::Deny => (10, Duration::from_secs(3600)),
-            _ => (10, Duration::from_nanos(100)),
+            _ => (10, Duration::from_nanos(10)),
         }
     }
 }
