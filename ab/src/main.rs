@@ -13,7 +13,11 @@
 //!   wall time over all calls), `keyed` (10,000 `u64` keys, L = 10,
 //!   W = 1 µs, keys in a scattered order), `keyed-deny` (every key full),
 //!   `keyed-1k` (1,000 keys), `keyed-deny-100k` (100,000 keys, every one
-//!   full: more than an L2 holds);
+//!   full: more than an L2 holds), `keyed-half` (`keyed` calling only the
+//!   even keys: the states between them are not called) and `keyed-two`
+//!   (two threads, one on the even keys and one on the odd ones: states
+//!   created one after the other, so neighbours in memory, are called by
+//!   different threads; wall time over all calls);
 //! - clocks: none for `QuantaClock::new()`, `upkeep` for
 //!   `QuantaClock::recent(1 ms)`, `at` for the time passed in (`check_at`,
 //!   20 ns apart; single-key scenarios only).
@@ -28,7 +32,7 @@ mod cpu;
 /// Calls per round.
 const CALLS: u64 = 1_000_000;
 
-const USAGE: &str = "usage: slidelog-ab [--rounds N] <check|admit>-<small|big|deny|two|keyed|keyed-deny|keyed-1k|keyed-deny-100k>[-upkeep|-at] ...";
+const USAGE: &str = "usage: slidelog-ab [--rounds N] <check|admit>-<small|big|deny|two|keyed|keyed-deny|keyed-1k|keyed-deny-100k|keyed-half|keyed-two>[-upkeep|-at] ...";
 
 /// What one mode measures.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +48,14 @@ enum Scenario {
     Big,
     Deny,
     Two,
-    Keyed { keys: u64, deny: bool },
+    /// `threads` threads on `keys` keys; with `halves`, thread `t` calls
+    /// only the keys `k % 2 == t` (created interleaved with the others).
+    Keyed {
+        keys: u64,
+        deny: bool,
+        threads: usize,
+        halves: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,6 +63,18 @@ enum ClockKind {
     Tsc,
     Upkeep,
     Passed,
+}
+
+impl Scenario {
+    /// One thread on every one of `keys` keys.
+    fn keyed(keys: u64, deny: bool) -> Scenario {
+        Scenario::Keyed {
+            keys,
+            deny,
+            threads: 1,
+            halves: false,
+        }
+    }
 }
 
 impl Mode {
@@ -73,21 +96,21 @@ impl Mode {
             "big" => Scenario::Big,
             "deny" => Scenario::Deny,
             "two" => Scenario::Two,
-            "keyed" => Scenario::Keyed {
+            "keyed" => Scenario::keyed(10_000, false),
+            "keyed-deny" => Scenario::keyed(10_000, true),
+            "keyed-1k" => Scenario::keyed(1_000, false),
+            "keyed-deny-100k" => Scenario::keyed(100_000, true),
+            "keyed-half" => Scenario::Keyed {
                 keys: 10_000,
                 deny: false,
+                threads: 1,
+                halves: true,
             },
-            "keyed-deny" => Scenario::Keyed {
+            "keyed-two" => Scenario::Keyed {
                 keys: 10_000,
-                deny: true,
-            },
-            "keyed-1k" => Scenario::Keyed {
-                keys: 1_000,
                 deny: false,
-            },
-            "keyed-deny-100k" => Scenario::Keyed {
-                keys: 100_000,
-                deny: true,
+                threads: 2,
+                halves: true,
             },
             _ => return Err(bad()),
         };
@@ -131,7 +154,12 @@ macro_rules! round {
             _ => (None, $lib::QuantaClock::new()),
         };
         let round: Round = match mode.scenario {
-            Scenario::Keyed { keys, deny } => {
+            Scenario::Keyed {
+                keys,
+                deny,
+                threads,
+                halves,
+            } => {
                 let window = if deny {
                     Duration::from_secs(3600)
                 } else {
@@ -145,12 +173,15 @@ macro_rules! round {
                     }
                 }
                 let admit = mode.admit;
-                Box::new(move || {
-                    let _keep = &upkeep;
-                    let start = Instant::now();
+                let calls = move |t: u64, n: u64| {
                     let mut sum = 0u64;
-                    for i in 0..CALLS {
-                        let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys;
+                    for i in 0..n {
+                        let spread = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                        let k = if halves {
+                            spread % (keys / 2) * 2 + t
+                        } else {
+                            spread % keys
+                        };
                         sum += if admit {
                             u64::from(l.admit(&k).is_ok())
                         } else {
@@ -158,6 +189,22 @@ macro_rules! round {
                         };
                     }
                     black_box(sum);
+                };
+                Box::new(move || {
+                    let _keep = &upkeep;
+                    let barrier = Barrier::new(threads);
+                    let start = Instant::now();
+                    std::thread::scope(|s| {
+                        for t in 1..threads {
+                            let (calls, barrier) = (&calls, &barrier);
+                            s.spawn(move || {
+                                barrier.wait();
+                                calls(t as u64, CALLS / threads as u64);
+                            });
+                        }
+                        barrier.wait();
+                        calls(0, CALLS / threads as u64);
+                    });
                     start.elapsed()
                 })
             }
