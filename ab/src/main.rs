@@ -140,8 +140,17 @@ impl Mode {
 /// One round of a mode on one build: the time its calls took.
 type Round = Box<dyn FnMut() -> Duration>;
 
+/// What fills key `k` of a keyed mode before the rounds (nothing for the
+/// others). `measure` fills both builds' keys in turn, two by two, so that
+/// their states lie side by side in memory: filled one build after the
+/// other, each map's states would sit in a region of its own, and at
+/// 10,000 keys and more where a region lands (its pages, what else uses
+/// its cache sets) moves a build's time by more than a change does
+/// (BENCHMARKS.md, "Where the time goes", session 24).
+type Fill = Box<dyn FnMut(u64)>;
+
 /// The round of `mode` on the build `$lib` (`old` or `new`: the same code
-/// for both, compiled against each).
+/// for both, compiled against each), and its [`Fill`].
 macro_rules! round {
     ($lib:ident, $mode:expr) => {{
         let mode: Mode = $mode;
@@ -153,7 +162,7 @@ macro_rules! round {
             }
             _ => (None, $lib::QuantaClock::new()),
         };
-        let round: Round = match mode.scenario {
+        let (round, fill): (Round, Fill) = match mode.scenario {
             Scenario::Keyed {
                 keys,
                 deny,
@@ -165,13 +174,16 @@ macro_rules! round {
                 } else {
                     Duration::from_micros(1)
                 };
-                let l = $lib::KeyedLimiter::<u64, _>::with_clock(10, window, clock)
-                    .map_err(|e| e.to_string())?;
-                for k in 0..keys {
+                let l = Arc::new(
+                    $lib::KeyedLimiter::<u64, _>::with_clock(10, window, clock)
+                        .map_err(|e| e.to_string())?,
+                );
+                let filled = Arc::clone(&l);
+                let fill: Fill = Box::new(move |k| {
                     for _ in 0..if deny { 10 } else { 1 } {
-                        let _ = l.check(&k);
+                        let _ = filled.check(&k);
                     }
-                }
+                });
                 let admit = mode.admit;
                 let calls = move |t: u64, n: u64| {
                     let mut sum = 0u64;
@@ -190,7 +202,7 @@ macro_rules! round {
                     }
                     black_box(sum);
                 };
-                Box::new(move || {
+                let round: Round = Box::new(move || {
                     let _keep = &upkeep;
                     let barrier = Barrier::new(threads);
                     let start = Instant::now();
@@ -206,7 +218,8 @@ macro_rules! round {
                         calls(0, CALLS / threads as u64);
                     });
                     start.elapsed()
-                })
+                });
+                (round, fill)
             }
             _ => {
                 let (limit, window) = mode.quota();
@@ -225,7 +238,7 @@ macro_rules! round {
                     }
                 }
                 let threads = if mode.scenario == Scenario::Two { 2 } else { 1 };
-                Box::new(move || {
+                let round: Round = Box::new(move || {
                     let _keep = &upkeep;
                     let calls = |l: &$lib::Limiter<$lib::QuantaClock>, n: u64| {
                         let mut sum = 0u64;
@@ -260,10 +273,11 @@ macro_rules! round {
                         }
                     });
                     start.elapsed()
-                })
+                });
+                (round, Box::new(|_| ()))
             }
         };
-        round
+        (round, fill)
     }};
 }
 
@@ -274,7 +288,16 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 fn measure(mode_text: &str, rounds: usize) -> Result<(), String> {
     let mode = Mode::parse(mode_text)?;
-    let (mut old, mut new) = (round!(old, mode), round!(new, mode));
+    let ((mut old, mut old_fill), (mut new, mut new_fill)) = (round!(old, mode), round!(new, mode));
+    if let Scenario::Keyed { keys, .. } = mode.scenario {
+        // Two keys at a time: within each build, keys `2j` and `2j + 1`
+        // stay neighbours (`keyed-two` calls them from different threads).
+        for pair in (0..keys).step_by(2) {
+            for fill in [&mut old_fill, &mut new_fill] {
+                (pair..(pair + 2).min(keys)).for_each(&mut *fill);
+            }
+        }
+    }
     let (mut ratios, mut old_ns, mut new_ns) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let (o, n) = if r % 2 == 0 {
