@@ -204,20 +204,7 @@ macro_rules! round {
                 };
                 let round: Round = Box::new(move || {
                     let _keep = &upkeep;
-                    let barrier = Barrier::new(threads);
-                    let start = Instant::now();
-                    std::thread::scope(|s| {
-                        for t in 1..threads {
-                            let (calls, barrier) = (&calls, &barrier);
-                            s.spawn(move || {
-                                barrier.wait();
-                                calls(t as u64, CALLS / threads as u64);
-                            });
-                        }
-                        barrier.wait();
-                        calls(0, CALLS / threads as u64);
-                    });
-                    start.elapsed()
+                    on_threads(threads, |t| calls(t as u64, CALLS / threads as u64))
                 });
                 (round, fill)
             }
@@ -256,29 +243,32 @@ macro_rules! round {
                         }
                         black_box(sum);
                     };
-                    if threads == 1 {
-                        let start = Instant::now();
-                        calls(&l, CALLS);
-                        return start.elapsed();
-                    }
-                    let barrier = Arc::new(Barrier::new(threads));
-                    let start = Instant::now();
-                    std::thread::scope(|s| {
-                        for _ in 0..threads {
-                            let (l, barrier) = (&l, &barrier);
-                            s.spawn(move || {
-                                barrier.wait();
-                                calls(l, CALLS / threads as u64);
-                            });
-                        }
-                    });
-                    start.elapsed()
+                    on_threads(threads, |_| calls(&l, CALLS / threads as u64))
                 });
                 (round, Box::new(|_| ()))
             }
         };
         (round, fill)
     }};
+}
+
+/// The wall time of `work(t)` run on `threads` threads at once (`t = 0`
+/// on the calling thread), started together.
+fn on_threads(threads: usize, work: impl Fn(usize) + Sync) -> Duration {
+    let barrier = Barrier::new(threads);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 1..threads {
+            let (work, barrier) = (&work, &barrier);
+            s.spawn(move || {
+                barrier.wait();
+                work(t);
+            });
+        }
+        barrier.wait();
+        work(0);
+    });
+    start.elapsed()
 }
 
 /// The `q` quantile of `sorted`.
