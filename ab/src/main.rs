@@ -75,6 +75,17 @@ impl Scenario {
             halves: false,
         }
     }
+
+    /// `threads` threads (one or two) on the even and odd halves of
+    /// 10,000 keys.
+    fn halves(threads: usize) -> Scenario {
+        Scenario::Keyed {
+            keys: 10_000,
+            deny: false,
+            threads,
+            halves: true,
+        }
+    }
 }
 
 impl Mode {
@@ -100,18 +111,8 @@ impl Mode {
             "keyed-deny" => Scenario::keyed(10_000, true),
             "keyed-1k" => Scenario::keyed(1_000, false),
             "keyed-deny-100k" => Scenario::keyed(100_000, true),
-            "keyed-half" => Scenario::Keyed {
-                keys: 10_000,
-                deny: false,
-                threads: 1,
-                halves: true,
-            },
-            "keyed-two" => Scenario::Keyed {
-                keys: 10_000,
-                deny: false,
-                threads: 2,
-                halves: true,
-            },
+            "keyed-half" => Scenario::halves(1),
+            "keyed-two" => Scenario::halves(2),
             _ => return Err(bad()),
         };
         let keyed = matches!(scenario, Scenario::Keyed { .. });
@@ -210,9 +211,8 @@ macro_rules! round {
             }
             _ => {
                 let (limit, window) = mode.quota();
-                let l = Arc::new(
-                    $lib::Limiter::with_clock(limit, window, clock).map_err(|e| e.to_string())?,
-                );
+                let l =
+                    $lib::Limiter::with_clock(limit, window, clock).map_err(|e| e.to_string())?;
                 let (admit, passed) = (mode.admit, mode.clock == ClockKind::Passed);
                 if mode.scenario == Scenario::Deny {
                     // Full for an hour from the first call's time.
