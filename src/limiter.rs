@@ -15,10 +15,13 @@ use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// `head` and the ring's two guesses ([`Hints`]), on one padded line: a
+/// `head` and the ring's guesses ([`Hints`]), on one padded line: a
 /// single reads them with `head` and writes them next to the word it just
-/// read.
+/// read. `repr(C)`: `head` first, then the hints in their order (the
+/// padding is 128 bytes; the first five policies' hints share `head`'s
+/// 64-byte line).
 #[derive(Default)]
+#[repr(C)]
 struct Head {
     head: AtomicU64,
     hints: Hints,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::max_in_window;
-use common::multi::{MultiModel, observed_multi};
+use common::multi::{MultiDecision, MultiModel, observed_multi};
 use proptest::prelude::*;
 use slidelog::{ConfigError, DenyReason, KeyedLimiter, Limiter, MAX_POLICIES, ManualClock, Quota};
 
@@ -42,6 +42,47 @@ fn build(policies: &[(u32, u64)]) -> Limiter<ManualClock> {
     builder.clock(ManualClock::new()).build().unwrap()
 }
 
+/// Policies of 6 to 12 (2 or 3 of them): those of 8 or more keep an expiry
+/// hint on a `Limiter`, and the steps below keep enough admissions alive to
+/// move it, so the hinted count and its search run against the model.
+fn hinted_policies() -> impl Strategy<Value = Vec<(u32, u64)>> {
+    prop::collection::vec((6..=12u32, 1..=60u64), 2..=3)
+}
+
+/// Every answer of `check_n_at` (and, with `peek_first`, of `peek_n_at`
+/// before it) against the multi-policy model.
+fn equals_the_model(
+    policies: &[(u32, u64)],
+    steps: &[(i64, u32)],
+    peek_first: bool,
+) -> Result<(), TestCaseError> {
+    let limiter = build(policies);
+    let mut model = MultiModel::new(policies);
+    let mut now = 100i64;
+    for (i, &(dt, n)) in steps.iter().enumerate() {
+        now = (now + dt).max(0);
+        let t = now as u64;
+        if peek_first {
+            // A peek answers what the check will, and records nothing.
+            let peeked = observed_multi(t, limiter.peek_n_at(n, t));
+            let mut shadow = model.clone();
+            prop_assert_eq!(peeked, shadow.decide(t, n), "peek, step {}", i);
+        }
+        let got = observed_multi(t, limiter.check_n_at(n, t));
+        let want = model.decide(t, n);
+        prop_assert_eq!(
+            got,
+            want,
+            "step {} at {} n {} policies {:?}",
+            i,
+            t,
+            n,
+            policies
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -51,21 +92,53 @@ proptest! {
         steps in steps(7),
         peek_first in any::<bool>(),
     ) {
+        equals_the_model(&policies, &steps, peek_first)?;
+    }
+
+    #[test]
+    fn hinted_policies_equal_the_multi_policy_model(
+        policies in hinted_policies(),
+        steps in steps(3),
+        peek_first in any::<bool>(),
+    ) {
+        equals_the_model(&policies, &steps, peek_first)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `admit` (which counts no `remaining` with several policies) decides
+    /// as `check` would: single units through `admit_at` where the mask's
+    /// bit says so, everything else through `check_n_at`, all against one
+    /// model, so that each path also sees the log the other left.
+    #[test]
+    fn admit_decides_as_the_multi_policy_model(
+        policies in policies(),
+        steps in steps(7),
+        admit_mask in any::<u64>(),
+    ) {
         let limiter = build(&policies);
         let mut model = MultiModel::new(&policies);
         let mut now = 100i64;
         for (i, &(dt, n)) in steps.iter().enumerate() {
             now = (now + dt).max(0);
             let t = now as u64;
-            if peek_first {
-                // A peek answers what the check will, and records nothing.
-                let peeked = observed_multi(t, limiter.peek_n_at(n, t));
-                let mut shadow = model.clone();
-                prop_assert_eq!(peeked, shadow.decide(t, n), "peek, step {}", i);
-            }
-            let got = observed_multi(t, limiter.check_n_at(n, t));
             let want = model.decide(t, n);
-            prop_assert_eq!(got, want, "step {} at {} n {} policies {:?}", i, t, n, &policies);
+            if n == 1 && (admit_mask >> (i % 64)) & 1 == 1 {
+                match (limiter.admit_at(t), want) {
+                    (Ok(()), MultiDecision::Admitted { .. }) => {}
+                    (Err(denied), want) => {
+                        prop_assert_eq!(observed_multi(t, Err(denied)), want, "admit, step {} at {}", i, t);
+                    }
+                    (Ok(()), want) => {
+                        prop_assert!(false, "admit, step {} at {}: admitted, the model says {:?}", i, t, want);
+                    }
+                }
+            } else {
+                let got = observed_multi(t, limiter.check_n_at(n, t));
+                prop_assert_eq!(got, want, "check, step {} at {} n {}", i, t, n);
+            }
         }
     }
 }

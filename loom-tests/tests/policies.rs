@@ -2,7 +2,9 @@
 //! racing admissions. Every interleaving is linearizable against the
 //! multi-policy log (decisions, times, remaining counts, retry times and the
 //! policy reported), and no window of any policy over-admits. The negative
-//! control judges by the ring's own policy only and must be caught.
+//! controls — judging by the ring's own policy only, trusting a torn view,
+//! trusting the policies' expiry hints unverified or unbracketed — must be
+//! caught.
 
 #![cfg(slidelog_loom)]
 
@@ -108,4 +110,87 @@ fn control_torn_view_is_caught() {
         &[&[(0, 2)], &[(0, 1)]],
         Flaw::TornWeighted,
     );
+}
+
+/// Per-policy expiry hints (on a `Limiter`, a policy of 8 or more keeps
+/// one): 8 per 10 ns and 9 per 20 ns (the ring: 9 slots, deadlines for the
+/// long window), after six admissions at 0 and one at 8. A peek at 12 sees
+/// the six expired for the short policy; an admission at 9 racing it must
+/// still count them alive (remaining 0, policy 0). Linearizable with the
+/// hints, which each policy's count verifies before trusting; the control
+/// that trusts them unverified (and lets the peek store its later counts)
+/// is caught.
+const HINT_POLICIES: &[(u32, u64)] = &[(8, 10), (9, 20)];
+const HINT_PREFIX: [u64; 7] = [0, 0, 0, 0, 0, 0, 8];
+
+fn hint_race(flaw: Flaw) {
+    explore(2, move || {
+        let limiter = multi_limiter(HINT_POLICIES, flaw);
+        for t in HINT_PREFIX {
+            limiter.check_at(t).unwrap();
+        }
+        let tickets = Tickets::new();
+        let peeker = {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            thread::spawn(move || vec![tickets.call(12, 1, || l.peek_n_at(1, 12))])
+        };
+        let admitter = {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            thread::spawn(move || vec![tickets.call(9, 1, || l.check_at(9))])
+        };
+        let mut results = vec![peeker.join().unwrap(), admitter.join().unwrap()];
+        // The peek recorded nothing: judge only the admission.
+        results.remove(0);
+        assert_linearizable_policies(&results, HINT_POLICIES, &HINT_PREFIX);
+    });
+}
+
+#[test]
+fn a_peek_never_moves_the_policy_hints() {
+    hint_race(Flaw::None);
+}
+
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_unverified_policy_hint_is_caught() {
+    hint_race(Flaw::TrustHint);
+}
+
+/// Two admitters racing on the policies' hints: each reads and writes
+/// them; every count stays exact in every interleaving, across the moment
+/// (10) the six admissions at 0 leave the short window but not the long one.
+#[test]
+fn admitters_racing_on_the_policy_hints() {
+    hint_admitters(Flaw::None);
+}
+
+/// Negative control: counting from the three words at and before each
+/// hint without checking that the first live admission lies among them.
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn control_unbracketed_policy_hint_is_caught() {
+    hint_admitters(Flaw::UnbracketedHint);
+}
+
+fn hint_admitters(flaw: Flaw) {
+    explore(2, move || {
+        let limiter = multi_limiter(HINT_POLICIES, flaw);
+        for t in HINT_PREFIX {
+            limiter.check_at(t).unwrap();
+        }
+        let tickets = Tickets::new();
+        let spawn = |times: &'static [u64]| {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            thread::spawn(move || {
+                times
+                    .iter()
+                    .map(|&t| tickets.call(t, 1, || l.check_at(t)))
+                    .collect::<Vec<Call>>()
+            })
+        };
+        let a = spawn(&[9]);
+        let b = spawn(&[10, 17]);
+        let results = vec![a.join().unwrap(), b.join().unwrap()];
+        assert_linearizable_policies(&results, HINT_POLICIES, &HINT_PREFIX);
+    });
 }

@@ -67,6 +67,42 @@ impl<'a> RingRef<'a> {
         }
     }
 
+    /// One policy's count among several ([`remaining_multi`]): `L_i -
+    /// n` minus the admissions alive after `n` units at position `at`,
+    /// among the `free = L_i - n` candidates (the newest at `at - 1`, the
+    /// oldest `skip = n + L - L_i` places after `at`) whose deadline is
+    /// after `t` (the policy's threshold: see `remaining_multi`). The same
+    /// count as [`remaining_after`](Self::remaining_after)'s — no
+    /// candidate alive, or the verified expiry hint `hint` and its search
+    /// — or, for a ring that keeps no hints (a keyed state's), the gallop.
+    /// Loads only, exact before the commit CAS by the same argument.
+    ///
+    /// [`remaining_multi`]: Self::remaining_multi
+    #[inline(always)]
+    pub(super) fn remaining_policy(
+        &self,
+        hint: Option<&AtomicU64>,
+        at: usize,
+        skip: u64,
+        free: u64,
+        t: u64,
+    ) -> Count {
+        let g = self.geometry;
+        // The newest candidate expired, so did all older ones.
+        if free == 0 || !self.live_at(g.position_before(at), t) {
+            return Count::kept(free as u32);
+        }
+        let Some(hint) = hint else {
+            let base = g.position_plus(at, skip);
+            return Count::kept(first_alive(free, |k| self.alive(base, k, t)) as u32);
+        };
+        let hinted = self.hinted(hint, at, free);
+        match hinted.bracketed(free, t, g.flaw()) {
+            Some(live) => Count::found(free, live, hinted.live),
+            None => self.remaining_hinted(hinted, at, skip, free, t),
+        }
+    }
+
     /// The search of [`remaining_after`](Self::remaining_after) on a ring
     /// that keeps no expiry hint. Out of line: the admission path calls it,
     /// while a denial (or an admission into an empty window) keeps the
@@ -103,7 +139,9 @@ impl<'a> RingRef<'a> {
         self.slot(pos).load(Ordering::Relaxed)
     }
 
-    /// The search of [`remaining_after`](Self::remaining_after) from the
+    /// The search of [`remaining_after`](Self::remaining_after) (and of
+    /// [`remaining_policy`](Self::remaining_policy), whose candidate 0
+    /// lies `n` places after `at`, as a single ring's does with `n` units) from the
     /// expiry hint, when the live count moved other than
     /// [`Hinted::bracketed`] takes (or the flaws ask for it): from the
     /// candidate the hint names (the oldest of as many live ones as the
@@ -243,9 +281,31 @@ impl<'a> RingRef<'a> {
     }
 }
 
+impl RingRef<'_> {
+    /// After an admission with several policies committed: store in each
+    /// policy's expiry hint the live count its count found (`noted`, by
+    /// [`Count::noted`]; [`Count::KEEP`] for none), as
+    /// [`note_expired`](Self::note_expired) does for one policy, and only
+    /// then, for the same reason.
+    #[inline(always)]
+    pub(super) fn note_policies(&self, noted: &[u32]) {
+        let Some(hints) = self.policy_expiry else {
+            return;
+        };
+        for (hint, &live) in hints.iter().zip(noted) {
+            if live != Count::KEEP {
+                // Relaxed: see `remaining_hinted`; racing admitters may
+                // store in either order, any value is safe.
+                hint.store(u64::from(live), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// What [`RingRef::remaining_after`] counted: `remaining`, and the live
 /// count the expiry hint takes once the admission that counted commits
-/// ([`RingRef::note_expired`]).
+/// ([`RingRef::note_expired`]; one policy's of several:
+/// [`Count::noted`] and [`RingRef::note_policies`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Count {
     pub(super) remaining: u32,
@@ -259,7 +319,7 @@ pub(super) struct Count {
 
 impl Count {
     /// No hint to record (live counts are below `2^20`).
-    const KEEP: u32 = u32::MAX;
+    pub(super) const KEEP: u32 = u32::MAX;
 
     /// A count that moves no hint: no search ran, or the ring keeps none.
     #[inline(always)]
@@ -269,6 +329,14 @@ impl Count {
             hint: Count::KEEP,
             hinted: Count::KEEP,
         }
+    }
+
+    /// The live count to store in the expiry hint once the admission
+    /// that counted commits, or [`KEEP`](Count::KEEP) (no hinted count
+    /// ran).
+    #[inline(always)]
+    pub(super) const fn noted(&self) -> u32 {
+        self.hint
     }
 
     /// The hinted count found `live` of `free` candidates alive, having

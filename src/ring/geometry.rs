@@ -156,7 +156,15 @@ impl Geometry {
     /// Whether a ring of this size uses an expiry hint.
     #[inline]
     pub(super) fn hinted(&self) -> bool {
-        self.limit >= HINT_MIN_LIMIT && self.flaw() != Flaw::NoHint
+        self.hinted_limit(self.limit)
+    }
+
+    /// Whether a count over `limit` candidates uses an expiry hint (a
+    /// policy's of several, [`crate::ring::RingRef::remaining_multi`]): as
+    /// a ring of `limit` slots would.
+    #[inline]
+    pub(super) fn hinted_limit(&self, limit: u64) -> bool {
+        limit >= HINT_MIN_LIMIT && self.flaw() != Flaw::NoHint
     }
 
     /// Whether a keyed state's ring of this size keeps an expiry hint word

@@ -76,6 +76,10 @@ pub(crate) struct RingRef<'a> {
     /// [`crate::Limiter`]'s does; a keyed state's from 64 slots on, see
     /// [`Shape::ring_in`]).
     pub(crate) expiry: Option<&'a AtomicU64>,
+    /// With several policies, each one's expiry hint ([`Hints`]), if the
+    /// ring keeps them (a [`crate::Limiter`]'s does; a keyed state's does
+    /// not).
+    pub(crate) policy_expiry: Option<&'a [AtomicU64; MAX_POLICIES]>,
 }
 
 /// Two words a ring may keep beside `head` (a [`crate::Limiter`] both, on
@@ -88,11 +92,21 @@ pub(crate) struct RingRef<'a> {
 ///   `remaining_after`);
 /// - `frontier`: the index after the last single the fast path admitted,
 ///   so that a single finds the frontier there without scanning, and a
-///   denial without loading `head` (`single.rs`, `at_guess`).
+///   denial without loading `head` (`single.rs`, `at_guess`);
+/// - `policies`: with several policies, `expiry` for each one, in the order
+///   given (`multi.rs`, `remaining_multi`). Up to five share `head`'s line
+///   with the two above; a limiter's padded `head` holds them all in the
+///   128 bytes it already takes.
+///
+/// `repr(C)`: in this order, behind `head` (a limiter's `Head` is `repr(C)`
+/// too), so that `head`, `expiry`, `frontier` and the first five policies'
+/// hints share one line.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct Hints {
     pub(crate) expiry: AtomicU64,
     pub(crate) frontier: AtomicU64,
+    pub(crate) policies: [AtomicU64; MAX_POLICIES],
 }
 
 impl core::fmt::Debug for RingRef<'_> {

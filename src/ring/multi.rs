@@ -1,14 +1,14 @@
 //! Several policies on one ring, all or nothing (docs/design.md §4,
 //! "Several policies").
 
+use super::count::Count;
 use super::count::first_alive;
 use super::shape::{MAX_POLICIES, Rule};
 use super::view::View;
 use super::word::slot;
-use super::{Outcome, RingRef};
+use super::{Outcome, RingRef, report};
 use crate::flaw::Flaw;
 use crate::sync::Backoff;
-use crate::sync::atomic::Ordering;
 
 /// What [`RingRef::judge_multi`] found.
 enum Judged {
@@ -22,6 +22,9 @@ enum Judged {
         d: u64,
         remaining: u32,
         policy: u8,
+        /// Each policy's live count for its expiry hint, stored once the
+        /// admission commits ([`Count::noted`]).
+        noted: [u32; MAX_POLICIES],
     },
 }
 
@@ -40,20 +43,27 @@ impl<'a> RingRef<'a> {
     /// claims happen only at a validated `head` whose slot is unclaimed (a
     /// claimed one is helped first), so head lags at most the admission
     /// being committed. `n` must be at most every `L_i`.
-    pub(crate) fn check_multi(&self, now: u64, n: u32, policies: &[Rule]) -> Outcome {
+    ///
+    /// `R` says what an admission reports ([`report`]): with
+    /// [`report::DECISION`] (`admit`) no policy's `remaining` is counted,
+    /// and the outcome carries 0 for it; otherwise the fewest units left
+    /// over the policies (growth times are a single policy's: none here).
+    pub(crate) fn check_multi<const R: u8>(&self, now: u64, n: u32, policies: &[Rule]) -> Outcome {
         let g = self.geometry;
         let n64 = u64::from(n);
         let backoff = Backoff::new();
         loop {
-            let (view, d, remaining, policy) = match self.judge_multi(now, n64, policies) {
-                Judged::Fits {
-                    view,
-                    d,
-                    remaining,
-                    policy,
-                } => (view, d, remaining, policy),
-                judged => return judged.outcome(g.window()),
-            };
+            let (view, d, remaining, policy, noted) =
+                match self.judge_multi::<R>(now, n64, policies) {
+                    Judged::Fits {
+                        view,
+                        d,
+                        remaining,
+                        policy,
+                        noted,
+                    } => (view, d, remaining, policy, noted),
+                    judged => return judged.outcome(g.window()),
+                };
             let admitted = Outcome::admitted(d - g.window(), remaining, policy);
             let committed = match n {
                 0 => true,
@@ -64,6 +74,7 @@ impl<'a> RingRef<'a> {
                 _ => self.commit_batch(&view, n64, d, &backoff),
             };
             if committed {
+                self.note_policies(&noted[..policies.len()]);
                 return admitted;
             }
         }
@@ -71,110 +82,140 @@ impl<'a> RingRef<'a> {
 
     /// What `check_multi(now, n)` would answer now, recording nothing.
     pub(crate) fn peek_multi(&self, now: u64, n: u32, policies: &[Rule]) -> Outcome {
-        self.judge_multi(now, u64::from(n), policies)
-            .outcome(self.geometry.window())
+        let judged = self.judge_multi::<{ report::REMAINING }>(now, u64::from(n), policies);
+        if let Judged::Fits { noted, .. } = &judged
+            && self.geometry.flaw() == Flaw::TrustHint
+        {
+            // The broken variant: a peek's effective time may be later than
+            // the next admission's (see `note_expired`).
+            self.note_policies(&noted[..policies.len()]);
+        }
+        judged.outcome(self.geometry.window())
     }
 
     /// Judges `n` units at `now` against every policy on a view with `head`
-    /// at the frontier.
-    fn judge_multi(&self, now: u64, n: u64, policies: &[Rule]) -> Judged {
+    /// at the frontier, counting `remaining` unless `R` is
+    /// [`report::DECISION`].
+    ///
+    /// Each policy is judged as its word is read, inside the view: the
+    /// judgement is a function of `now`, slot `c - 1` and the words, so
+    /// judging before the view's re-validation decides nothing a torn view
+    /// could leak (a torn view is thrown away with its judgement), and no
+    /// array of words waits for it.
+    #[inline(always)]
+    fn judge_multi<const R: u8>(&self, now: u64, n: u64, policies: &[Rule]) -> Judged {
         let g = self.geometry;
-        // The word of admission `c + n - 1 - L_i` for every policy `i`: it
-        // decides policy `i` (it must have left that policy's window). Its
-        // slot lies `k_i = n - 1 + L - L_i` places after `c` (fewer than L:
-        // n <= L_i).
-        let k = |rule: &Rule| n - 1 + g.len() - rule.limit;
-        let read = self.frontier(|v| {
-            let mut words = [0u64; MAX_POLICIES];
-            if n == 0 {
-                return Some(words);
-            }
-            for (rule, word) in policies.iter().zip(words.iter_mut()) {
-                let k = k(rule);
-                *word = if k == 0 {
-                    v.s
-                } else {
-                    let index = g.advance(v.c, k);
-                    let w = self.load_slot(g.position(index));
-                    // Slot `c` read unclaimed (if claimed, the caller helps
-                    // and reads again): every other must be past the frontier.
-                    if !g.claimed(v.s, v.c) && self.torn_past_frontier(w, index) {
-                        return None;
+        let read = self.frontier(
+            #[inline(always)]
+            |v| {
+                // The deadline `t_eff + W` (the clamp on the newest admission).
+                let d = g.deadline_for(now, v.p);
+                let mut latest: Option<(u64, u8)> = None;
+                if n == 0 {
+                    return Some((d, latest));
+                }
+                // Slot `c` read claimed: `frontier` helps and reads again, so
+                // this view's words are not judged.
+                let claimed = g.claimed(v.s, v.c);
+                for (i, rule) in policies.iter().enumerate() {
+                    // The word of admission `c + n - 1 - L_i` decides policy `i`
+                    // (it must have left that policy's window). Its slot lies
+                    // `k = n - 1 + L - L_i` places after `c` (fewer than L:
+                    // n <= L_i).
+                    let k = n - 1 + g.len() - rule.limit;
+                    let w = if k == 0 {
+                        v.s
+                    } else {
+                        let index = g.advance(v.c, k);
+                        let w = self.load_slot(g.position(index));
+                        // Slot `c` read unclaimed: every other must be past the
+                        // frontier.
+                        if !claimed && self.torn_past_frontier(w, index) {
+                            return None;
+                        }
+                        w
+                    };
+                    if g.flaw() == Flaw::OnePolicy && rule.limit != g.len() {
+                        continue;
                     }
-                    w
-                };
-            }
-            Some(words)
-        });
-        let Some((view, words)) = read else {
+                    let deadline = slot::deadline(w);
+                    // Deadline 0: never written (the fresh ring's "lap -1").
+                    // Otherwise the admission counts for policy `i` until
+                    // `t + W_i = deadline - W + W_i`.
+                    if deadline != 0 && deadline + rule.window > d {
+                        let available_at = deadline + rule.window - g.window();
+                        if latest.is_none_or(|(at, _)| available_at > at) {
+                            latest = Some((available_at, i as u8));
+                        }
+                    }
+                }
+                Some((d, latest))
+            },
+        );
+        let Some((view, (d, latest))) = read else {
             return Judged::Closed;
         };
-        let d = g.deadline_for(now, view.p);
-        let t_eff = d - g.window();
-        if n > 0 {
-            let mut latest: Option<(u64, u8)> = None;
-            for (i, (rule, &w)) in policies.iter().zip(&words).enumerate() {
-                if g.flaw() == Flaw::OnePolicy && rule.limit != g.len() {
-                    continue;
-                }
-                let deadline = slot::deadline(w);
-                // Deadline 0: never written (the fresh ring's "lap -1").
-                // Otherwise the admission counts for policy `i` until
-                // `t + W_i = deadline - W + W_i`.
-                if deadline != 0 && deadline + rule.window > d {
-                    let available_at = deadline + rule.window - g.window();
-                    if latest.is_none_or(|(at, _)| available_at > at) {
-                        latest = Some((available_at, i as u8));
-                    }
-                }
-            }
-            if let Some((available_at, policy)) = latest {
-                return Judged::Denied {
-                    available_at,
-                    policy,
-                };
-            }
+        if let Some((available_at, policy)) = latest {
+            return Judged::Denied {
+                available_at,
+                policy,
+            };
         }
-        let (remaining, policy) = self.remaining_multi(&view, n, t_eff, policies);
+        let (remaining, policy, noted) = if R == report::DECISION {
+            (0, 0, [Count::KEEP; MAX_POLICIES])
+        } else {
+            self.remaining_multi(&view, n, d - g.window(), policies)
+        };
         Judged::Fits {
             view,
             d,
             remaining,
             policy,
+            noted,
         }
     }
 
     /// The fewest units left over the policies after admitting `n` at `c`
-    /// at `t_eff`, and the (first) policy with that few. Exact before the
-    /// commit CAS, as [`remaining_after`](Self::remaining_after).
-    fn remaining_multi(&self, view: &View, n: u64, t_eff: u64, policies: &[Rule]) -> (u32, u8) {
+    /// at `t_eff`, the (first) policy with that few, and each policy's live
+    /// count for its expiry hint. Exact before the commit CAS, as
+    /// [`remaining_after`](Self::remaining_after).
+    ///
+    /// Policy `i`'s candidates are admissions `c + n - L_i .. c - 1`, alive
+    /// while `deadline + W_i > t_eff + W` (a zero deadline: never written,
+    /// alive for none). With `t_i = max(t_eff + W - W_i, 0)` that is
+    /// `deadline > t_i`, both when `t_eff + W >= W_i` (subtract) and when
+    /// not (then every written deadline counts, and `0 > 0` does not): a
+    /// single ring's liveness at time `t_i`, so each policy is counted as
+    /// one ring of `L_i` slots would be ([`remaining_policy`]), with its
+    /// own hint on a ring that keeps them (a [`crate::Limiter`]'s, for a
+    /// policy of 8 or more).
+    ///
+    /// [`remaining_policy`]: Self::remaining_policy
+    fn remaining_multi(
+        &self,
+        view: &View,
+        n: u64,
+        t_eff: u64,
+        policies: &[Rule],
+    ) -> (u32, u8, [u32; MAX_POLICIES]) {
         let g = self.geometry;
         let horizon = t_eff + g.window();
         let mut best = (u32::MAX, 0u8);
-        for (i, rule) in policies.iter().enumerate() {
-            // Candidates: admissions c + n - L_i .. c - 1, oldest first, at
-            // `n + L - L_i + k` places after c (fewer than L).
-            let free = rule.limit - n;
-            let base = n + g.len() - rule.limit;
-            let alive = |k: u64| {
-                // Relaxed: these slots were published to us by the Acquire
-                // loads of the view (see `remaining_after`).
-                let deadline = slot::deadline(
-                    self.slot(g.position_plus(view.pos, base + k))
-                        .load(Ordering::Relaxed),
-                );
-                deadline != 0 && deadline + rule.window > horizon
-            };
-            let remaining = if free == 0 || !alive(free - 1) {
-                free
-            } else {
-                first_alive(free, alive)
-            } as u32;
-            if remaining < best.0 {
-                best = (remaining, i as u8);
+        let mut noted = [Count::KEEP; MAX_POLICIES];
+        for (i, (rule, noted)) in policies.iter().zip(&mut noted).enumerate() {
+            let hint = self
+                .policy_expiry
+                .filter(|_| g.hinted_limit(rule.limit))
+                .map(|hints| &hints[i]);
+            let t = horizon.saturating_sub(rule.window);
+            let count =
+                self.remaining_policy(hint, view.pos, n + g.len() - rule.limit, rule.limit - n, t);
+            *noted = count.noted();
+            if count.remaining < best.0 {
+                best = (count.remaining, i as u8);
             }
         }
-        best
+        (best.0, best.1, noted)
     }
 }
 

@@ -20,8 +20,8 @@ pub(crate) const MAX_POLICIES: usize = 8;
 /// write them to the stack first).
 #[cold]
 #[inline(never)]
-fn multi(ring: RingRef<'_>, now: u64, n: u32, rules: &[Rule]) -> Outcome {
-    ring.check_multi(now, n, rules)
+fn multi<const R: u8>(ring: RingRef<'_>, now: u64, n: u32, rules: &[Rule]) -> Outcome {
+    ring.check_multi::<R>(now, n, rules)
 }
 
 /// One policy of a multi-policy ring, in nanoseconds: at most `limit`
@@ -175,6 +175,7 @@ impl Shape {
             slots,
             frontier: Some(&hints.frontier),
             expiry: Some(&hints.expiry),
+            policy_expiry: Some(&hints.policies),
         }
     }
 
@@ -196,6 +197,7 @@ impl Shape {
             slots,
             frontier: None,
             expiry: header.get(1),
+            policy_expiry: None,
         }
     }
 
@@ -218,7 +220,7 @@ impl Shape {
     ) -> Option<Result<Admitted, Denied>> {
         let outcome = match &self.rules {
             None => ring.check(now.judged, n),
-            Some(rules) => multi(ring, now.judged, n, rules),
+            Some(rules) => multi::<{ report::REMAINING }>(ring, now.judged, n, rules),
         };
         self.decide(outcome, now)
     }
@@ -273,7 +275,7 @@ impl Shape {
             None => ring.check_one_when::<R, T>(when, finish),
             Some(rules) => {
                 let now = when();
-                finish(multi(ring, now.judged, 1, rules), now)
+                finish(multi::<R>(ring, now.judged, 1, rules), now)
             }
         }
     }

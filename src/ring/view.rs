@@ -94,21 +94,6 @@ impl<'a> RingRef<'a> {
         }
     }
 
-    /// Reads a view under head word `hw`: slot `c - 1`, slot `c`, then
-    /// whatever `more` reads (the slots a weighted request or a policy
-    /// needs; `None` for a torn view), then re-validates `head`. `None`: the
-    /// view is torn; the caller starts again.
-    #[inline(always)]
-    pub(super) fn view<T>(
-        &self,
-        hw: u64,
-        more: impl FnOnce(&View) -> Option<T>,
-    ) -> Option<(View, T)> {
-        let view = self.read_view(hw);
-        let extra = more(&view)?;
-        self.revalidate(hw).then_some((view, extra))
-    }
-
     /// Whether slot `index` read `word` already **claimed** for `index`
     /// ([`slot::claimed_by`]): an admission to pass (the lazy-head scan) or
     /// to help along (`head` still at it) before judging.
@@ -135,6 +120,12 @@ impl<'a> RingRef<'a> {
     /// A validated view with `head` at the frontier (slot `c` unclaimed,
     /// half-done admissions helped along), and what `more` read in it.
     /// `None` if the ring is closed.
+    ///
+    /// Each attempt loads `head` (word `hw`), reads slot `c - 1` and slot
+    /// `c` ([`read_view`](Self::read_view)), then whatever `more` reads (the
+    /// slots a weighted request or a policy needs; `None` for a torn view),
+    /// then re-validates `head` ([`revalidate`](Self::revalidate)); a torn
+    /// view starts again.
     #[inline(always)]
     pub(super) fn frontier<T>(
         &self,
@@ -142,9 +133,15 @@ impl<'a> RingRef<'a> {
     ) -> Option<(View, T)> {
         loop {
             let hw = self.load_head();
-            let Some((view, extra)) = self.view(hw, &mut more) else {
+            // `more` is called here, not handed on as `&mut` (whose
+            // `FnOnce` shim stays out of line, with the view in memory).
+            let view = self.read_view(hw);
+            let Some(extra) = more(&view) else {
                 continue;
             };
+            if !self.revalidate(hw) {
+                continue;
+            }
             if view.s == slot::CLOSED {
                 return None;
             }
