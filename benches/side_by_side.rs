@@ -244,6 +244,61 @@ fn upkeep(limit: u32, window: Duration, deny: bool) -> Contenders {
     }
 }
 
+/// One key, one thread, **three policies at once**, the README's first
+/// example: ours on one ring of 1,000 slots, all or nothing; governor's way
+/// is three limiters checked in turn (each reading the clock; a refusal by
+/// a later one leaks the units the earlier ones took, which these quotas
+/// never meet). Allowing: 10 per 10 ns, 100 per 100 ns, 1,000 per 1 us
+/// (governor: bursts of 10, 100 and 1,000 refilled one per nanosecond),
+/// every call admitted. Denying: 10 per second, 100 per minute, 1,000 per
+/// hour, the first full (governor's chain stops at its first limiter).
+fn policies(deny: bool) -> Contenders {
+    let ns = Duration::from_nanos;
+    let limits = [10, 100, 1_000];
+    let windows = if deny {
+        [ns(1_000_000_000), ns(60_000_000_000), ns(3_600_000_000_000)]
+    } else {
+        [ns(10), ns(100), ns(1_000)]
+    };
+    let ours = Arc::new(
+        Limiter::builder(limits[0], windows[0])
+            .and(limits[1], windows[1])
+            .and(limits[2], windows[2])
+            .build()
+            .unwrap(),
+    );
+    let chain: Arc<Vec<_>> = Arc::new(
+        limits
+            .iter()
+            .zip(windows)
+            .map(|(&limit, window)| {
+                let burst = NonZeroU32::new(limit).unwrap();
+                let quota = if deny {
+                    Quota::with_period(window / limit)
+                        .unwrap()
+                        .allow_burst(burst)
+                } else {
+                    quota(limit, false)
+                };
+                RateLimiter::direct(quota)
+            })
+            .collect(),
+    );
+    if deny {
+        while ours.admit().is_ok() {}
+        while chain[0].check().is_ok() {}
+    }
+    let o = Arc::clone(&ours);
+    Contenders {
+        check: rounds(1, move || o.check().is_ok()),
+        admit: rounds(1, move || ours.admit().is_ok()),
+        governor: rounds(1, move || chain.iter().all(|g| g.check().is_ok())),
+        mutex: None,
+        remaining: None,
+        _upkeep: None,
+    }
+}
+
 /// How a keyed scenario sets its keys up.
 #[derive(Clone, Copy)]
 enum Keys {
@@ -462,6 +517,16 @@ fn main() {
         (
             "deny 2 threads one key, 10 per hour, full",
             Box::new(move || single(10, us, true, 2, false)),
+            4_000_000,
+        ),
+        (
+            "allow 1 thread, 3 policies (10 per 10 ns, 100 per 100 ns, 1,000 per 1 us); governor: 3 limiters in turn",
+            Box::new(|| policies(false)),
+            2_000_000,
+        ),
+        (
+            "deny 1 thread, 3 policies (10 per second, 100 per minute, 1,000 per hour), the first full; governor: 3 limiters in turn",
+            Box::new(|| policies(true)),
             4_000_000,
         ),
         (
