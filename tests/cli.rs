@@ -317,6 +317,19 @@ fn bench_prints_the_cpu_model_above_its_figures() {
     );
 }
 
+/// A budget out of range is refused with the range and the value given,
+/// before anything runs.
+#[test]
+fn bench_refuses_a_budget_out_of_range() {
+    for seconds in ["0", "3600", "NaN", "inf"] {
+        let stderr = fails(slidelog().args(["bench", "--seconds", seconds]));
+        assert!(
+            stderr.contains("--seconds must be more than 0 and less than 3600"),
+            "{seconds}: {stderr}"
+        );
+    }
+}
+
 /// The model's admitted and denied counts for `events` at `limit` per `window_ns`.
 fn model_counts(events: &[(u64, String)], limit: u32, window_ns: u64) -> (u64, u64) {
     let mut models: HashMap<String, Model> = HashMap::new();

@@ -56,7 +56,9 @@ where
 
 pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     if !(seconds.is_finite() && seconds > 0.0 && seconds < 3600.0) {
-        return Err("--seconds must be between 0 and 3600".into());
+        return Err(format!(
+            "--seconds must be more than 0 and less than 3600 (got {seconds})"
+        ));
     }
     // 26 measurements share the budget (each runs three rounds of a third),
     // less a tenth for setting up the limiters and threads.
