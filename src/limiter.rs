@@ -324,7 +324,11 @@ impl Limiter<QuantaClock> {
     /// admitted iff each policy's window `(t - W_i, t]` would hold at most
     /// `L_i` admissions with this one. One ring of the largest limit holds
     /// them all; one compare-and-swap commits. A single policy costs the
-    /// same as [`Limiter::new`].
+    /// same as [`Limiter::new`]. Several cost more per call: each policy's
+    /// slot is read and judged, [`check`](Limiter::check) counts each
+    /// one's `remaining` ([`admit`](Limiter::admit) counts none), and
+    /// `head` moves with every admission (three policies, BENCHMARKS.md:
+    /// `admit` about twice a clock read, `check` four to five times).
     ///
     /// ```
     /// use std::time::Duration;
