@@ -123,40 +123,18 @@ fn control_no_clamp_is_caught() {
 /// (remaining 0). Linearizable with the hint, which the count verifies
 /// before trusting; the control that trusts it unverified (and lets the
 /// peek record one from its later time) is caught.
-const HINT_PREFIX: [u64; 7] = [0, 0, 0, 0, 0, 0, 8];
-
-fn hint_race(flaw: Flaw) {
-    common::explore(2, move || {
-        let limiter = common::limiter(8, 10, flaw);
-        for t in HINT_PREFIX {
-            limiter.check_at(t).unwrap();
-        }
-        let tickets = Tickets::new();
-        let peeker = {
-            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
-            thread::spawn(move || vec![tickets.call(12, 1, || l.peek_n_at(1, 12))])
-        };
-        let admitter = {
-            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
-            thread::spawn(move || vec![tickets.call(9, 1, || l.check_at(9))])
-        };
-        let mut results = vec![peeker.join().unwrap(), admitter.join().unwrap()];
-        // The peek recorded nothing: judge only the admission, after the
-        // two prefix admissions.
-        results.remove(0);
-        assert_linearizable(&results, 8, 10, &HINT_PREFIX);
-    });
-}
+/// (`common::hint_race`, one policy of 8 per 10 ns.)
+const HINT_RING: &[(u32, u64)] = &[(8, 10)];
 
 #[test]
 fn a_peek_never_moves_the_expiry_hint() {
-    hint_race(Flaw::None);
+    common::hint_race(HINT_RING, Flaw::None);
 }
 
 #[test]
 #[should_panic(expected = "no sequential order")]
 fn control_unverified_hint_is_caught() {
-    hint_race(Flaw::TrustHint);
+    common::hint_race(HINT_RING, Flaw::TrustHint);
 }
 
 /// Two admitters racing on a hinted ring (L = 8): each reads and writes
@@ -164,7 +142,7 @@ fn control_unverified_hint_is_caught() {
 /// moment (10) the six admissions at 0 expire.
 #[test]
 fn admitters_racing_on_the_expiry_hint() {
-    hint_admitters(Flaw::None);
+    common::hint_admitters(HINT_RING, Flaw::None);
 }
 
 /// Negative control: counting from the three words at and before the hint
@@ -174,28 +152,5 @@ fn admitters_racing_on_the_expiry_hint() {
 #[test]
 #[should_panic(expected = "no sequential order")]
 fn control_unbracketed_hint_is_caught() {
-    hint_admitters(Flaw::UnbracketedHint);
-}
-
-fn hint_admitters(flaw: Flaw) {
-    common::explore(2, move || {
-        let limiter = common::limiter(8, 10, flaw);
-        for t in HINT_PREFIX {
-            limiter.check_at(t).unwrap();
-        }
-        let tickets = Tickets::new();
-        let spawn = |times: &'static [u64]| {
-            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
-            thread::spawn(move || {
-                times
-                    .iter()
-                    .map(|&t| tickets.call(t, 1, || l.check_at(t)))
-                    .collect::<Vec<Call>>()
-            })
-        };
-        let a = spawn(&[9]);
-        let b = spawn(&[10, 17]);
-        let results = vec![a.join().unwrap(), b.join().unwrap()];
-        assert_linearizable(&results, 8, 10, &HINT_PREFIX);
-    });
+    common::hint_admitters(HINT_RING, Flaw::UnbracketedHint);
 }

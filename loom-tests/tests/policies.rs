@@ -121,39 +121,16 @@ fn control_torn_view_is_caught() {
 /// that trusts them unverified (and lets the peek store its later counts)
 /// is caught.
 const HINT_POLICIES: &[(u32, u64)] = &[(8, 10), (9, 20)];
-const HINT_PREFIX: [u64; 7] = [0, 0, 0, 0, 0, 0, 8];
-
-fn hint_race(flaw: Flaw) {
-    explore(2, move || {
-        let limiter = multi_limiter(HINT_POLICIES, flaw);
-        for t in HINT_PREFIX {
-            limiter.check_at(t).unwrap();
-        }
-        let tickets = Tickets::new();
-        let peeker = {
-            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
-            thread::spawn(move || vec![tickets.call(12, 1, || l.peek_n_at(1, 12))])
-        };
-        let admitter = {
-            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
-            thread::spawn(move || vec![tickets.call(9, 1, || l.check_at(9))])
-        };
-        let mut results = vec![peeker.join().unwrap(), admitter.join().unwrap()];
-        // The peek recorded nothing: judge only the admission.
-        results.remove(0);
-        assert_linearizable_policies(&results, HINT_POLICIES, &HINT_PREFIX);
-    });
-}
 
 #[test]
 fn a_peek_never_moves_the_policy_hints() {
-    hint_race(Flaw::None);
+    common::hint_race(HINT_POLICIES, Flaw::None);
 }
 
 #[test]
 #[should_panic(expected = "no sequential order")]
 fn control_unverified_policy_hint_is_caught() {
-    hint_race(Flaw::TrustHint);
+    common::hint_race(HINT_POLICIES, Flaw::TrustHint);
 }
 
 /// Two admitters racing on the policies' hints: each reads and writes
@@ -161,7 +138,7 @@ fn control_unverified_policy_hint_is_caught() {
 /// (10) the six admissions at 0 leave the short window but not the long one.
 #[test]
 fn admitters_racing_on_the_policy_hints() {
-    hint_admitters(Flaw::None);
+    common::hint_admitters(HINT_POLICIES, Flaw::None);
 }
 
 /// Negative control: counting from the three words at and before each
@@ -169,28 +146,5 @@ fn admitters_racing_on_the_policy_hints() {
 #[test]
 #[should_panic(expected = "no sequential order")]
 fn control_unbracketed_policy_hint_is_caught() {
-    hint_admitters(Flaw::UnbracketedHint);
-}
-
-fn hint_admitters(flaw: Flaw) {
-    explore(2, move || {
-        let limiter = multi_limiter(HINT_POLICIES, flaw);
-        for t in HINT_PREFIX {
-            limiter.check_at(t).unwrap();
-        }
-        let tickets = Tickets::new();
-        let spawn = |times: &'static [u64]| {
-            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
-            thread::spawn(move || {
-                times
-                    .iter()
-                    .map(|&t| tickets.call(t, 1, || l.check_at(t)))
-                    .collect::<Vec<Call>>()
-            })
-        };
-        let a = spawn(&[9]);
-        let b = spawn(&[10, 17]);
-        let results = vec![a.join().unwrap(), b.join().unwrap()];
-        assert_linearizable_policies(&results, HINT_POLICIES, &HINT_PREFIX);
-    });
+    common::hint_admitters(HINT_POLICIES, Flaw::UnbracketedHint);
 }

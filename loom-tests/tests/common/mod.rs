@@ -22,6 +22,70 @@ pub fn assert_no_over_admission_policies(calls: &[Call], policies: &[(u32, u64)]
     }
 }
 
+/// The expiry hint's models (one policy in `linearizable.rs`, several in
+/// `policies.rs`): admissions at these times first, so that six expire at
+/// 10 for a 10 ns window while the one at 8 stays.
+pub const HINT_PREFIX: [u64; 7] = [0, 0, 0, 0, 0, 0, 8];
+
+/// The limiter of `policies` (one, or several) with protocol variant `flaw`,
+/// [`HINT_PREFIX`] admitted.
+fn hinted(policies: &[(u32, u64)], flaw: Flaw) -> Arc<Limiter<ManualClock>> {
+    let limiter = match policies {
+        &[(limit, window)] => self::limiter(limit, window, flaw),
+        _ => multi_limiter(policies, flaw),
+    };
+    for t in HINT_PREFIX {
+        limiter.check_at(t).unwrap();
+    }
+    limiter
+}
+
+/// A peek at 12 racing an admission at 9 after [`HINT_PREFIX`]: the
+/// admission is linearizable however the peek's count stores (or, rightly,
+/// does not store) the expiry hints.
+pub fn hint_race(policies: &'static [(u32, u64)], flaw: Flaw) {
+    explore(2, move || {
+        let limiter = hinted(policies, flaw);
+        let tickets = Tickets::new();
+        let peeker = {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            loom::thread::spawn(move || vec![tickets.call(12, 1, || l.peek_n_at(1, 12))])
+        };
+        let admitter = {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            loom::thread::spawn(move || vec![tickets.call(9, 1, || l.check_at(9))])
+        };
+        let mut results = vec![peeker.join().unwrap(), admitter.join().unwrap()];
+        // The peek recorded nothing: judge only the admission.
+        results.remove(0);
+        assert_linearizable_policies(&results, policies, &HINT_PREFIX);
+    });
+}
+
+/// Two admitters after [`HINT_PREFIX`], at 9 and at 10 then 17, each
+/// reading and writing the expiry hints: linearizable in every
+/// interleaving, across the moment (10) the six admissions at 0 leave a
+/// 10 ns window.
+pub fn hint_admitters(policies: &'static [(u32, u64)], flaw: Flaw) {
+    explore(2, move || {
+        let limiter = hinted(policies, flaw);
+        let tickets = Tickets::new();
+        let spawn = |times: &'static [u64]| {
+            let (l, tickets) = (Arc::clone(&limiter), tickets.clone());
+            loom::thread::spawn(move || {
+                times
+                    .iter()
+                    .map(|&t| tickets.call(t, 1, || l.check_at(t)))
+                    .collect::<Vec<Call>>()
+            })
+        };
+        let a = spawn(&[9]);
+        let b = spawn(&[10, 17]);
+        let results = vec![a.join().unwrap(), b.join().unwrap()];
+        assert_linearizable_policies(&results, policies, &HINT_PREFIX);
+    });
+}
+
 /// A shared limiter of `limit` per `window` ns on a manual clock, built with
 /// the given (possibly broken) protocol variant.
 pub fn limiter(limit: u32, window: u64, flaw: Flaw) -> Arc<Limiter<ManualClock>> {
