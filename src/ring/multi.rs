@@ -1,8 +1,7 @@
 //! Several policies on one ring, all or nothing (docs/design.md §4,
 //! "Several policies").
 
-use super::count::Count;
-use super::count::first_alive;
+use super::count::{Count, first_alive};
 use super::shape::{MAX_POLICIES, Rule};
 use super::view::View;
 use super::word::slot;
