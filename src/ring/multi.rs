@@ -201,7 +201,7 @@ impl<'a> RingRef<'a> {
         let horizon = t_eff + g.window();
         let mut best = (u32::MAX, 0u8);
         let mut noted = [Count::KEEP; MAX_POLICIES];
-        for (i, (rule, noted)) in policies.iter().zip(&mut noted).enumerate() {
+        for (i, (rule, note)) in policies.iter().zip(&mut noted).enumerate() {
             let hint = self
                 .policy_expiry
                 .filter(|_| g.hinted_limit(rule.limit))
@@ -209,7 +209,7 @@ impl<'a> RingRef<'a> {
             let t = horizon.saturating_sub(rule.window);
             let count =
                 self.remaining_policy(hint, view.pos, n + g.len() - rule.limit, rule.limit - n, t);
-            *noted = count.noted();
+            *note = count.noted();
             if count.remaining < best.0 {
                 best = (count.remaining, i as u8);
             }
