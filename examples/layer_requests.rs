@@ -18,7 +18,8 @@
 //! through `Router::layer`: what axum's wrapping of a route costs any
 //! layer), `slidelog` and `tower_governor` (each with its
 //! rate-limit headers, through `Router::layer`), `slidelog-outer` (the layer
-//! around the whole router), `slidelog-bare` (`HeaderStyle::None`) and
+//! around the whole router), `slidelog-policies` (three policies per key, one `RateLimit` item each),
+//! `slidelog-bare` (`HeaderStyle::None`) and
 //! `slidelog-inner` (`inner_body`: the route's body left as axum's own). Paths:
 //! `admit` (a limit no run reaches) or `deny` (one request per hour). Both
 //! layers key by the peer IP, which the request carries as axum's
@@ -47,7 +48,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: layer_requests <plain|identity|slidelog|slidelog-outer|slidelog-bare|slidelog-inner|tower_governor> <admit|deny> <requests>";
+const USAGE: &str = "usage: layer_requests <plain|identity|slidelog|slidelog-policies|slidelog-outer|slidelog-bare|slidelog-inner|tower_governor> <admit|deny> <requests>";
 
 /// The slidelog layer's limiter: a limit no run reaches, or one per hour.
 fn limiter(deny: bool) -> Arc<KeyedLimiter<IpAddr>> {
@@ -57,6 +58,24 @@ fn limiter(deny: bool) -> Arc<KeyedLimiter<IpAddr>> {
         (1 << 20, Duration::from_millis(1))
     };
     Arc::new(KeyedLimiter::new(limit, window).expect("a valid quota"))
+}
+
+/// Three policies per key, as the README's first example has: limits no
+/// run reaches (the largest a million an hour), or one per hour (then two
+/// a day and three a week).
+fn three_policies(deny: bool) -> Arc<KeyedLimiter<IpAddr>> {
+    let (limits, windows) = if deny {
+        ([1, 2, 3], [3600, 86_400, 604_800].map(Duration::from_secs))
+    } else {
+        (
+            [1 << 18, 1 << 19, 1 << 20],
+            [1, 1_000, 3_600_000].map(Duration::from_millis),
+        )
+    };
+    let builder = KeyedLimiter::builder(limits[0], windows[0])
+        .and(limits[1], windows[1])
+        .and(limits[2], windows[2]);
+    Arc::new(builder.build().expect("valid quotas"))
 }
 
 /// Serves `requests` requests (plus two to warm up) from one client through
@@ -106,6 +125,10 @@ fn run() -> Result<(), String> {
         "identity" => drive(router.layer(tower::layer::util::Identity::new()), requests),
         "slidelog" => drive(
             router.layer(RateLimitLayer::new(limiter(deny), PeerIp::new())),
+            requests,
+        ),
+        "slidelog-policies" => drive(
+            router.layer(RateLimitLayer::new(three_policies(deny), PeerIp::new())),
             requests,
         ),
         "slidelog-bare" => drive(

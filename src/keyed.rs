@@ -21,6 +21,8 @@ use crate::key_size::KeySize;
 use crate::policy::{Policy, Quota};
 use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(feature = "tower")]
+use crate::tower::PolicyStates;
 
 mod reconfig;
 mod state;
@@ -34,14 +36,14 @@ pub(crate) enum Layered {
     /// state.
     Admitted(Peeked),
     /// Denied, with each policy's state (several policies only).
-    Denied(Denied, Option<Vec<(u32, Duration)>>),
+    Denied(Denied, Option<PolicyStates>),
 }
 
 /// An admission, how long until its `remaining` grows (zero when unknown:
 /// `remaining + 1` units can never fit), and (with several policies) each
 /// policy's room and wait.
 #[cfg(feature = "tower")]
-pub(crate) type Peeked = (Admitted, Duration, Option<Vec<(u32, Duration)>>);
+pub(crate) type Peeked = (Admitted, Duration, Option<PolicyStates>);
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
 /// 256 MiB of rings and map entries, at most 1,048,576 (and at least one).
@@ -837,15 +839,15 @@ where
             1,
             read,
             |algorithm, words, quota, now, floor| {
-                let (decision, grows) = algorithm.check_growing(words, quota, now, floor)?;
-                let admitted = match decision {
+                let growing = algorithm.check_growing(words, quota, now, floor)?;
+                let admitted = match growing.decision {
                     Ok(admitted) => admitted,
                     Err(denied) => {
                         let states = algorithm.policy_states(words, quota, now, floor);
                         return Some(Ok(Layered::Denied(denied, states)));
                     }
                 };
-                let wait = match grows {
+                let wait = match growing.wait {
                     // Found with the count: no second pass.
                     Some(nanos) => Duration::from_nanos(nanos),
                     None => {
@@ -858,7 +860,8 @@ where
                         crate::tower::wait_of(peeked)
                     }
                 };
-                let states = algorithm.policy_states(words, quota, now, floor);
+                // With several policies, read with the count too.
+                let states = growing.states;
                 Some(Ok(Layered::Admitted((admitted, wait, states))))
             },
             |admitted| Layered::Admitted((admitted, Duration::ZERO, None)),

@@ -10,6 +10,8 @@ use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
 use crate::link::Link;
 use crate::policy::{Policy, Quota};
+#[cfg(feature = "tower")]
+use crate::ring::Growing;
 use crate::ring::{Hints, Now, RingRef, Shape};
 use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -139,16 +141,16 @@ struct PeekN(u32);
 struct CheckGrowing;
 
 #[cfg(feature = "tower")]
-impl Judge<(Admitted, Option<u64>)> for CheckGrowing {
+impl Judge<Growing> for CheckGrowing {
     #[inline(always)]
     fn judge(
         &self,
         shape: &Shape,
         ring: RingRef<'_>,
         when: impl FnOnce() -> Now,
-    ) -> Option<Result<(Admitted, Option<u64>), Denied>> {
-        let (decision, wait) = shape.check_growing_at(ring, when())?;
-        Some(decision.map(|admitted| (admitted, wait)))
+    ) -> Option<Result<Growing, Denied>> {
+        let growing = shape.check_growing_at(ring, when())?;
+        Some(growing.decision.map(|_| growing))
     }
 }
 
@@ -505,19 +507,19 @@ impl<C: Clock> Limiter<C> {
         f(held.as_deref().unwrap_or(&self.first))
     }
 
-    /// One request at `now`, as [`check_at`](Self::check_at), and — with one
-    /// policy — how many nanoseconds after `now` its `remaining` next grows,
-    /// read with the count (the tower layer's IETF `t`; `None`: ask a dry
-    /// run).
+    /// One request at `now`, as [`check_at`](Self::check_at), and — if
+    /// admitted — how many nanoseconds after `now` its `remaining` next
+    /// grows and (with several policies) each one's state, read with the
+    /// count (the tower layer's `RateLimit` field; see [`Growing`]).
     #[cfg(feature = "tower")]
-    pub(crate) fn check_growing_at(&self, now: u64) -> Result<(Admitted, Option<u64>), Denied> {
+    pub(crate) fn check_growing_at(&self, now: u64) -> Result<Growing, Denied> {
         self.decide(|| now, CheckGrowing)
     }
 
     /// With several policies, each one's room and wait at `now` (for the
     /// tower layer's `RateLimit` field); `None` with one policy.
     #[cfg(feature = "tower")]
-    pub(crate) fn policy_states_at(&self, now: u64) -> Option<Vec<(u32, Duration)>> {
+    pub(crate) fn policy_states_at(&self, now: u64) -> Option<crate::tower::PolicyStates> {
         self.with_current(|g| g.shape.policy_states(g.ring(), g.shape.now(now, 0)))
     }
 

@@ -10,6 +10,8 @@ use crate::floor::Floor;
 use crate::policy::Policy;
 use crate::ring::{RingRef, Shape};
 use crate::sync::atomic::AtomicU64;
+#[cfg(feature = "tower")]
+use crate::{ring::Growing, tower::PolicyStates};
 
 /// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key: the exact
 /// log ([`Log`], the default) or the approximate counter ([`Counter`]).
@@ -114,9 +116,10 @@ pub(crate) mod sealed {
             self.check(state, quota, 1, now, floor)
                 .map(|decision| decision.map(|_| ()))
         }
-        /// `check` of one unit and, where the algorithm knows it from the
+        /// `check` of one unit and, where the algorithm knows them from the
         /// same pass, how many nanoseconds after `now` `remaining` next
-        /// grows (`None`: the caller asks `peek`); `None` if closed.
+        /// grows (`None`: the caller asks `peek`) and each policy's state
+        /// (see [`Growing`]); `None` if closed.
         #[cfg(feature = "tower")]
         #[inline]
         fn check_growing(
@@ -125,9 +128,13 @@ pub(crate) mod sealed {
             quota: Option<&Shape>,
             now: u64,
             floor: u64,
-        ) -> Option<(Result<Admitted, Denied>, Option<u64>)> {
+        ) -> Option<Growing> {
             self.check(state, quota, 1, now, floor)
-                .map(|decision| (decision, None))
+                .map(|decision| Growing {
+                    decision,
+                    wait: None,
+                    states: None,
+                })
         }
         /// What `check` would answer, recording nothing; `None` if closed.
         fn peek(
@@ -163,7 +170,7 @@ pub(crate) mod sealed {
             quota: Option<&Shape>,
             now: u64,
             floor: u64,
-        ) -> Option<Vec<(u32, std::time::Duration)>> {
+        ) -> Option<PolicyStates> {
             let _ = (state, quota, now, floor);
             None
         }
@@ -323,7 +330,7 @@ impl sealed::Sealed for Log {
         quota: Option<&Shape>,
         now: u64,
         floor: u64,
-    ) -> Option<(Result<Admitted, Denied>, Option<u64>)> {
+    ) -> Option<Growing> {
         let (shape, ring) = self.ring(state, quota);
         shape.check_growing_at(ring, shape.now(now, floor))
     }
@@ -366,7 +373,7 @@ impl sealed::Sealed for Log {
         quota: Option<&Shape>,
         now: u64,
         floor: u64,
-    ) -> Option<Vec<(u32, std::time::Duration)>> {
+    ) -> Option<PolicyStates> {
         let (shape, ring) = self.ring(state, quota);
         shape.policy_states(ring, shape.now(now, floor))
     }

@@ -239,20 +239,29 @@ impl<'a> RingRef<'a> {
         k + first_alive(free - k, |j| alive(k + j))
     }
 
-    /// **When `remaining` next grows** after single admission `c` (deadline
-    /// `d`) that counted `remaining`: the deadline of the oldest admission
-    /// then alive — candidate `remaining` (the first alive one, at position
-    /// `pos(c + 1) + remaining`), or `c` itself when every candidate has
-    /// expired. Read before the commit CAS, like the count and by the same
-    /// argument (the candidate's word is final for our index).
+    /// **When a count's `remaining` next grows**: the deadline of the
+    /// oldest admission alive after the new one at position `at` (deadline
+    /// `d`) — candidate `remaining` of the `free` counted from `skip` places
+    /// after `at` (the first alive one), or the new admission itself when
+    /// every candidate has expired. For a single admission `c` on one
+    /// policy, `skip = 1` and `free = L - 1`; for policy `i` of several,
+    /// those of [`remaining_policy`](Self::remaining_policy). Read before
+    /// the commit CAS, like the count and by the same argument (the
+    /// candidate's word is final for our index).
     #[inline(always)]
-    pub(super) fn growth_after(&self, c: u64, remaining: u32, d: u64) -> u64 {
-        let g = self.geometry;
-        if u64::from(remaining) + 1 >= g.len() {
+    pub(super) fn growth_after(
+        &self,
+        at: usize,
+        skip: u64,
+        free: u64,
+        remaining: u32,
+        d: u64,
+    ) -> u64 {
+        let remaining = u64::from(remaining);
+        if remaining >= free {
             return d;
         }
-        let base = g.position(g.advance(c, 1));
-        slot::deadline(self.word(g.position_plus(base, u64::from(remaining))))
+        slot::deadline(self.word(self.geometry.position_plus(at, skip + remaining)))
     }
 
     /// After the admission that made `count` committed: store the live

@@ -24,7 +24,31 @@ enum Judged {
         /// Each policy's live count for its expiry hint, stored once the
         /// admission commits ([`Count::noted`]).
         noted: [u32; MAX_POLICIES],
+        /// When `remaining` next grows, if the caller asked for each
+        /// policy's state (see [`Counted::grows_at`]).
+        grows_at: Option<u64>,
     },
+}
+
+/// Each policy's `(remaining, grows_at)` after an admission, in the order
+/// given: its room and the time (judged, nanoseconds) its oldest
+/// admission then alive leaves its window, when that room grows by one.
+/// What the IETF `RateLimit` field lists per policy.
+pub(crate) type PolicyGrowth = [(u32, u64); MAX_POLICIES];
+
+/// What [`RingRef::remaining_multi`] counted.
+struct Counted {
+    /// The fewest units left over the policies.
+    remaining: u32,
+    /// The (first) policy with that few.
+    policy: u8,
+    /// Each policy's live count for its expiry hint.
+    noted: [u32; MAX_POLICIES],
+    /// With each policy's state asked for: when the fewest units left
+    /// next grows — the latest growth among the policies with that few
+    /// (each must grow before a request for one unit more fits), which is
+    /// when a dry run of `remaining + 1` units would be admitted.
+    grows_at: Option<u64>,
 }
 
 impl<'a> RingRef<'a> {
@@ -46,24 +70,40 @@ impl<'a> RingRef<'a> {
     /// `R` says what an admission reports ([`report`]): with
     /// [`report::DECISION`] (`admit`) no policy's `remaining` is counted,
     /// and the outcome carries 0 for it; otherwise the fewest units left
-    /// over the policies (growth times are a single policy's: none here).
-    pub(crate) fn check_multi<const R: u8>(&self, now: u64, n: u32, policies: &[Rule]) -> Outcome {
+    /// over the policies. With `states` (the tower layer's, under
+    /// [`report::GROWTH`]) an admission also writes each policy's
+    /// [`PolicyGrowth`] there, read in the same pass as the count, and
+    /// reports when the fewest units left next grows.
+    #[inline(always)]
+    pub(crate) fn check_multi<const R: u8>(
+        &self,
+        now: u64,
+        n: u32,
+        policies: &[Rule],
+        mut states: Option<&mut PolicyGrowth>,
+    ) -> Outcome {
         let g = self.geometry;
         let n64 = u64::from(n);
         let backoff = Backoff::new();
         loop {
-            let (view, d, remaining, policy, noted) =
-                match self.judge_multi::<R>(now, n64, policies) {
+            let (view, d, remaining, policy, noted, grows_at) =
+                match self.judge_multi::<R>(now, n64, policies, states.as_deref_mut()) {
                     Judged::Fits {
                         view,
                         d,
                         remaining,
                         policy,
                         noted,
-                    } => (view, d, remaining, policy, noted),
+                        grows_at,
+                    } => (view, d, remaining, policy, noted, grows_at),
                     judged => return judged.outcome(g.window()),
                 };
-            let admitted = Outcome::admitted(d - g.window(), remaining, policy);
+            let admitted = Outcome::Admitted {
+                at: d - g.window(),
+                remaining,
+                policy,
+                grows_at,
+            };
             let committed = match n {
                 0 => true,
                 1 => self
@@ -81,7 +121,7 @@ impl<'a> RingRef<'a> {
 
     /// What `check_multi(now, n)` would answer now, recording nothing.
     pub(crate) fn peek_multi(&self, now: u64, n: u32, policies: &[Rule]) -> Outcome {
-        let judged = self.judge_multi::<{ report::REMAINING }>(now, u64::from(n), policies);
+        let judged = self.judge_multi::<{ report::REMAINING }>(now, u64::from(n), policies, None);
         if let Judged::Fits { noted, .. } = &judged
             && self.geometry.flaw() == Flaw::TrustHint
         {
@@ -94,7 +134,8 @@ impl<'a> RingRef<'a> {
 
     /// Judges `n` units at `now` against every policy on a view with `head`
     /// at the frontier, counting `remaining` unless `R` is
-    /// [`report::DECISION`].
+    /// [`report::DECISION`] (and, into `states`, each policy's
+    /// [`PolicyGrowth`]).
     ///
     /// Each policy is judged as its word is read, inside the view: the
     /// judgement is a function of `now`, slot `c - 1` and the words, so
@@ -102,7 +143,13 @@ impl<'a> RingRef<'a> {
     /// could leak (a torn view is thrown away with its judgement), and no
     /// array of words waits for it.
     #[inline(always)]
-    fn judge_multi<const R: u8>(&self, now: u64, n: u64, policies: &[Rule]) -> Judged {
+    fn judge_multi<const R: u8>(
+        &self,
+        now: u64,
+        n: u64,
+        policies: &[Rule],
+        states: Option<&mut PolicyGrowth>,
+    ) -> Judged {
         let g = self.geometry;
         let read = self.frontier(
             #[inline(always)]
@@ -160,24 +207,31 @@ impl<'a> RingRef<'a> {
                 policy,
             };
         }
-        let (remaining, policy, noted) = if R == report::DECISION {
-            (0, 0, [Count::KEEP; MAX_POLICIES])
+        let counted = if R == report::DECISION {
+            Counted {
+                remaining: 0,
+                policy: 0,
+                noted: [Count::KEEP; MAX_POLICIES],
+                grows_at: None,
+            }
         } else {
-            self.remaining_multi(&view, n, d - g.window(), policies)
+            self.remaining_multi::<R>(&view, n, d, policies, states)
         };
         Judged::Fits {
             view,
             d,
-            remaining,
-            policy,
-            noted,
+            remaining: counted.remaining,
+            policy: counted.policy,
+            noted: counted.noted,
+            grows_at: counted.grows_at,
         }
     }
 
     /// The fewest units left over the policies after admitting `n` at `c`
-    /// at `t_eff`, the (first) policy with that few, and each policy's live
-    /// count for its expiry hint. Exact before the commit CAS, as
-    /// [`remaining_after`](Self::remaining_after).
+    /// with deadline `d = t_eff + W`, the (first) policy with that few, and
+    /// each policy's live count for its expiry hint; with `states` (under
+    /// [`report::GROWTH`]), each policy's [`PolicyGrowth`] too. Exact
+    /// before the commit CAS, as [`remaining_after`](Self::remaining_after).
     ///
     /// Policy `i`'s candidates are admissions `c + n - L_i .. c - 1`, alive
     /// while `deadline + W_i > t_eff + W` (a zero deadline: never written,
@@ -187,34 +241,56 @@ impl<'a> RingRef<'a> {
     /// single ring's liveness at time `t_i`, so each policy is counted as
     /// one ring of `L_i` slots would be ([`remaining_policy`]), with its
     /// own hint on a ring that keeps them (a [`crate::Limiter`]'s, for a
-    /// policy of 8 or more).
+    /// policy of 8 or more). Its room grows when its oldest admission then
+    /// alive leaves: that admission's deadline ([`growth_after`]) moved to
+    /// its window, `deadline - W + W_i`.
     ///
     /// [`remaining_policy`]: Self::remaining_policy
-    fn remaining_multi(
+    /// [`growth_after`]: Self::growth_after
+    fn remaining_multi<const R: u8>(
         &self,
         view: &View,
         n: u64,
-        t_eff: u64,
+        d: u64,
         policies: &[Rule],
-    ) -> (u32, u8, [u32; MAX_POLICIES]) {
+        mut states: Option<&mut PolicyGrowth>,
+    ) -> Counted {
         let g = self.geometry;
-        let horizon = t_eff + g.window();
-        let mut best = (u32::MAX, 0u8);
-        let mut noted = [Count::KEEP; MAX_POLICIES];
-        for (i, (rule, note)) in policies.iter().zip(&mut noted).enumerate() {
+        let mut counted = Counted {
+            remaining: u32::MAX,
+            policy: 0,
+            noted: [Count::KEEP; MAX_POLICIES],
+            grows_at: None,
+        };
+        for (i, rule) in policies.iter().enumerate() {
             let hint = self
                 .policy_expiry
                 .filter(|_| g.hinted_limit(rule.limit))
                 .map(|hints| &hints[i]);
-            let t = horizon.saturating_sub(rule.window);
-            let count =
-                self.remaining_policy(hint, view.pos, n + g.len() - rule.limit, rule.limit - n, t);
-            *note = count.noted();
-            if count.remaining < best.0 {
-                best = (count.remaining, i as u8);
+            let t = d.saturating_sub(rule.window);
+            let (skip, free) = (n + g.len() - rule.limit, rule.limit - n);
+            let count = self.remaining_policy(hint, view.pos, skip, free, t);
+            counted.noted[i] = count.noted();
+            let fewer = count.remaining < counted.remaining;
+            if fewer {
+                (counted.remaining, counted.policy) = (count.remaining, i as u8);
+            }
+            if R == report::GROWTH
+                && let Some(states) = states.as_deref_mut()
+            {
+                let oldest = self.growth_after(view.pos, skip, free, count.remaining, d);
+                // Saturating: a word re-read from a view a racing admitter
+                // made stale may be anything; the attempt is thrown away.
+                let grows_at = (oldest + rule.window).saturating_sub(g.window());
+                states[i] = (count.remaining, grows_at);
+                // The fewest so far: alone (then its growth), or tied.
+                if count.remaining == counted.remaining {
+                    let latest = if fewer { None } else { counted.grows_at };
+                    counted.grows_at = latest.max(Some(grows_at));
+                }
             }
         }
-        (best.0, best.1, noted)
+        counted
     }
 }
 

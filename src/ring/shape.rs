@@ -21,7 +21,33 @@ pub(crate) const MAX_POLICIES: usize = 8;
 #[cold]
 #[inline(never)]
 fn multi<const R: u8>(ring: RingRef<'_>, now: u64, n: u32, rules: &[Rule]) -> Outcome {
-    ring.check_multi::<R>(now, n, rules)
+    ring.check_multi::<R>(now, n, rules, None)
+}
+
+/// [`multi`] of one unit for the tower layer: an admission also writes each
+/// policy's state into `states`, read with the count.
+#[cfg(feature = "tower")]
+#[inline(never)]
+fn multi_growing(
+    ring: RingRef<'_>,
+    now: u64,
+    rules: &[Rule],
+    states: &mut super::multi::PolicyGrowth,
+) -> Outcome {
+    ring.check_multi::<{ report::GROWTH }>(now, 1, rules, Some(states))
+}
+
+/// What [`Shape::check_growing_at`] answers: the decision and, for an
+/// admission, how many nanoseconds after the caller's reading `remaining`
+/// next grows (the tower layer's IETF `t`; `None` when denied) and, with
+/// several policies, each one's state — all read in one pass.
+#[cfg(feature = "tower")]
+#[derive(Clone, Copy, Debug)]
+#[allow(unreachable_pub)] // named by the sealed per-key trait; unexported
+pub struct Growing {
+    pub(crate) decision: Result<Admitted, Denied>,
+    pub(crate) wait: Option<u64>,
+    pub(crate) states: Option<crate::tower::PolicyStates>,
 }
 
 /// One policy of a multi-policy ring, in nanoseconds: at most `limit`
@@ -280,30 +306,41 @@ impl Shape {
         }
     }
 
-    /// One unit at `now`, as [`check_at`](Self::check_at), and — with one
-    /// policy — how long after `now` `remaining` next grows (the wait a dry
-    /// run of `remaining + 1` units would answer, read in the same pass as
-    /// the count; `None` with several policies or when denied). A wait counts from the caller's reading, as a denial's does.
+    /// One unit at `now`, as [`check_at`](Self::check_at), and — for an
+    /// admission — how long after `now` `remaining` next grows (the wait a
+    /// dry run of `remaining + 1` units would answer) and, with several
+    /// policies, each one's state, read in the same pass as the count. A
+    /// wait counts from the caller's reading, as a denial's does.
     #[cfg(feature = "tower")]
     #[inline(always)]
-    pub(crate) fn check_growing_at(
-        &self,
-        ring: RingRef<'_>,
-        now: Now,
-    ) -> Option<(Result<Admitted, Denied>, Option<u64>)> {
-        self.one_unit::<{ report::GROWTH }, _>(
-            ring,
-            || now,
-            |outcome, now| {
-                let wait = match outcome {
-                    Outcome::Admitted {
-                        grows_at: Some(at), ..
-                    } => Some(at.saturating_sub(now.read)),
-                    _ => None,
-                };
-                self.decide(outcome, now).map(|decision| (decision, wait))
-            },
-        )
+    pub(crate) fn check_growing_at(&self, ring: RingRef<'_>, now: Now) -> Option<Growing> {
+        let finish = |outcome: Outcome, now: Now, states: Option<&[(u32, u64)]>| {
+            let decision = self.decide(outcome, now)?;
+            let (wait, states) = match outcome {
+                Outcome::Admitted { grows_at, .. } => (
+                    grows_at.map(|at| at.saturating_sub(now.read)),
+                    states.map(|raw| crate::tower::PolicyStates::growing(raw, now.read)),
+                ),
+                _ => (None, None),
+            };
+            Some(Growing {
+                decision,
+                wait,
+                states,
+            })
+        };
+        match &self.rules {
+            None => self.one_unit::<{ report::GROWTH }, _>(
+                ring,
+                || now,
+                |outcome, now| finish(outcome, now, None),
+            ),
+            Some(rules) => {
+                let mut raw = [(0, 0); MAX_POLICIES];
+                let outcome = multi_growing(ring, now.judged, rules, &mut raw);
+                finish(outcome, now, Some(&raw[..rules.len()]))
+            }
+        }
     }
 
     /// What [`check_at`](Self::check_at) would answer, recording nothing.
@@ -323,28 +360,21 @@ impl Shape {
     /// With several policies, each one's `(remaining, wait until it next
     /// grows)` at `now`, in the order given (see `RingRef::policy_states`);
     /// `None` with one policy or a closed ring.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    #[cfg(feature = "tower")]
     pub(crate) fn policy_states(
         &self,
         ring: RingRef<'_>,
         now: Now,
-    ) -> Option<Vec<(u32, std::time::Duration)>> {
+    ) -> Option<crate::tower::PolicyStates> {
         let rules = self.rules.as_deref()?;
-        let mut states = [(0u32, 0u64); MAX_POLICIES];
-        if !ring.policy_states(now.judged, rules, &mut states) {
+        let mut raw = [(0u32, 0u64); MAX_POLICIES];
+        if !ring.policy_states(now.judged, rules, &mut raw) {
             return None;
         }
-        Some(
-            states[..rules.len()]
-                .iter()
-                .map(|&(remaining, at)| {
-                    (
-                        remaining,
-                        std::time::Duration::from_nanos(at.saturating_sub(now.read)),
-                    )
-                })
-                .collect(),
-        )
+        Some(crate::tower::PolicyStates::growing(
+            &raw[..rules.len()],
+            now.read,
+        ))
     }
 
     /// **The answer** to a request at `now`: the one place an [`Outcome`]

@@ -417,7 +417,10 @@ impl<'a> RingRef<'a> {
             return (Count::kept(0), None);
         }
         let count = self.remaining_after(index, 1, p, d - self.geometry.window());
-        let grows_at = (R == report::GROWTH).then(|| self.growth_after(index, count.remaining, d));
+        let grows_at = (R == report::GROWTH).then(|| {
+            let g = self.geometry;
+            self.growth_after(g.position(index), 1, g.len() - 1, count.remaining, d)
+        });
         (count, grows_at)
     }
 
@@ -448,8 +451,11 @@ mod tests {
 
     use proptest::prelude::*;
 
+    #[cfg(feature = "tower")]
+    use super::super::RingRef;
     use super::super::word::head;
     use super::super::{Hints, Shape};
+    use crate::policy::Policy;
     use crate::sync::atomic::{AtomicU64, Ordering};
 
     /// A ring of `limit` slots with its own `head` and guesses.
@@ -462,11 +468,40 @@ mod tests {
 
     impl Ring {
         fn new(limit: u32, window: u64) -> Ring {
+            Ring::with_policies(&[(limit, window)])
+        }
+
+        /// A ring for several policies `(limit, window)`.
+        fn with_policies(policies: &[(u32, u64)]) -> Ring {
+            let policies: Vec<_> = policies
+                .iter()
+                .map(|&(limit, window)| Policy::new(limit, std::time::Duration::from_nanos(window)))
+                .collect();
+            let shape = Shape::new(&policies).unwrap();
+            let slots = (0..shape.geometry.limit())
+                .map(|_| AtomicU64::new(0))
+                .collect();
             Ring {
-                shape: Shape::single(limit, std::time::Duration::from_nanos(window)).unwrap(),
+                shape,
                 head: AtomicU64::new(0),
                 hints: Hints::default(),
-                slots: (0..limit).map(|_| AtomicU64::new(0)).collect(),
+                slots,
+            }
+        }
+
+        /// A view with its hints (a limiter's) or without (a keyed
+        /// state's).
+        #[cfg(feature = "tower")]
+        fn view(&self, hinted: bool) -> RingRef<'_> {
+            let ring = self.shape.ring_hinted(&self.head, &self.hints, &self.slots);
+            if hinted {
+                return ring;
+            }
+            RingRef {
+                frontier: None,
+                expiry: None,
+                policy_expiry: None,
+                ..ring
             }
         }
 
@@ -679,7 +714,8 @@ mod tests {
                 }
                 let ring = growing.shape.ring_hinted(&growing.head, &growing.hints, &growing.slots);
                 let now = growing.shape.now(t, 0);
-                let (decision, wait) = growing.shape.check_growing_at(ring, now).unwrap();
+                let one = growing.shape.check_growing_at(ring, now).unwrap();
+                let (decision, wait) = (one.decision, one.wait);
                 let ring = peeking.shape.ring_hinted(&peeking.head, &peeking.hints, &peeking.slots);
                 let expected = peeking.shape.check_at(ring, now, 1).unwrap();
                 prop_assert_eq!(&decision, &expected);
@@ -692,6 +728,49 @@ mod tests {
                 let dry_wait = dry.err().map(|denied| denied.retry_after_nanos());
                 prop_assert!(dry_wait.is_some(), "{} units fit right after {} remained", more, more - 1);
                 prop_assert_eq!(wait, dry_wait, "at {} ns, remaining {}", t, admitted.remaining());
+            }
+        }
+
+        /// With several policies, the one pass the tower layer makes
+        /// answers as the three it made before: the decision as `check`'s,
+        /// the wait as a dry run of `remaining + 1` units right after, and
+        /// each policy's state as `policy_states` reads it after the
+        /// admission — on a ring with hints (a limiter's) and without (a
+        /// keyed state's).
+        #[cfg(feature = "tower")]
+        #[test]
+        fn several_policies_grow_as_the_dry_run_and_the_states_say(
+            policies in prop::collection::vec((1u32..12, 1u64..40), 2..4),
+            hinted in any::<bool>(),
+            calls in prop::collection::vec((0u64..6, 1u32..4, any::<bool>()), 1..80),
+        ) {
+            let (growing, peeking) = (Ring::with_policies(&policies), Ring::with_policies(&policies));
+            let smallest = policies.iter().map(|&(limit, _)| limit).min().unwrap();
+            let mut t = 0;
+            for (dt, n, grow) in calls {
+                t += dt;
+                if !grow {
+                    let n = n.min(smallest);
+                    prop_assert_eq!(growing.call(t, n, false), peeking.call(t, n, false));
+                    continue;
+                }
+                let now = growing.shape.now(t, 0);
+                let one = growing.shape.check_growing_at(growing.view(hinted), now).unwrap();
+                let ring = peeking.view(hinted);
+                let expected = peeking.shape.check_at(ring, now, 1).unwrap();
+                prop_assert_eq!(&one.decision, &expected);
+                let Ok(admitted) = expected else {
+                    prop_assert_eq!((one.wait, one.states), (None, None));
+                    continue;
+                };
+                let more = admitted.remaining() + 1;
+                let dry = peeking.shape.peek_at(ring, now, more).unwrap();
+                let dry_wait = dry.err().map(|denied| denied.retry_after_nanos());
+                prop_assert!(dry_wait.is_some(), "{} units fit right after {} remained", more, more - 1);
+                prop_assert_eq!(one.wait, dry_wait, "at {} ns, remaining {}", t, admitted.remaining());
+                let states = peeking.shape.policy_states(ring, now);
+                prop_assert!(states.is_some());
+                prop_assert_eq!(one.states, states, "at {} ns", t);
             }
         }
 

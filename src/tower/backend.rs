@@ -78,6 +78,20 @@ impl PolicyStates {
         }
     }
 
+    /// From each policy's `(remaining, grows_at)` (nanoseconds, the
+    /// limiter's time): the waits count from `read`, the caller's reading.
+    pub(crate) fn growing(raw: &[(u32, u64)], read: u64) -> PolicyStates {
+        let mut items = [(0, Duration::ZERO); crate::MAX_POLICIES];
+        let len = raw.len().min(items.len());
+        for (item, &(remaining, at)) in items.iter_mut().zip(&raw[..len]) {
+            *item = (remaining, Duration::from_nanos(at.saturating_sub(read)));
+        }
+        PolicyStates {
+            len: len as u8,
+            items,
+        }
+    }
+
     /// `(remaining, wait)` per policy.
     pub fn as_slice(&self) -> &[(u32, Duration)] {
         &self.items[..usize::from(self.len)]
@@ -190,13 +204,13 @@ where
             decision: Ok(admitted),
             wait,
             degraded: false,
-            per_policy: states.as_deref().map(PolicyStates::new),
+            per_policy: states,
         },
         Ok(Layered::Denied(denied, states)) => Verdict {
             decision: Err(denied),
             wait: Duration::ZERO,
             degraded: false,
-            per_policy: states.as_deref().map(PolicyStates::new),
+            per_policy: states,
         },
         // No state to describe (a key the budget refused).
         Err(denied) => Verdict {
@@ -358,22 +372,27 @@ impl<K> Backend<K> for dyn SingleKey {
 /// A single-key [`Limiter`]'s verdict, with each policy's state.
 fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
     let now = limiter.clock().now();
-    let mut verdict = match limiter.check_growing_at(now) {
-        // `t` read with the count: no dry run.
-        Ok((admitted, Some(nanos))) => Verdict {
-            decision: Ok(admitted),
-            wait: Duration::from_nanos(nanos),
-            degraded: false,
-            per_policy: None,
+    match limiter.check_growing_at(now) {
+        Ok(growing) => {
+            let decision = growing.decision;
+            let mut verdict = match growing.wait {
+                // `t` read with the count: no dry run.
+                Some(nanos) => Verdict {
+                    decision,
+                    wait: Duration::from_nanos(nanos),
+                    degraded: false,
+                    per_policy: None,
+                },
+                None => verdict(decision, |n| limiter.peek_n_at(n, now)),
+            };
+            verdict.per_policy = growing.states;
+            verdict
+        }
+        Err(denied) => Verdict {
+            per_policy: limiter.policy_states_at(now),
+            ..verdict(Err(denied), |n| limiter.peek_n_at(n, now))
         },
-        Ok((admitted, None)) => verdict(Ok(admitted), |n| limiter.peek_n_at(n, now)),
-        Err(denied) => verdict(Err(denied), |n| limiter.peek_n_at(n, now)),
-    };
-    verdict.per_policy = limiter
-        .policy_states_at(now)
-        .as_deref()
-        .map(PolicyStates::new);
-    verdict
+    }
 }
 
 /// Any single-key limiter's verdict.

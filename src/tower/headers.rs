@@ -120,14 +120,21 @@ fn write_policy_name(out: &mut String, policies: &[Policy], i: usize) {
         out.push_str("default");
         return;
     }
-    /// A window's label: its value in the largest unit that divides it.
+    /// A window's label: its value in the largest unit that divides it
+    /// (from whole seconds and the nanoseconds past them: every response
+    /// names each policy, and 128-bit divisions cost more than the rest of
+    /// the item).
     fn label(w: Duration) -> (u128, &'static str) {
-        const S: u128 = 1_000_000_000;
-        let ns = w.as_nanos();
-        [(3_600 * S, "h"), (60 * S, "m"), (S, "s"), (1_000_000, "ms")]
-            .into_iter()
-            .find(|&(unit, _)| ns.is_multiple_of(unit))
-            .map_or((ns, "ns"), |(unit, name)| (ns / unit, name))
+        let (secs, nanos) = (w.as_secs(), w.subsec_nanos());
+        match (secs, nanos) {
+            (s, 0) if s.is_multiple_of(3_600) => (u128::from(s / 3_600), "h"),
+            (s, 0) if s.is_multiple_of(60) => (u128::from(s / 60), "m"),
+            (s, 0) => (u128::from(s), "s"),
+            (s, n) if n.is_multiple_of(1_000_000) => {
+                (u128::from(s) * 1_000 + u128::from(n / 1_000_000), "ms")
+            }
+            _ => (w.as_nanos(), "ns"),
+        }
     }
     let own = label(policies[i].window);
     out.push_str(itoa::Buffer::new().format(own.0));

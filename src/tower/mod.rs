@@ -159,6 +159,43 @@ mod tests {
             let _ = HeaderKey::new("x-api-key").extract(&request);
         }
 
+        /// A policy's name is its window in the largest unit that divides
+        /// it (the definition, on the window's 128-bit nanoseconds), with
+        /// `-i` when an earlier policy has the same label; whatever the
+        /// windows, and never a panic.
+        #[test]
+        fn policy_names_are_the_windows_largest_unit(
+            windows in prop::collection::vec(
+                prop_oneof![
+                    (0u64..50, prop::sample::select(vec![1u64, 1_000_000, 1_000_000_000, 60_000_000_000, 3_600_000_000_000]))
+                        .prop_map(|(k, unit)| Duration::from_nanos(k * unit)),
+                    (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+                    any::<u64>().prop_map(Duration::from_nanos),
+                ],
+                2..5,
+            ),
+        ) {
+            fn label(w: Duration) -> String {
+                const S: u128 = 1_000_000_000;
+                let ns = w.as_nanos();
+                let (value, unit) = [(3_600 * S, "h"), (60 * S, "m"), (S, "s"), (1_000_000, "ms")]
+                    .into_iter()
+                    .find(|&(unit, _)| ns.is_multiple_of(unit))
+                    .map_or((ns, "ns"), |(unit, name)| (ns / unit, name));
+                format!("{value}{unit}")
+            }
+            let policies: Vec<Policy> = windows.iter().map(|&w| Policy::new(1, w)).collect();
+            for (i, &w) in windows.iter().enumerate() {
+                let own = label(w);
+                let expected = if windows[..i].iter().any(|&e| label(e) == own) {
+                    format!("{own}-{i}")
+                } else {
+                    own
+                };
+                prop_assert_eq!(policy_name(&policies, i), expected);
+            }
+        }
+
         /// Header formatting always yields valid header values.
         #[test]
         fn headers_always_valid(q in any::<u32>(), r in any::<u32>(), w in any::<u64>(), t in any::<u64>()) {
