@@ -16,7 +16,9 @@
 //! `allow-big` (L = 2^20, W = 1 µs), `deny` (10 per hour, full),
 //! `policies` (three policies on one ring: 10 per 100 ns, 100 per 1 µs,
 //! 1,000 per 10 µs, a call every 15 ns) and `policies-deny` (10 per second,
-//! 100 per minute, 1,000 per hour, the first full), `keyed`
+//! 100 per minute, 1,000 per hour, the first full), `keyed-policies`
+//! (the three allowing policies of `policies` on one key of a
+//! `KeyedLimiter`), `keyed`
 //! (10,000 keys, L = 10, W = 1 µs, keys in a scattered order; `KEYS`
 //! overrides the count) and `keyed-deny` (every key full), and
 //! `governor-allow`, `governor-deny`, `governor-keyed`,
@@ -37,7 +39,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed|keyed-deny|governor-allow|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
+const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed|keyed-deny|governor-allow|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
 const T0: u64 = 1 << 55;
@@ -100,6 +102,21 @@ fn run() -> Result<(), String> {
                 repeat(calls, |i| l.admit_at(t(i)).is_ok())
             } else {
                 repeat(calls, |i| black_box(l.check_at(t(i))).is_ok())
+            }
+        }
+        "keyed-policies" => {
+            let ns = Duration::from_nanos;
+            let l = KeyedLimiter::<u64>::builder(10, ns(100))
+                .and(100, ns(1_000))
+                .and(1_000, ns(10_000))
+                .clock(ManualClock::new())
+                .build()
+                .map_err(|e| e.to_string())?;
+            let t = |i: u64| T0 + 100 + i * 15;
+            if admit {
+                repeat(calls, |i| l.admit_at(&7, t(i)).is_ok())
+            } else {
+                repeat(calls, |i| black_box(l.check_at(&7, t(i))).is_ok())
             }
         }
         "policies" | "policies-deny" => {

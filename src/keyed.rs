@@ -1659,7 +1659,8 @@ where
     /// narrowest of three widths that holds the default one: 80 bytes per
     /// 8-byte key up to a limit of 3, 112 up to 7, 144 up to 11. A larger
     /// state keeps its words in an allocation of their own: `8 (limit + 1)`
-    /// bytes for a log (8 more from a limit of 64 on, for its expiry hint)
+    /// bytes for a log (8 more from a limit of 64 on, for its expiry hint;
+    /// with several policies, 8 for each policy's)
     /// beside a 32-byte entry. Longer keys add `size_of::<K>()` beyond 8
     /// (and their own heap bytes, counted by
     /// [`memory_bytes`](Self::memory_bytes)).
@@ -1670,6 +1671,11 @@ where
     /// assert_eq!(limiter.bytes_per_key(), 144);
     /// let large = slidelog::KeyedLimiter::<u64>::new(100, Duration::from_secs(1))?;
     /// assert_eq!(large.bytes_per_key(), 8 * 102 + 56);
+    /// // Two policies: `head`, each one's hint, 100 slots.
+    /// let two = slidelog::KeyedLimiter::<u64>::builder(10, Duration::from_secs(1))
+    ///     .and(100, Duration::from_secs(60))
+    ///     .build()?;
+    /// assert_eq!(two.bytes_per_key(), 8 * 103 + 56);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn bytes_per_key(&self) -> usize {

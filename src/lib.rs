@@ -192,7 +192,7 @@
 //! A limiter of limit `L` holds `L` slots of 8 bytes plus a small header: a
 //! [`Limiter`] of `L = 100` is about 1 KiB. A [`KeyedLimiter`] stores each
 //! key's ring of `8 (L + 1)` bytes (8 more from `L = 64` on, for the
-//! count's expiry hint) with about 56 bytes of map entry and table; up to
+//! count's expiry hint; with several policies, 8 per policy) with about 56 bytes of map entry and table; up to
 //! `L = 11` the ring lives inside the entry, one allocation per key
 //! (measured: 144 bytes per key at `L = 10`; see
 //! [`KeyedLimiter::bytes_per_key`]). Idle keys

@@ -13,7 +13,10 @@ use std::time::Duration;
 use common::max_in_window;
 use common::multi::{MultiDecision, MultiModel, observed_multi};
 use proptest::prelude::*;
-use slidelog::{ConfigError, DenyReason, KeyedLimiter, Limiter, MAX_POLICIES, ManualClock, Quota};
+use slidelog::{
+    Admitted, ConfigError, Denied, DenyReason, KeyedLimiter, Limiter, MAX_POLICIES, ManualClock,
+    Quota,
+};
 
 /// 1 to 4 policies of small limits and windows (so that windows overlap and
 /// both short and long ones decide), any order, duplicates allowed.
@@ -57,18 +60,36 @@ fn equals_the_model(
     peek_first: bool,
 ) -> Result<(), TestCaseError> {
     let limiter = build(policies);
+    decides_as_the_model(
+        policies,
+        steps,
+        |_| peek_first,
+        |n, t| limiter.peek_n_at(n, t),
+        |n, t| limiter.check_n_at(n, t),
+    )
+}
+
+/// Every answer of `check(n, t)` along `steps` (and, where `peek_at(step)`,
+/// of `peek(n, t)` before it) against the multi-policy model.
+fn decides_as_the_model(
+    policies: &[(u32, u64)],
+    steps: &[(i64, u32)],
+    peek_at: impl Fn(usize) -> bool,
+    peek: impl Fn(u32, u64) -> Result<Admitted, Denied>,
+    check: impl Fn(u32, u64) -> Result<Admitted, Denied>,
+) -> Result<(), TestCaseError> {
     let mut model = MultiModel::new(policies);
     let mut now = 100i64;
     for (i, &(dt, n)) in steps.iter().enumerate() {
         now = (now + dt).max(0);
         let t = now as u64;
-        if peek_first {
+        if peek_at(i) {
             // A peek answers what the check will, and records nothing.
-            let peeked = observed_multi(t, limiter.peek_n_at(n, t));
+            let peeked = observed_multi(t, peek(n, t));
             let mut shadow = model.clone();
             prop_assert_eq!(peeked, shadow.decide(t, n), "peek, step {}", i);
         }
-        let got = observed_multi(t, limiter.check_n_at(n, t));
+        let got = observed_multi(t, check(n, t));
         let want = model.decide(t, n);
         prop_assert_eq!(
             got,
@@ -264,6 +285,43 @@ proptest! {
             let want = models.entry(key).or_insert_with(|| MultiModel::new(&policies)).decide(now, n);
             prop_assert_eq!(got, want, "op {} key {} at {} n {} policies {:?}", i, key, now, n, &policies);
         }
+    }
+}
+
+/// A key's ring of 64 slots or more keeps each policy's expiry hint
+/// beside `head`: one policy of 64 to 72 among one or two of 6 to 40, in
+/// any order, and steps that keep dozens of admissions alive, so the
+/// hinted counts, their stores and their searches run against the model
+/// on a keyed state's layout (a peek before some checks).
+fn keyed_hinted_policies() -> impl Strategy<Value = Vec<(u32, u64)>> {
+    (
+        (64..=72u32, 1..=200u64),
+        prop::collection::vec((6..=40u32, 1..=120u64), 1..=2),
+        0..3usize,
+    )
+        .prop_map(|(big, mut others, at)| {
+            others.insert(at.min(others.len()), big);
+            others
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn keyed_hinted_policies_equal_the_multi_policy_model(
+        policies in keyed_hinted_policies(),
+        steps in steps(3),
+        peeks in prop::collection::vec(any::<bool>(), 120),
+    ) {
+        let limiter = build_keyed(&policies, &ManualClock::new());
+        decides_as_the_model(
+            &policies,
+            &steps,
+            |i| peeks[i],
+            |n, t| limiter.peek_n_at(&1, n, t),
+            |n, t| limiter.check_n_at(&1, n, t),
+        )?;
     }
 }
 

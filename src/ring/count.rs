@@ -74,7 +74,8 @@ impl<'a> RingRef<'a> {
     /// after `t` (the policy's threshold: see `remaining_multi`). The same
     /// count as [`remaining_after`](Self::remaining_after)'s — no
     /// candidate alive, or the verified expiry hint `hint` and its search
-    /// — or, for a ring that keeps no hints (a keyed state's), the gallop.
+    /// — or, for a ring that keeps no hints (a keyed state's below 64
+    /// slots), the gallop.
     /// Loads only, exact before the commit CAS by the same argument.
     ///
     /// [`remaining_multi`]: Self::remaining_multi
@@ -298,10 +299,7 @@ impl RingRef<'_> {
     /// then, for the same reason.
     #[inline(always)]
     pub(super) fn note_policies(&self, noted: &[u32]) {
-        let Some(hints) = self.policy_expiry else {
-            return;
-        };
-        for (hint, &live) in hints.iter().zip(noted) {
+        for (hint, &live) in self.policy_expiry.iter().zip(noted) {
             if live != Count::KEEP {
                 // Relaxed: see `remaining_hinted`; racing admitters may
                 // store in either order, any value is safe.

@@ -19,9 +19,10 @@ const MAX_LAG: u64 = 16;
 const HINT_MIN_LIMIT: u64 = 8;
 
 /// The smallest keyed state that keeps an expiry hint: the hint is one
-/// more word in every key's allocation, so a keyed ring keeps one only
-/// where that word is at most 1/64 of the ring (`8 L` bytes) and the gallop
-/// it replaces reads six slots or more (`log2 L`), over as many lines.
+/// more word in every key's allocation (one per policy with several), so a
+/// keyed ring keeps one only where that word is at most 1/64 of the ring
+/// (`8 L` bytes; eight policies' at most 1/8) and the gallop it replaces
+/// reads six slots or more (`log2 L`), over as many lines.
 const KEYED_HINT_MIN_LIMIT: u64 = 64;
 
 /// The immutable shape of a ring: limit, window and the index layout.

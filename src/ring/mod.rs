@@ -78,15 +78,15 @@ pub(crate) struct RingRef<'a> {
     /// [`crate::Limiter`]'s does; a keyed state's from 64 slots on, see
     /// [`Shape::ring_in`]).
     pub(crate) expiry: Option<&'a AtomicU64>,
-    /// With several policies, each one's expiry hint ([`Hints`]), if the
-    /// ring keeps them (a [`crate::Limiter`]'s does; a keyed state's does
-    /// not).
-    pub(crate) policy_expiry: Option<&'a [AtomicU64; MAX_POLICIES]>,
+    /// With several policies, each one's expiry hint ([`Hints`]) in the
+    /// order given, if the ring keeps them (a [`crate::Limiter`]'s does; a
+    /// keyed state's from 64 slots on); empty if not.
+    pub(crate) policy_expiry: &'a [AtomicU64],
 }
 
 /// Two words a ring may keep beside `head` (a [`crate::Limiter`] both, on
-/// `head`'s line; a keyed state of 64 slots or more the expiry hint, in its
-/// allocation), each only a **guess** that the path reading it verifies, so
+/// `head`'s line; a keyed state of 64 slots or more the expiry hint, or
+/// each policy's, in its allocation), each only a **guess** that the path reading it verifies, so
 /// that no value either holds — stale, from another lap, stored out of
 /// order by racing threads, garbage, or a fresh state's zero — can change a
 /// decision or a count, only what it costs:

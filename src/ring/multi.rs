@@ -265,8 +265,8 @@ impl<'a> RingRef<'a> {
         for (i, rule) in policies.iter().enumerate() {
             let hint = self
                 .policy_expiry
-                .filter(|_| g.hinted_limit(rule.limit))
-                .map(|hints| &hints[i]);
+                .get(i)
+                .filter(|_| g.hinted_limit(rule.limit));
             let t = d.saturating_sub(rule.window);
             let (skip, free) = (n + g.len() - rule.limit, rule.limit - n);
             let count = self.remaining_policy(hint, view.pos, skip, free, t);

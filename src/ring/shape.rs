@@ -74,6 +74,9 @@ pub struct Shape {
     /// The smallest limit and the first policy that has it.
     min_limit: u32,
     min_policy: u8,
+    /// Expiry hints a keyed state keeps before its slots: none below 64
+    /// slots, else one (one policy) or one per policy (several).
+    keyed_hints: u8,
 }
 
 impl Shape {
@@ -108,6 +111,11 @@ impl Shape {
             .min_by_key(|&(i, p)| (p.limit, i))
             .map(|(i, p)| (i as u8, p.limit))
             .expect("at least one policy");
+        let keyed_hints = if geometry.keyed_hint() {
+            rules.len() as u8
+        } else {
+            0
+        };
         Ok(Shape {
             geometry,
             first: policies[0],
@@ -115,6 +123,7 @@ impl Shape {
             rules: (rules.len() > 1).then(|| rules.into_boxed_slice()),
             min_limit,
             min_policy,
+            keyed_hints,
         })
     }
 
@@ -162,20 +171,20 @@ impl Shape {
     }
 
     /// Words of a keyed state's ring ([`ring_in`](Self::ring_in)): `head`,
-    /// the expiry hint from 64 slots on, and `L` slots (the keyed map is
-    /// not compiled for the model checker).
+    /// from 64 slots on the expiry hint (each policy's, with several), and
+    /// `L` slots (the keyed map is not compiled for the model checker).
     #[cfg_attr(slidelog_loom, allow(dead_code))]
     #[inline]
     pub(crate) fn words(&self) -> usize {
         self.keyed_header() + self.geometry.limit() as usize
     }
 
-    /// Words before a keyed state's slots: `head`, and the expiry hint if
-    /// the ring keeps one.
+    /// Words before a keyed state's slots: `head`, and the expiry hints
+    /// the ring keeps.
     #[cfg_attr(slidelog_loom, allow(dead_code))]
     #[inline(always)]
     fn keyed_header(&self) -> usize {
-        1 + usize::from(self.geometry.keyed_hint())
+        1 + usize::from(self.keyed_hints)
     }
 
     /// `Some(denial)` if `n` units can never fit (more than the smallest
@@ -201,13 +210,16 @@ impl Shape {
             slots,
             frontier: Some(&hints.frontier),
             expiry: Some(&hints.expiry),
-            policy_expiry: Some(&hints.policies),
+            policy_expiry: &hints.policies,
         }
     }
 
     /// A view of the ring laid out in `words`, a keyed state's one
-    /// allocation of [`words`](Self::words) words: `head`, the expiry hint
-    /// if the ring has 64 slots or more, then the `L` slots. No frontier
+    /// allocation of [`words`](Self::words) words: `head`, if the ring has
+    /// 64 slots or more the expiry hints (one, or one per policy: the one
+    /// policy's path reads the first as `expiry`, several policies' read
+    /// them all as `policy_expiry`, so neither branches on which), then the
+    /// `L` slots. No frontier
     /// guess: 8 more bytes on every key for a head CAS saved on most
     /// admissions measured no faster over 10,000 keys (BENCHMARKS.md,
     /// "Where the time goes"). A fresh state's zero hint is a guess like
@@ -223,7 +235,7 @@ impl Shape {
             slots,
             frontier: None,
             expiry: header.get(1),
-            policy_expiry: None,
+            policy_expiry: &header[1..],
         }
     }
 

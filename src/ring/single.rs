@@ -500,7 +500,7 @@ mod tests {
             RingRef {
                 frontier: None,
                 expiry: None,
-                policy_expiry: None,
+                policy_expiry: &[],
                 ..ring
             }
         }
