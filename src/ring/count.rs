@@ -419,7 +419,7 @@ impl Hinted {
 /// key's live entries are the newest few, next to `head`, on lines already
 /// hot), then bisects.
 #[inline]
-pub(super) fn first_alive(free: u64, alive: impl Fn(u64) -> bool) -> u64 {
+fn first_alive(free: u64, alive: impl Fn(u64) -> bool) -> u64 {
     // A full window: the oldest candidate sits right after the new slot,
     // usually on the same cache line.
     if alive(0) {

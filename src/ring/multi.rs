@@ -1,7 +1,7 @@
 //! Several policies on one ring, all or nothing (docs/design.md §4,
 //! "Several policies").
 
-use super::count::{Count, first_alive};
+use super::count::Count;
 use super::shape::{MAX_POLICIES, Rule};
 use super::view::View;
 use super::word::slot;
@@ -263,13 +263,8 @@ impl<'a> RingRef<'a> {
             grows_at: None,
         };
         for (i, rule) in policies.iter().enumerate() {
-            let hint = self
-                .policy_expiry
-                .get(i)
-                .filter(|_| g.hinted_limit(rule.limit));
-            let t = d.saturating_sub(rule.window);
             let (skip, free) = (n + g.len() - rule.limit, rule.limit - n);
-            let count = self.remaining_policy(hint, view.pos, skip, free, t);
+            let count = self.count_policy(i, rule, view.pos, skip, free, d);
             counted.noted[i] = count.noted();
             let fewer = count.remaining < counted.remaining;
             if fewer {
@@ -279,9 +274,7 @@ impl<'a> RingRef<'a> {
                 && let Some(states) = states.as_deref_mut()
             {
                 let oldest = self.growth_after(view.pos, skip, free, count.remaining, d);
-                // Saturating: a word re-read from a view a racing admitter
-                // made stale may be anything; the attempt is thrown away.
-                let grows_at = (oldest + rule.window).saturating_sub(g.window());
+                let grows_at = self.leaves(oldest, rule);
                 states[i] = (count.remaining, grows_at);
                 // The fewest so far: alone (then its growth), or tied.
                 if count.remaining == counted.remaining {
@@ -291,6 +284,37 @@ impl<'a> RingRef<'a> {
             }
         }
         counted
+    }
+
+    /// Policy `i`'s count ([`remaining_policy`](Self::remaining_policy)):
+    /// its `free` candidates from `skip` places after position `at`, alive
+    /// at its threshold `t_i = max(d - W_i, 0)` (see `remaining_multi`),
+    /// from its expiry hint if the ring keeps one and the policy is large
+    /// enough to use it.
+    #[inline(always)]
+    fn count_policy(
+        &self,
+        i: usize,
+        rule: &Rule,
+        at: usize,
+        skip: u64,
+        free: u64,
+        d: u64,
+    ) -> Count {
+        let hint = self
+            .policy_expiry
+            .get(i)
+            .filter(|_| self.geometry.hinted_limit(rule.limit));
+        self.remaining_policy(hint, at, skip, free, d.saturating_sub(rule.window))
+    }
+
+    /// When the admission of `deadline` (`t + W`, the ring's window) leaves
+    /// policy `rule`'s window: `t + W_i`. Saturating: a word re-read from a
+    /// view a racing admitter made stale may be anything (the attempt, or
+    /// the header, is thrown away or not linearized).
+    #[inline(always)]
+    fn leaves(&self, deadline: u64, rule: &Rule) -> u64 {
+        (deadline + rule.window).saturating_sub(self.geometry.window())
     }
 }
 
@@ -312,28 +336,21 @@ impl RingRef<'_> {
         let Some((view, ())) = self.frontier(|_| Some(())) else {
             return false;
         };
-        let t_eff = g.deadline_for(now, view.p) - g.window();
-        for (rule, state) in policies.iter().zip(out.iter_mut()) {
-            let base = g.len() - rule.limit;
-            // Admission `c - L_i + k` (its deadline moved to this policy's
-            // window), as `remaining_multi` reads it.
-            let leaves = |k: u64| {
-                let deadline = slot::deadline(self.load_slot(g.position_plus(view.pos, base + k)));
-                (deadline != 0).then(|| deadline - g.window() + rule.window)
-            };
-            let alive = |k: u64| leaves(k).is_some_and(|at| at > t_eff);
-            let free = rule.limit;
-            let remaining = if !alive(free - 1) {
-                free
-            } else {
-                first_alive(free, alive)
-            };
-            let grows_at = if remaining < free {
-                leaves(remaining).unwrap_or(0)
+        let d = g.deadline_for(now, view.p);
+        for (i, (rule, state)) in policies.iter().zip(out.iter_mut()).enumerate() {
+            // Nothing added: the last `L_i` admissions are the candidates,
+            // counted as `remaining_multi` counts them (from the hints,
+            // which only an admission's commit stores).
+            let (skip, free) = (g.len() - rule.limit, rule.limit);
+            let remaining = self
+                .count_policy(i, rule, view.pos, skip, free, d)
+                .remaining;
+            let grows_at = if u64::from(remaining) < free {
+                self.leaves(self.growth_after(view.pos, skip, free, remaining, d), rule)
             } else {
                 0
             };
-            *state = (remaining as u32, grows_at);
+            *state = (remaining, grows_at);
         }
         true
     }

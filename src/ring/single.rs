@@ -539,6 +539,18 @@ mod tests {
         }
     }
 
+    /// `log` (admissions' effective times) after `decision`.
+    #[cfg(feature = "tower")]
+    fn log_after<'l>(
+        log: &'l mut Vec<u64>,
+        decision: &Result<crate::decision::Admitted, crate::decision::Denied>,
+    ) -> &'l [u64] {
+        if let Ok(admitted) = decision {
+            log.push(admitted.at());
+        }
+        log
+    }
+
     /// `n` units at `t` (at most the limit; through `admit` when asked and
     /// `n == 1`) answer alike on both rings; `scramble` says what was
     /// overwritten.
@@ -736,7 +748,9 @@ mod tests {
         /// the wait as a dry run of `remaining + 1` units right after, and
         /// each policy's state as `policy_states` reads it after the
         /// admission — on a ring with hints (a limiter's) and without (a
-        /// keyed state's).
+        /// keyed state's). And `policy_states`, after an admission or a
+        /// denial, says what each policy's window holds (by brute force
+        /// from every admission's time).
         #[cfg(feature = "tower")]
         #[test]
         fn several_policies_grow_as_the_dry_run_and_the_states_say(
@@ -746,12 +760,32 @@ mod tests {
         ) {
             let (growing, peeking) = (Ring::with_policies(&policies), Ring::with_policies(&policies));
             let smallest = policies.iter().map(|&(limit, _)| limit).min().unwrap();
+            // Every admission's effective time, oldest first: each policy's
+            // state by brute force from it.
+            let mut log: Vec<u64> = Vec::new();
+            let expected_states = |log: &[u64], t: u64| {
+                let t_eff = log.last().map_or(t, |&last| last.max(t));
+                let raw: Vec<(u32, u64)> = policies
+                    .iter()
+                    .map(|&(limit, window)| {
+                        let last = &log[log.len().saturating_sub(limit as usize)..];
+                        let live: Vec<u64> = last.iter().copied().filter(|&at| at + window > t_eff).collect();
+                        (limit - live.len() as u32, live.first().map_or(0, |&at| at + window))
+                    })
+                    .collect();
+                crate::tower::PolicyStates::growing(&raw, t)
+            };
             let mut t = 0;
             for (dt, n, grow) in calls {
                 t += dt;
                 if !grow {
+                    // Other traffic: weighted calls that move the log on.
                     let n = n.min(smallest);
-                    prop_assert_eq!(growing.call(t, n, false), peeking.call(t, n, false));
+                    let answer = growing.call(t, n, false);
+                    prop_assert_eq!(answer, peeking.call(t, n, false));
+                    if answer.0 {
+                        log.extend((0..n).map(|_| answer.1));
+                    }
                     continue;
                 }
                 let now = growing.shape.now(t, 0);
@@ -759,6 +793,8 @@ mod tests {
                 let ring = peeking.view(hinted);
                 let expected = peeking.shape.check_at(ring, now, 1).unwrap();
                 prop_assert_eq!(&one.decision, &expected);
+                let states = peeking.shape.policy_states(ring, now);
+                prop_assert_eq!(states, Some(expected_states(&log_after(&mut log, &expected), t)), "at {} ns", t);
                 let Ok(admitted) = expected else {
                     prop_assert_eq!((one.wait, one.states), (None, None));
                     continue;
@@ -768,8 +804,6 @@ mod tests {
                 let dry_wait = dry.err().map(|denied| denied.retry_after_nanos());
                 prop_assert!(dry_wait.is_some(), "{} units fit right after {} remained", more, more - 1);
                 prop_assert_eq!(one.wait, dry_wait, "at {} ns, remaining {}", t, admitted.remaining());
-                let states = peeking.shape.policy_states(ring, now);
-                prop_assert!(states.is_some());
                 prop_assert_eq!(one.states, states, "at {} ns", t);
             }
         }
