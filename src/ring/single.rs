@@ -794,7 +794,7 @@ mod tests {
                 let expected = peeking.shape.check_at(ring, now, 1).unwrap();
                 prop_assert_eq!(&one.decision, &expected);
                 let states = peeking.shape.policy_states(ring, now);
-                prop_assert_eq!(states, Some(expected_states(&log_after(&mut log, &expected), t)), "at {} ns", t);
+                prop_assert_eq!(states, Some(expected_states(log_after(&mut log, &expected), t)), "at {} ns", t);
                 let Ok(admitted) = expected else {
                     prop_assert_eq!((one.wait, one.states), (None, None));
                     continue;
