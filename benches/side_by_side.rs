@@ -252,7 +252,10 @@ fn upkeep(limit: u32, window: Duration, deny: bool) -> Contenders {
 /// (governor: bursts of 10, 100 and 1,000 refilled one per nanosecond),
 /// every call admitted. Denying: 10 per second, 100 per minute, 1,000 per
 /// hour, the first full (governor's chain stops at its first limiter).
-fn policies(deny: bool) -> Contenders {
+/// `keyed`: the same on one key of a `KeyedLimiter` (each policy counted
+/// from its expiry hint, the state's words after `head`) and of three
+/// keyed governor limiters.
+fn policies(deny: bool, keyed: bool) -> Contenders {
     let ns = Duration::from_nanos;
     let limits = [10, 100, 1_000];
     let windows = if deny {
@@ -260,6 +263,39 @@ fn policies(deny: bool) -> Contenders {
     } else {
         [ns(10), ns(100), ns(1_000)]
     };
+    let quotas = limits.iter().zip(windows).map(|(&limit, window)| {
+        let burst = NonZeroU32::new(limit).unwrap();
+        if deny {
+            Quota::with_period(window / limit)
+                .unwrap()
+                .allow_burst(burst)
+        } else {
+            quota(limit, false)
+        }
+    });
+    if keyed {
+        let ours = Arc::new(
+            KeyedLimiter::<u64>::builder(limits[0], windows[0])
+                .and(limits[1], windows[1])
+                .and(limits[2], windows[2])
+                .build()
+                .unwrap(),
+        );
+        let chain: Arc<Vec<_>> = Arc::new(quotas.map(RateLimiter::keyed).collect());
+        if deny {
+            while ours.admit(&7).is_ok() {}
+            while chain[0].check_key(&7).is_ok() {}
+        }
+        let o = Arc::clone(&ours);
+        return Contenders {
+            check: rounds(1, move || o.check(&7).is_ok()),
+            admit: rounds(1, move || ours.admit(&7).is_ok()),
+            governor: rounds(1, move || chain.iter().all(|g| g.check_key(&7).is_ok())),
+            mutex: None,
+            remaining: None,
+            _upkeep: None,
+        };
+    }
     let ours = Arc::new(
         Limiter::builder(limits[0], windows[0])
             .and(limits[1], windows[1])
@@ -267,23 +303,7 @@ fn policies(deny: bool) -> Contenders {
             .build()
             .unwrap(),
     );
-    let chain: Arc<Vec<_>> = Arc::new(
-        limits
-            .iter()
-            .zip(windows)
-            .map(|(&limit, window)| {
-                let burst = NonZeroU32::new(limit).unwrap();
-                let quota = if deny {
-                    Quota::with_period(window / limit)
-                        .unwrap()
-                        .allow_burst(burst)
-                } else {
-                    quota(limit, false)
-                };
-                RateLimiter::direct(quota)
-            })
-            .collect(),
-    );
+    let chain: Arc<Vec<_>> = Arc::new(quotas.map(RateLimiter::direct).collect());
     if deny {
         while ours.admit().is_ok() {}
         while chain[0].check().is_ok() {}
@@ -521,12 +541,22 @@ fn main() {
         ),
         (
             "allow 1 thread, 3 policies (10 per 10 ns, 100 per 100 ns, 1,000 per 1 us); governor: 3 limiters in turn",
-            Box::new(|| policies(false)),
+            Box::new(|| policies(false, false)),
             2_000_000,
         ),
         (
             "deny 1 thread, 3 policies (10 per second, 100 per minute, 1,000 per hour), the first full; governor: 3 limiters in turn",
-            Box::new(|| policies(true)),
+            Box::new(|| policies(true, false)),
+            4_000_000,
+        ),
+        (
+            "keyed allow 1 thread, one key, 3 policies (as above); governor: 3 keyed limiters in turn",
+            Box::new(|| policies(false, true)),
+            2_000_000,
+        ),
+        (
+            "keyed deny 1 thread, one key, 3 policies (as above), the first full; governor: 3 keyed limiters in turn",
+            Box::new(|| policies(true, true)),
             4_000_000,
         ),
         (

@@ -16,9 +16,8 @@
 //! `allow-big` (L = 2^20, W = 1 µs), `deny` (10 per hour, full),
 //! `policies` (three policies on one ring: 10 per 100 ns, 100 per 1 µs,
 //! 1,000 per 10 µs, a call every 15 ns) and `policies-deny` (10 per second,
-//! 100 per minute, 1,000 per hour, the first full), `keyed-policies`
-//! (the three allowing policies of `policies` on one key of a
-//! `KeyedLimiter`), `keyed`
+//! 100 per minute, 1,000 per hour, the first full), `keyed-policies` and
+//! `keyed-policies-deny` (the same on one key of a `KeyedLimiter`), `keyed`
 //! (10,000 keys, L = 10, W = 1 µs, keys in a scattered order; `KEYS`
 //! overrides the count) and `keyed-deny` (every key full), and
 //! `governor-allow`, `governor-deny`, `governor-keyed`,
@@ -39,7 +38,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed|keyed-deny|governor-allow|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
+const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|keyed|keyed-deny|governor-allow|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
 const T0: u64 = 1 << 55;
@@ -104,28 +103,13 @@ fn run() -> Result<(), String> {
                 repeat(calls, |i| black_box(l.check_at(t(i))).is_ok())
             }
         }
-        "keyed-policies" => {
-            let ns = Duration::from_nanos;
-            let l = KeyedLimiter::<u64>::builder(10, ns(100))
-                .and(100, ns(1_000))
-                .and(1_000, ns(10_000))
-                .clock(ManualClock::new())
-                .build()
-                .map_err(|e| e.to_string())?;
-            let t = |i: u64| T0 + 100 + i * 15;
-            if admit {
-                repeat(calls, |i| l.admit_at(&7, t(i)).is_ok())
-            } else {
-                repeat(calls, |i| black_box(l.check_at(&7, t(i))).is_ok())
-            }
-        }
-        "policies" | "policies-deny" => {
+        "policies" | "policies-deny" | "keyed-policies" | "keyed-policies-deny" => {
             // Three policies on one ring of 1,000 slots: allowing, 10 per
             // 100 ns, 100 per 1 us and 1,000 per 10 us at a call every 15
             // ns (about 7, 67 and 667 alive: each policy's count has work);
             // denying, 10 per second, 100 per minute and 1,000 per hour,
             // the first full.
-            let deny = scenario == "policies-deny";
+            let deny = scenario.ends_with("-deny");
             let ns = Duration::from_nanos;
             let [a, b, c] = if deny {
                 [
@@ -136,20 +120,37 @@ fn run() -> Result<(), String> {
             } else {
                 [(10, ns(100)), (100, ns(1_000)), (1_000, ns(10_000))]
             };
-            let l = Limiter::builder(a.0, a.1)
-                .and(b.0, b.1)
-                .and(c.0, c.1)
-                .clock(ManualClock::new())
-                .build()
-                .map_err(|e| e.to_string())?;
-            if deny {
-                while l.admit_at(T0).is_ok() {}
-            }
             let t = |i: u64| T0 + 100 + i * 15;
-            if admit {
-                repeat(calls, |i| l.admit_at(t(i)).is_ok())
+            if scenario.starts_with("keyed") {
+                let l = KeyedLimiter::<u64>::builder(a.0, a.1)
+                    .and(b.0, b.1)
+                    .and(c.0, c.1)
+                    .clock(ManualClock::new())
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                if deny {
+                    while l.admit_at(&7, T0).is_ok() {}
+                }
+                if admit {
+                    repeat(calls, |i| l.admit_at(&7, t(i)).is_ok())
+                } else {
+                    repeat(calls, |i| black_box(l.check_at(&7, t(i))).is_ok())
+                }
             } else {
-                repeat(calls, |i| black_box(l.check_at(t(i))).is_ok())
+                let l = Limiter::builder(a.0, a.1)
+                    .and(b.0, b.1)
+                    .and(c.0, c.1)
+                    .clock(ManualClock::new())
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                if deny {
+                    while l.admit_at(T0).is_ok() {}
+                }
+                if admit {
+                    repeat(calls, |i| l.admit_at(t(i)).is_ok())
+                } else {
+                    repeat(calls, |i| black_box(l.check_at(t(i))).is_ok())
+                }
             }
         }
         "keyed" | "keyed-deny" => {
