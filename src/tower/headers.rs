@@ -139,7 +139,8 @@ fn write_policy_name(out: &mut String, policies: &[Policy], i: usize) {
     let own = label(policies[i].window);
     out.push_str(itoa::Buffer::new().format(own.0));
     out.push_str(own.1);
-    if policies[..i].iter().any(|p| label(p.window) == own) {
+    // Equal labels are equal windows (a label is its window, exactly).
+    if policies[..i].iter().any(|p| p.window == policies[i].window) {
         out.push('-');
         out.push_str(itoa::Buffer::new().format(i));
     }
