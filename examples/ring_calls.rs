@@ -17,11 +17,15 @@
 //! `policies` (three policies on one ring: 10 per 100 ns, 100 per 1 µs,
 //! 1,000 per 10 µs, a call every 15 ns) and `policies-deny` (10 per second,
 //! 100 per minute, 1,000 per hour, the first full), `keyed-policies` and
-//! `keyed-policies-deny` (the same on one key of a `KeyedLimiter`), `keyed`
+//! `keyed-policies-deny` (the same on one key of a `KeyedLimiter`),
+//! `weighted` (`check_n(4)` whichever op: L = 1,000, W = 1 µs, a call every
+//! 20 ns) and `weighted-deny` (10 per hour, full), `keyed`
 //! (10,000 keys, L = 10, W = 1 µs, keys in a scattered order; `KEYS`
 //! overrides the count) and `keyed-deny` (every key full), and
 //! `governor-allow`, `governor-deny`, `governor-keyed`,
-//! `governor-keyed-deny` with the same quotas. Run without valgrind it
+//! `governor-keyed-deny`, `governor-weighted` (`check_n(4)`, burst 1,000
+//! refilled one per nanosecond) and `governor-weighted-deny` with the same
+//! quotas. Run without valgrind it
 //! prints how many calls were admitted and the time per call (the calls
 //! alone: setup such as filling the keys is not timed).
 
@@ -38,7 +42,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|keyed|keyed-deny|governor-allow|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
+const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
 const T0: u64 = 1 << 55;
@@ -153,6 +157,23 @@ fn run() -> Result<(), String> {
                 }
             }
         }
+        "weighted" | "weighted-deny" => {
+            // Four units a call: L = 1,000, W = 1 us, a call every 20 ns
+            // (about 200 units alive), or 10 per hour, full.
+            let deny = scenario == "weighted-deny";
+            let (limit, window) = if deny {
+                (10, hour)
+            } else {
+                (1_000, Duration::from_micros(1))
+            };
+            let l = Limiter::with_clock(limit, window, ManualClock::new())
+                .map_err(|e| e.to_string())?;
+            if deny {
+                l.check_n_at(10, T0).map_err(|e| e.to_string())?;
+            }
+            let t = |i: u64| T0 + 100 + i * 20;
+            repeat(calls, |i| black_box(l.check_n_at(4, t(i))).is_ok())
+        }
         "keyed" | "keyed-deny" => {
             let deny = scenario == "keyed-deny";
             let (window, fill, step) = if deny {
@@ -175,6 +196,29 @@ fn run() -> Result<(), String> {
                     black_box(l.check_at(&key(i, keys), t(i))).is_ok()
                 })
             }
+        }
+        "governor-weighted" | "governor-weighted-deny" => {
+            let clock = FakeRelativeClock::default();
+            let deny = scenario == "governor-weighted-deny";
+            let thousand = NonZeroU32::new(if deny { 10 } else { 1_000 }).expect("> 0");
+            let quota = if deny {
+                Quota::per_hour(thousand)
+            } else {
+                Quota::with_period(Duration::from_nanos(1))
+                    .ok_or("a valid period")?
+                    .allow_burst(thousand)
+            };
+            let g = RateLimiter::direct_with_clock(quota, clock.clone());
+            let four = NonZeroU32::new(4).expect("4 > 0");
+            if deny {
+                let _ = g.check_n(thousand);
+            }
+            repeat(calls, |_| {
+                if !deny {
+                    clock.advance(Duration::from_nanos(20));
+                }
+                black_box(g.check_n(four)).is_ok_and(|r| r.is_ok())
+            })
         }
         "governor-allow" | "governor-deny" => {
             let clock = FakeRelativeClock::default();
