@@ -581,21 +581,39 @@ async fn one_policy_item_per_policy_and_the_closest_to_exhaustion() {
         "\"1m\";r=0;t=59",
         "\"1m\";r=0;t=58",
     ];
-    for (style, expected) in [
+    // A keyed limiter (one client: one key), and a single-key `Limiter`
+    // behind `GlobalKey`: the same answers.
+    for ((style, expected), single) in [
         (HeaderStyle::Ietf, every),
         (HeaderStyle::IetfClosest, closest),
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|case| [(case, false), (case, true)])
+    {
         let clock = ManualClock::new();
-        let limiter = Arc::new(
-            KeyedLimiter::<IpAddr>::builder(3, Duration::from_secs(1))
-                .and(4, Duration::from_secs(60))
-                .clock(clock.clone())
-                .build()
-                .unwrap(),
-        );
-        let app = Router::new()
-            .route("/", get(|| async { "hello" }))
-            .layer(RateLimitLayer::new(Arc::clone(&limiter), by_peer()).header_style(style));
+        let route = Router::new().route("/", get(|| async { "hello" }));
+        let app = if single {
+            let limiter = Arc::new(
+                slidelog::Limiter::builder(3, Duration::from_secs(1))
+                    .and(4, Duration::from_secs(60))
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap(),
+            );
+            route.layer(
+                RateLimitLayer::<_, _, ()>::new(limiter, slidelog::tower::GlobalKey)
+                    .header_style(style),
+            )
+        } else {
+            let limiter = Arc::new(
+                KeyedLimiter::<IpAddr>::builder(3, Duration::from_secs(1))
+                    .and(4, Duration::from_secs(60))
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap(),
+            );
+            route.layer(RateLimitLayer::new(limiter, by_peer()).header_style(style))
+        };
         let addr = serve(app).await;
         let policy = "\"1s\";q=3;w=1, \"1m\";q=4;w=60";
         let mut seen = Vec::new();
@@ -621,7 +639,7 @@ async fn one_policy_item_per_policy_and_the_closest_to_exhaustion() {
         assert_eq!(r.status, 429, "the minute's four are used");
         assert_eq!(r.header("retry-after"), Some("58"));
         seen.push(r.header("ratelimit").unwrap_or("").to_string());
-        assert_eq!(seen, expected, "{style:?}");
+        assert_eq!(seen, expected, "{style:?}, single-key limiter: {single}");
     }
 }
 
