@@ -696,7 +696,9 @@ where
     }
 
     /// Checks `n` units for `key` now, all or nothing (see
-    /// [`Limiter::check_n`](crate::Limiter::check_n)).
+    /// [`Limiter::check_n`](crate::Limiter::check_n), and its cost: a
+    /// slot written per unit admitted with the exact log; one step with
+    /// the counter).
     ///
     /// # Examples
     ///

@@ -726,6 +726,12 @@ impl<C: Clock> Limiter<C> {
     /// the room left). `n > limit` can never be admitted: it is denied with
     /// [`DenyReason::ExceedsLimit`](crate::DenyReason::ExceedsLimit).
     ///
+    /// Cost: an admission writes one slot per unit (a CAS each, beside the
+    /// announcement in `head` and its move), so it grows with `n`; a denial
+    /// only loads. For units counted in the hundreds or more per request
+    /// (bytes, tokens), the [`SlidingCounter`](crate::SlidingCounter) adds
+    /// `n` in one step.
+    ///
     /// # Examples
     ///
     /// ```
