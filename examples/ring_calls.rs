@@ -18,8 +18,8 @@
 //! 1,000 per 10 µs, a call every 15 ns) and `policies-deny` (10 per second,
 //! 100 per minute, 1,000 per hour, the first full), `keyed-policies` and
 //! `keyed-policies-deny` (the same on one key of a `KeyedLimiter`),
-//! `weighted` (`check_n(4)` whichever op: L = 1,000, W = 1 µs, a call every
-//! 20 ns) and `weighted-deny` (10 per hour, full), `keyed`
+//! `weighted` (`check_n(4)`, or `admit_n(4)`: L = 1,000, W = 1 µs, a call
+//! every 20 ns) and `weighted-deny` (10 per hour, full), `keyed`
 //! (10,000 keys, L = 10, W = 1 µs, keys in a scattered order; `KEYS`
 //! overrides the count) and `keyed-deny` (every key full), and
 //! `governor-allow`, `governor-deny`, `governor-keyed`,
@@ -172,7 +172,11 @@ fn run() -> Result<(), String> {
                 l.check_n_at(10, T0).map_err(|e| e.to_string())?;
             }
             let t = |i: u64| T0 + 100 + i * 20;
-            repeat(calls, |i| black_box(l.check_n_at(4, t(i))).is_ok())
+            if admit {
+                repeat(calls, |i| l.admit_n_at(4, t(i)).is_ok())
+            } else {
+                repeat(calls, |i| black_box(l.check_n_at(4, t(i))).is_ok())
+            }
         }
         "keyed" | "keyed-deny" => {
             let deny = scenario == "keyed-deny";

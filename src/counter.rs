@@ -1018,6 +1018,39 @@ impl<C: Clock> SlidingCounter<C> {
         self.check_n_at(1, now).map(|_| ())
     }
 
+    /// Admits `n` units now, all or none: [`check_n`](Self::check_n)'s
+    /// decision (the same API as [`Limiter::admit_n`](crate::Limiter::admit_n);
+    /// here `check_n` without its result).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let counter = slidelog::SlidingCounter::new(5, Duration::from_secs(60), 6)?;
+    /// assert!(counter.admit_n(4).is_ok());
+    /// assert!(counter.admit_n(2).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit_n(&self, n: u32) -> Result<(), Denied> {
+        self.admit_n_at(n, self.clock.now())
+    }
+
+    /// [`admit_n`](Self::admit_n) at `now`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{ManualClock, SlidingCounter};
+    /// let counter = SlidingCounter::with_clock(4, Duration::from_nanos(100), 10, ManualClock::new())?;
+    /// assert!(counter.admit_n_at(4, 5).is_ok());
+    /// assert!(counter.admit_n_at(1, 50).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit_n_at(&self, n: u32, now: u64) -> Result<(), Denied> {
+        self.check_n_at(n, now).map(|_| ())
+    }
+
     /// Checks `n` units at `now`.
     ///
     /// ```

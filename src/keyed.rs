@@ -923,6 +923,78 @@ where
         self.admit_when(key, || now)
     }
 
+    /// Admits `n` units for `key` now, all or none, like
+    /// [`check_n`](Self::check_n) but without counting
+    /// [`remaining`](Admitted::remaining) (see
+    /// [`Limiter::admit_n`](crate::Limiter::admit_n)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<String>::new(5, Duration::from_secs(60))?;
+    /// assert!(limiter.admit_n("alice", 4).is_ok());
+    /// assert!(limiter.admit_n("alice", 2).is_err()); // one left: nothing taken
+    /// assert!(limiter.admit_n("alice", 1).is_ok());
+    /// assert!(limiter.admit_n("bob", 5).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit_n<Q>(&self, key: &Q, n: u32) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.admit_n_when(
+            key,
+            n,
+            #[inline(always)]
+            || self.clock.now(),
+        )
+    }
+
+    /// [`admit_n`](Self::admit_n) at `now` (clock nanoseconds).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(3, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert!(limiter.admit_n_at(&1, 3, 0).is_ok());
+    /// assert_eq!(limiter.admit_n_at(&1, 2, 4).unwrap_err().retry_after_nanos(), 6);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    pub fn admit_n_at<Q>(&self, key: &Q, n: u32, now: u64) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.admit_n_when(key, n, || now)
+    }
+
+    /// [`admit_n`](Self::admit_n) at the time `read` returns.
+    #[inline(always)]
+    fn admit_n_when<Q>(&self, key: &Q, n: u32, read: impl FnOnce() -> u64) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide_at(
+            key,
+            n,
+            read,
+            #[inline(always)]
+            |algorithm, words, quota, now, floor| algorithm.admit_n(words, quota, n, now, floor),
+            |_| (),
+        )
+    }
+
     /// [`admit`](Self::admit) at the time `read` returns (read once, after
     /// the key's lookup: see [`decide_at`](Self::decide_at)).
     #[inline(always)]

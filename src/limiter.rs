@@ -134,6 +134,8 @@ struct CheckOne;
 struct AdmitOne;
 /// `check_n`: `n` units.
 struct CheckN(u32);
+/// `admit_n`: `n` units.
+struct AdmitN(u32);
 /// `peek_n`: what `check_n` would answer.
 struct PeekN(u32);
 /// `check` that also reads when `remaining` next grows (the tower layer).
@@ -198,6 +200,19 @@ impl Judge<Admitted> for CheckN {
     ) -> Option<Result<Admitted, Denied>> {
         let now = when();
         never_fits(shape, ring, self.0).unwrap_or_else(|| shape.check_at(ring, now, self.0))
+    }
+}
+
+impl Judge<()> for AdmitN {
+    #[inline(always)]
+    fn judge(
+        &self,
+        shape: &Shape,
+        ring: RingRef<'_>,
+        when: impl FnOnce() -> Now,
+    ) -> Option<Result<(), Denied>> {
+        let now = when();
+        never_fits(shape, ring, self.0).unwrap_or_else(|| shape.admit_n_at(ring, now, self.0))
     }
 }
 
@@ -772,6 +787,55 @@ impl<C: Clock> Limiter<C> {
     #[inline]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         self.decide(|| now, CheckN(n))
+    }
+
+    /// Admits a request of `n` units now, all or none, like
+    /// [`check_n`](Self::check_n) but without counting
+    /// [`remaining`](Admitted::remaining) (as [`admit`](Self::admit) is to
+    /// [`check`](Self::check)): the same decision, recorded the same way,
+    /// without the count (about a fifth of a weighted admission's
+    /// instructions).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{DenyReason, Limiter};
+    ///
+    /// let limiter = Limiter::new(5, Duration::from_secs(1))?;
+    /// assert!(limiter.admit_n(3).is_ok());
+    /// assert!(limiter.admit_n(3).is_err()); // only 2 left: nothing taken
+    /// assert!(limiter.admit_n(2).is_ok());
+    /// assert!(matches!(
+    ///     limiter.admit_n(6).unwrap_err().reason(),
+    ///     DenyReason::ExceedsLimit { requested: 6, limit: 5 }
+    /// ));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit_n(&self, n: u32) -> Result<(), Denied> {
+        self.admit_n_at(n, self.clock.now())
+    }
+
+    /// [`admit_n`](Self::admit_n) at `now`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::with_clock(4, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert!(limiter.admit_n_at(4, 0).is_ok());
+    /// assert_eq!(limiter.admit_n_at(1, 5).unwrap_err().retry_after_nanos(), 5);
+    /// assert!(limiter.admit_n_at(4, 10).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn admit_n_at(&self, n: u32, now: u64) -> Result<(), Denied> {
+        self.decide(|| now, AdmitN(n))
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording

@@ -97,11 +97,12 @@ proptest! {
     }
 }
 
-/// One step of the hinted-count scenario: `check_n`, `admit` or a peek.
+/// One step of the hinted-count scenario: `check_n`, `admit` (of one unit;
+/// `admit_n` of any other number) or a peek.
 #[derive(Clone, Copy, Debug)]
 enum HintOp {
     Check(u32),
-    Admit,
+    Admit(u32),
     Peek(u32),
 }
 
@@ -109,10 +110,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Rings large enough to keep the expiry hint (8 slots and more), with
-    /// dense traffic so that many admissions are live, and `admit` (which
-    /// never moves the hint) and peeks mixed in, so that the count often
-    /// starts from a stale hint: every count, decision and wait still
-    /// equals the model's, and `admit` decides exactly as `check`. A keyed
+    /// dense traffic so that many admissions are live, and `admit` and
+    /// `admit_n` (which never move the hint) and peeks mixed in, so that
+    /// the count often starts from a stale hint: every count, decision and
+    /// wait still equals the model's, and `admit` and `admit_n` decide
+    /// exactly as `check_n`. A keyed
     /// state of the same limit answers alike (from 64 slots on it keeps
     /// its own expiry hint in its allocation).
     #[test]
@@ -124,7 +126,8 @@ proptest! {
                 prop_oneof![4 => Just(0u64), 4 => 1..4u64, 2 => 0..40u64, 1 => 0..1_500u64],
                 prop_oneof![
                     6 => Just(HintOp::Check(1)),
-                    3 => Just(HintOp::Admit),
+                    3 => Just(HintOp::Admit(1)),
+                    1 => (0..=3u32).prop_map(HintOp::Admit),
                     1 => (0..=3u32).prop_map(HintOp::Check),
                     1 => (0..=2u32).prop_map(HintOp::Peek),
                 ],
@@ -144,9 +147,14 @@ proptest! {
                     prop_assert_eq!(observed(limiter.check_n_at(n, t)), expect, "step {} check_n({}) at {}", i, n, t);
                     prop_assert_eq!(observed(keyed.check_n_at(&7, n, t)), expect, "keyed: step {} check_n({}) at {}", i, n, t);
                 }
-                HintOp::Admit => {
-                    let expect = model.decide(t, 1);
-                    for (got, which) in [(limiter.admit_at(t), "limiter"), (keyed.admit_at(&7, t), "keyed")] {
+                HintOp::Admit(n) => {
+                    let expect = model.decide(t, n);
+                    let answers = if n == 1 {
+                        [(limiter.admit_at(t), "limiter"), (keyed.admit_at(&7, t), "keyed")]
+                    } else {
+                        [(limiter.admit_n_at(n, t), "limiter admit_n"), (keyed.admit_n_at(&7, n, t), "keyed admit_n")]
+                    };
+                    for (got, which) in answers {
                         match expect {
                             ModelDecision::Admitted { .. } => prop_assert!(got.is_ok(), "{}: step {} admit at {}: {:?}", which, i, t, got),
                             ModelDecision::Denied { retry_after } => prop_assert_eq!(

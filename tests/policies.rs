@@ -129,9 +129,10 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
-    /// `admit` (which counts no `remaining` with several policies) decides
-    /// as `check` would: single units through `admit_at` where the mask's
-    /// bit says so, everything else through `check_n_at`, all against one
+    /// `admit` and `admit_n` (which count no `remaining`) decide as
+    /// `check_n` would: steps through `admit_at` (one unit) or `admit_n_at`
+    /// (any other number, more than the smallest limit included) where the
+    /// mask's bit says so, the rest through `check_n_at`, all against one
     /// model, so that each path also sees the log the other left.
     #[test]
     fn admit_decides_as_the_multi_policy_model(
@@ -146,8 +147,9 @@ proptest! {
             now = (now + dt).max(0);
             let t = now as u64;
             let want = model.decide(t, n);
-            if n == 1 && (admit_mask >> (i % 64)) & 1 == 1 {
-                match (limiter.admit_at(t), want) {
+            if (admit_mask >> (i % 64)) & 1 == 1 {
+                let got = if n == 1 { limiter.admit_at(t) } else { limiter.admit_n_at(n, t) };
+                match (got, want) {
                     (Ok(()), MultiDecision::Admitted { .. }) => {}
                     (Err(denied), want) => {
                         prop_assert_eq!(observed_multi(t, Err(denied)), want, "admit, step {} at {}", i, t);

@@ -116,6 +116,21 @@ pub(crate) mod sealed {
             self.check(state, quota, 1, now, floor)
                 .map(|decision| decision.map(|_| ()))
         }
+        /// `check` of `n` units without counting `remaining` (for
+        /// [`KeyedLimiter::admit_n`](crate::KeyedLimiter::admit_n)); `None`
+        /// if closed.
+        #[inline]
+        fn admit_n(
+            &self,
+            state: &[AtomicU64],
+            quota: Option<&Shape>,
+            n: u32,
+            now: u64,
+            floor: u64,
+        ) -> Option<Result<(), Denied>> {
+            self.check(state, quota, n, now, floor)
+                .map(|decision| decision.map(|_| ()))
+        }
         /// `check` of one unit and, where the algorithm knows them from the
         /// same pass, how many nanoseconds after `now` `remaining` next
         /// grows (`None`: the caller asks `peek`) and each policy's state
@@ -321,6 +336,18 @@ impl sealed::Sealed for Log {
     ) -> Option<Result<(), Denied>> {
         let (shape, ring) = self.ring(state, quota);
         shape.admit_at(ring, shape.now(now, floor))
+    }
+    #[inline]
+    fn admit_n(
+        &self,
+        state: &[AtomicU64],
+        quota: Option<&Shape>,
+        n: u32,
+        now: u64,
+        floor: u64,
+    ) -> Option<Result<(), Denied>> {
+        let (shape, ring) = self.ring(state, quota);
+        shape.admit_n_at(ring, shape.now(now, floor), n)
     }
     #[cfg(feature = "tower")]
     #[inline]

@@ -1,9 +1,10 @@
 //! Weighted requests (`n != 1`): the frontier view with the slot that
 //! decides them, announce/commit/fill, and `peek` (docs/design.md §4).
 
+use super::count::Count;
 use super::view::View;
 use super::word::{head, slot};
-use super::{Outcome, RingRef};
+use super::{Outcome, RingRef, report};
 use crate::flaw::Flaw;
 use crate::sync::Backoff;
 use crate::sync::atomic::Ordering::Relaxed;
@@ -32,10 +33,11 @@ impl<'a> RingRef<'a> {
         })
     }
 
-    /// The weighted path (`n != 1`).
+    /// The weighted path (`n != 1`), counting `remaining` unless `R` is
+    /// [`report::DECISION`] (`admit_n`: the outcome carries 0 for it).
     #[cold]
     #[inline(never)]
-    pub(super) fn check_many(&self, now: u64, n: u32) -> Outcome {
+    pub(super) fn check_many<const R: u8>(&self, now: u64, n: u32) -> Outcome {
         let g = self.geometry;
         if g.flaw() == Flaw::Piecewise {
             return self.check_piecewise(now, n);
@@ -49,11 +51,12 @@ impl<'a> RingRef<'a> {
             let d = g.deadline_for(now, v.p);
             let t_eff = d - g.window();
             if n == 0 {
-                return Outcome::admitted(
-                    t_eff,
-                    self.remaining_after(v.c, 0, v.p, t_eff).remaining,
-                    0,
-                );
+                let remaining = if R == report::DECISION {
+                    0
+                } else {
+                    self.remaining_after(v.c, 0, v.p, t_eff).remaining
+                };
+                return Outcome::admitted(t_eff, remaining, 0);
             }
             let oldest = slot::deadline(last);
             if oldest > t_eff {
@@ -64,7 +67,11 @@ impl<'a> RingRef<'a> {
             }
             // Counted before the commit, at the linearization point (see
             // `remaining_after`).
-            let count = self.remaining_after(v.c, n64, v.p, t_eff);
+            let count = if R == report::DECISION {
+                Count::kept(0)
+            } else {
+                self.remaining_after(v.c, n64, v.p, t_eff)
+            };
             if self.commit_batch(&v, n64, d, &backoff) {
                 // The frontier is now `n` past `c`: the singles that follow
                 // find the guess there (docs/design.md §4).

@@ -154,16 +154,17 @@ impl<'a> RingRef<'a> {
         &self.slots[pos]
     }
 
-    /// Checks `n` units at `now` (judged time): admits them all or none.
+    /// Checks `n` units at `now` (judged time): admits them all or none,
+    /// reporting `R` ([`report::DECISION`] or [`report::REMAINING`]).
     ///
     /// `n` must be in `0..=L` (the caller handles `n > L`). `n == 0` admits
     /// and records nothing.
     #[inline]
-    pub(crate) fn check(&self, now: u64, n: u32) -> Outcome {
+    pub(crate) fn check<const R: u8>(&self, now: u64, n: u32) -> Outcome {
         if n == 1 {
-            self.check_one::<{ report::REMAINING }>(now)
+            self.check_one::<R>(now)
         } else {
-            self.check_many(now, n)
+            self.check_many::<R>(now, n)
         }
     }
 }

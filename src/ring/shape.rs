@@ -256,9 +256,32 @@ impl Shape {
         now: Now,
         n: u32,
     ) -> Option<Result<Admitted, Denied>> {
+        self.units_at::<{ report::REMAINING }>(ring, now, n)
+    }
+
+    /// [`check_at`](Self::check_at) without counting `remaining` (`admit_n`).
+    #[inline(always)]
+    pub(crate) fn admit_n_at(
+        &self,
+        ring: RingRef<'_>,
+        now: Now,
+        n: u32,
+    ) -> Option<Result<(), Denied>> {
+        self.units_at::<{ report::DECISION }>(ring, now, n)
+            .map(|decision| decision.map(drop))
+    }
+
+    /// `n` units at `now` reporting `R`, decided.
+    #[inline(always)]
+    fn units_at<const R: u8>(
+        &self,
+        ring: RingRef<'_>,
+        now: Now,
+        n: u32,
+    ) -> Option<Result<Admitted, Denied>> {
         let outcome = match &self.rules {
-            None => ring.check(now.judged, n),
-            Some(rules) => multi::<{ report::REMAINING }>(ring, now.judged, n, rules),
+            None => ring.check::<R>(now.judged, n),
+            Some(rules) => multi::<R>(ring, now.judged, n, rules),
         };
         self.decide(outcome, now)
     }
