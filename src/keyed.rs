@@ -1013,10 +1013,10 @@ where
         )
     }
 
-    /// The lookup behind `check_at`, `check_n_at` and `admit_at`: finds or
-    /// creates `key`'s state and asks `op` (the state's answer, `None` if
-    /// it was closed) at the time `read` returns; `fresh` maps what an
-    /// absent key answers to `n == 0`.
+    /// The lookup behind `check_at`, `check_n_at`, `admit_at` and
+    /// `admit_n_at`: finds or creates `key`'s state and asks `op` (the
+    /// state's answer, `None` if it was closed) at the time `read` returns;
+    /// `fresh` maps what an absent key answers to `n == 0`.
     ///
     /// The time is read once, after the lookup (docs/design.md §4, "The
     /// time is read last"): the lookup's dependent loads (the table, the

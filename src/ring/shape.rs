@@ -219,11 +219,10 @@ impl Shape {
     /// 64 slots or more the expiry hints (one, or one per policy: the one
     /// policy's path reads the first as `expiry`, several policies' read
     /// them all as `policy_expiry`, so neither branches on which), then the
-    /// `L` slots. No frontier
-    /// guess: 8 more bytes on every key for a head CAS saved on most
-    /// admissions measured no faster over 10,000 keys (BENCHMARKS.md,
-    /// "Where the time goes"). A fresh state's zero hint is a guess like
-    /// any other.
+    /// `L` slots. No frontier guess: 8 more bytes on every key for a head
+    /// CAS saved on most admissions measured no faster over 10,000 keys
+    /// (BENCHMARKS.md, "Where the time goes"). A fresh state's zero hint is
+    /// a guess like any other.
     #[cfg_attr(slidelog_loom, allow(dead_code))]
     #[inline(always)]
     pub(crate) fn ring_in<'a>(&'a self, words: &'a [AtomicU64]) -> RingRef<'a> {
