@@ -160,16 +160,17 @@ pub(crate) fn rate_limit_headers(
     wait: Duration,
     per_policy: Option<&super::PolicyStates>,
 ) -> Headers {
-    list_headers(style, policies, None, which, remaining, wait, per_policy)
+    let list = PolicyList::new(policies);
+    list_headers(style, &list, None, which, remaining, wait, per_policy)
 }
 
 /// [`rate_limit_headers`], with the `RateLimit-Policy` value already
 /// written when the layer has it (`policy_value`, see
 /// [`interned_policy_value`]): per response only the `RateLimit` item(s)
 /// are, with integers through `itoa` (no `core::fmt` on the hot path).
-pub(crate) fn list_headers(
+pub(super) fn list_headers(
     style: HeaderStyle,
-    policies: &[Policy],
+    policies: &PolicyList,
     policy_value: Option<&HeaderValue>,
     which: usize,
     remaining: u32,
@@ -195,7 +196,7 @@ pub(crate) fn list_headers(
             // the layer has no value written for the policies).
             let item = |state: &mut String, i: usize, r: u32, t: Duration| {
                 state.push('"');
-                write_policy_name(state, policies, i);
+                policies.write_name(state, i);
                 state.push_str("\";r=");
                 state.push_str(itoa::Buffer::new().format(r));
                 state.push_str(";t=");
@@ -281,22 +282,26 @@ fn write_policy_text(text: &mut String, policies: &[Policy]) {
 /// a static one — no allocation, no copy, and no reference count that every
 /// request on every core would write.
 pub(super) fn interned_policy_value(policies: &[Policy]) -> HeaderValue {
+    // Digits, unit letters and fixed visible ASCII: a valid value.
+    HeaderValue::from_static(intern(policy_text(policies)))
+}
+
+/// `text`, leaked once for the life of the process and shared by every
+/// caller that interns the same text (see [`interned_policy_value`]).
+fn intern(text: String) -> &'static str {
     static INTERNED: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let text = policy_text(policies);
     let mut interned = INTERNED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let value: &'static str = match interned.get(text.as_str()) {
+    match interned.get(text.as_str()) {
         Some(&value) => value,
         None => {
             let value: &'static str = Box::leak(text.into_boxed_str());
             interned.insert(value);
             value
         }
-    };
-    // Digits, unit letters and fixed visible ASCII: a valid value.
-    HeaderValue::from_static(value)
+    }
 }
 
 /// Up to [`MAX_POLICIES`](crate::MAX_POLICIES) policies, inline: each
@@ -306,6 +311,11 @@ pub(super) fn interned_policy_value(policies: &[Policy]) -> HeaderValue {
 pub(super) struct PolicyList {
     len: u8,
     items: [Policy; crate::MAX_POLICIES],
+    /// Each policy's name ([`policy_name`]), interned, for a layer's own
+    /// list (written once per configuration: each response's `RateLimit`
+    /// items then copy them); `None` for a list made per request (a key's
+    /// own quota), whose names are written as its items are.
+    names: Option<[&'static str; crate::MAX_POLICIES]>,
 }
 
 impl PolicyList {
@@ -318,6 +328,28 @@ impl PolicyList {
         PolicyList {
             len: len as u8,
             items,
+            names: None,
+        }
+    }
+
+    /// [`new`](Self::new), with each policy's name interned (a layer's
+    /// list, once per configuration).
+    pub(super) fn named(policies: &[Policy]) -> Self {
+        let mut list = PolicyList::new(policies);
+        let mut names = [""; crate::MAX_POLICIES];
+        for (i, name) in names.iter_mut().enumerate().take(list.len()) {
+            *name = intern(policy_name(&list, i));
+        }
+        list.names = Some(names);
+        list
+    }
+
+    /// Writes policy `i`'s name into `out`.
+    #[inline]
+    pub(super) fn write_name(&self, out: &mut String, i: usize) {
+        match self.names {
+            Some(names) => out.push_str(names[i]),
+            None => write_policy_name(out, self, i),
         }
     }
 }

@@ -131,6 +131,45 @@ mod tests {
         // The same text as a list written per response (a key's own quota).
         let written = rate_limit_headers(HeaderStyle::Ietf, &b, 0, 3, Duration::ZERO, None);
         assert_eq!(written.value(0), Some(&b1));
+        // A layer's list names its policies once, from the same strings; a
+        // list made per request writes them, and its items read alike.
+        let c = [
+            Policy::new(10, Duration::from_secs(1)),
+            Policy::new(100, Duration::from_secs(60)),
+            Policy::new(7, Duration::from_secs(60)),
+        ];
+        let (named, again) = (
+            headers::PolicyList::named(&c),
+            headers::PolicyList::named(&c),
+        );
+        let states = PolicyStates::new(&[
+            (1, Duration::ZERO),
+            (2, Duration::ZERO),
+            (3, Duration::ZERO),
+        ]);
+        let mut items = Vec::new();
+        for list in [named, headers::PolicyList::new(&c)] {
+            let h = headers::list_headers(
+                HeaderStyle::Ietf,
+                &list,
+                None,
+                0,
+                0,
+                Duration::ZERO,
+                Some(&states),
+            );
+            items.push(h.value(1).cloned());
+        }
+        assert_eq!(
+            items[0].as_ref().unwrap(),
+            "\"1s\";r=1;t=0, \"1m\";r=2;t=0, \"1m-2\";r=3;t=0"
+        );
+        assert_eq!(items[0], items[1]);
+        let mut written = [String::new(), String::new()];
+        named.write_name(&mut written[0], 2);
+        again.write_name(&mut written[1], 2);
+        assert_eq!(written[0], policy_name(&c, 2));
+        assert_eq!(written[0], written[1]);
     }
 
     proptest! {

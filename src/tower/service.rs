@@ -567,7 +567,7 @@ impl Described {
         let generation = backend.generation();
         let policies = backend.policies();
         Described {
-            policies: PolicyList::new(&policies),
+            policies: PolicyList::named(&policies),
             value: interned_policy_value(&policies),
             generation,
         }
