@@ -202,7 +202,11 @@ pub(super) fn denial(
     } else {
         policies.get(which).map_or(Duration::ZERO, |p| p.window)
     };
-    let name = policy_name(policies, which);
+    // The layer's interned name, or one written for a key's own quota.
+    let name: std::borrow::Cow<'static, str> = match policies.name(which) {
+        Some(interned) => interned.into(),
+        None => policy_name(policies, which).into(),
+    };
     observe_denial(limiter, &denied, &name);
     let message = match denied.reason() {
         DenyReason::RateLimited => "Too Many Requests: rate limit exceeded",
@@ -214,7 +218,7 @@ pub(super) fn denial(
         (Some(hook), _) => hook(&Denial {
             denied,
             policies,
-            policy_name: name,
+            policy_name: name.into_owned(),
             request,
             key_any: key,
         }),

@@ -344,6 +344,11 @@ impl PolicyList {
         list
     }
 
+    /// Policy `i`'s interned name, if this list has them (a layer's).
+    pub(super) fn name(&self, i: usize) -> Option<&'static str> {
+        self.names.filter(|_| i < self.len()).map(|names| names[i])
+    }
+
     /// Writes policy `i`'s name into `out`.
     #[inline]
     pub(super) fn write_name(&self, out: &mut String, i: usize) {
