@@ -61,6 +61,26 @@ fn repeat(calls: u64, mut call: impl FnMut(u64) -> bool) -> (u64, Duration) {
     (admitted, start.elapsed())
 }
 
+/// Fills the limiter at `T0` through `admit_at` when `deny`, then makes
+/// `calls` calls at `t(i)` through `admit_at` or `check_at`.
+fn fill_then_repeat(
+    deny: bool,
+    admit: bool,
+    calls: u64,
+    admit_at: impl Fn(u64) -> bool,
+    check_at: impl Fn(u64) -> bool,
+    t: impl Fn(u64) -> u64,
+) -> (u64, Duration) {
+    if deny {
+        while admit_at(T0) {}
+    }
+    if admit {
+        repeat(calls, |i| admit_at(t(i)))
+    } else {
+        repeat(calls, |i| check_at(t(i)))
+    }
+}
+
 /// governor's quota of 10: per hour (`deny`), or one per `period` with
 /// bursts of 10.
 fn governor_quota(deny: bool, period: Duration) -> Result<Quota, String> {
@@ -125,36 +145,37 @@ fn run() -> Result<(), String> {
                 [(10, ns(100)), (100, ns(1_000)), (1_000, ns(10_000))]
             };
             let t = |i: u64| T0 + 100 + i * 15;
+            // The same three policies on either builder.
+            macro_rules! three_policies {
+                ($builder:expr) => {
+                    $builder
+                        .and(b.0, b.1)
+                        .and(c.0, c.1)
+                        .clock(ManualClock::new())
+                        .build()
+                        .map_err(|e| e.to_string())?
+                };
+            }
             if scenario.starts_with("keyed") {
-                let l = KeyedLimiter::<u64>::builder(a.0, a.1)
-                    .and(b.0, b.1)
-                    .and(c.0, c.1)
-                    .clock(ManualClock::new())
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                if deny {
-                    while l.admit_at(&7, T0).is_ok() {}
-                }
-                if admit {
-                    repeat(calls, |i| l.admit_at(&7, t(i)).is_ok())
-                } else {
-                    repeat(calls, |i| black_box(l.check_at(&7, t(i))).is_ok())
-                }
+                let l = three_policies!(KeyedLimiter::<u64>::builder(a.0, a.1));
+                fill_then_repeat(
+                    deny,
+                    admit,
+                    calls,
+                    |at| l.admit_at(&7, at).is_ok(),
+                    |at| black_box(l.check_at(&7, at)).is_ok(),
+                    t,
+                )
             } else {
-                let l = Limiter::builder(a.0, a.1)
-                    .and(b.0, b.1)
-                    .and(c.0, c.1)
-                    .clock(ManualClock::new())
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                if deny {
-                    while l.admit_at(T0).is_ok() {}
-                }
-                if admit {
-                    repeat(calls, |i| l.admit_at(t(i)).is_ok())
-                } else {
-                    repeat(calls, |i| black_box(l.check_at(t(i))).is_ok())
-                }
+                let l = three_policies!(Limiter::builder(a.0, a.1));
+                fill_then_repeat(
+                    deny,
+                    admit,
+                    calls,
+                    |at| l.admit_at(at).is_ok(),
+                    |at| black_box(l.check_at(at)).is_ok(),
+                    t,
+                )
             }
         }
         "weighted" | "weighted-deny" => {

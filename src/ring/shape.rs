@@ -75,7 +75,9 @@ pub struct Shape {
     min_limit: u32,
     min_policy: u8,
     /// Expiry hints a keyed state keeps before its slots: none below 64
-    /// slots, else one (one policy) or one per policy (several).
+    /// slots, else one (one policy) or one per policy (several). Kept, not
+    /// derived from `geometry` and `rules`, so that every keyed call finds
+    /// its slots after one byte's load.
     keyed_hints: u8,
 }
 
