@@ -774,6 +774,93 @@ where
         self.check_n_when(key, n, || now)
     }
 
+    /// [`check_n`](Self::check_n), and for an admission how long until
+    /// the key's `remaining` next grows, from the same lookup and (with
+    /// the exact log) the same pass as the count: the IETF `RateLimit`
+    /// field's `t`, Envoy's `duration_until_reset` (see
+    /// [`Limiter::check_n_with_growth`](crate::Limiter::check_n_with_growth)).
+    /// Zero when it never grows by waiting (`n == 0` on an empty window).
+    /// The approximate counter finds it with a dry run after its check.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<String>::new(10, Duration::from_secs(60))?;
+    /// let (admitted, grows) = limiter.check_n_with_growth("alice", 3)?;
+    /// assert_eq!(admitted.remaining(), 7);
+    /// // Alice's first admissions are the oldest: they leave in a minute.
+    /// assert!(grows > Duration::from_secs(59) && grows <= Duration::from_secs(60));
+    /// let header = format!("\"default\";r={};t={}", admitted.remaining(), grows.as_secs().max(1));
+    /// # let _ = header;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    pub fn check_n_with_growth<Q>(&self, key: &Q, n: u32) -> Result<(Admitted, Duration), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n_growing_when(key, n, || self.clock.now())
+    }
+
+    /// [`check_n_with_growth`](Self::check_n_with_growth) at `now`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(3, Duration::from_nanos(100), ManualClock::new())?;
+    /// let (admitted, grows) = limiter.check_n_with_growth_at(&1, 2, 10)?;
+    /// assert_eq!((admitted.remaining(), grows), (1, Duration::from_nanos(100)));
+    /// let (admitted, grows) = limiter.check_n_with_growth_at(&1, 1, 40)?;
+    /// assert_eq!((admitted.remaining(), grows), (0, Duration::from_nanos(70)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    pub fn check_n_with_growth_at<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        now: u64,
+    ) -> Result<(Admitted, Duration), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n_growing_when(key, n, || now)
+    }
+
+    /// [`check_n_with_growth`](Self::check_n_with_growth) at the time
+    /// `read` returns (read once, after the lookup).
+    #[inline(always)]
+    fn check_n_growing_when<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        read: impl FnOnce() -> u64,
+    ) -> Result<(Admitted, Duration), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.decide_at(
+            key,
+            n,
+            read,
+            |algorithm, words, quota, now, floor| {
+                algorithm.check_n_growing(words, quota, n, now, floor)
+            },
+            // An absent key asked for no units: an empty window.
+            |admitted| (admitted, 0),
+        )
+        .map(|(admitted, wait)| (admitted, Duration::from_nanos(wait)))
+    }
+
     /// One unit for `key` at the time `read` gives: `check_n_when` of 1,
     /// through the one-unit path ([`Algorithm::check_one`]), whose outcome
     /// never joins the weighted path's.

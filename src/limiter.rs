@@ -141,6 +141,8 @@ struct PeekN(u32);
 /// `check` that also reads when `remaining` next grows (the tower layer).
 #[cfg(feature = "tower")]
 struct CheckGrowing;
+/// `check_n_with_growth`: `n` units, and when `remaining` next grows.
+struct CheckNGrowing(u32);
 
 #[cfg(feature = "tower")]
 impl Judge<Growing> for CheckGrowing {
@@ -213,6 +215,20 @@ impl Judge<()> for AdmitN {
     ) -> Option<Result<(), Denied>> {
         let now = when();
         never_fits(shape, ring, self.0).unwrap_or_else(|| shape.admit_n_at(ring, now, self.0))
+    }
+}
+
+impl Judge<(Admitted, u64)> for CheckNGrowing {
+    #[inline(always)]
+    fn judge(
+        &self,
+        shape: &Shape,
+        ring: RingRef<'_>,
+        when: impl FnOnce() -> Now,
+    ) -> Option<Result<(Admitted, u64), Denied>> {
+        let now = when();
+        never_fits(shape, ring, self.0)
+            .unwrap_or_else(|| shape.check_n_growing_at(ring, now, self.0))
     }
 }
 
@@ -787,6 +803,65 @@ impl<C: Clock> Limiter<C> {
     #[inline]
     pub fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         self.decide(|| now, CheckN(n))
+    }
+
+    /// [`check_n`](Self::check_n), and for an admission **how long until
+    /// `remaining` next grows**, read in the same pass as the count: when
+    /// the oldest admission in the window leaves it (with several
+    /// policies, the latest such time among the policies with the fewest
+    /// units left, since each must grow before one unit more fits). It is
+    /// the IETF `RateLimit` field's `t` and Envoy's `duration_until_reset`,
+    /// which a dry run of `remaining + 1` units would otherwise have to
+    /// find in a second pass. Zero when `remaining` never grows by waiting:
+    /// `n == 0` with nothing in a window that has the fewest units left.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::with_clock(3, Duration::from_nanos(100), ManualClock::new())?;
+    /// // Ours is the oldest admission: room grows when it leaves, at 110.
+    /// let (admitted, grows) = limiter.check_n_with_growth_at(2, 10).unwrap();
+    /// assert_eq!((admitted.remaining(), grows), (1, Duration::from_nanos(100)));
+    /// // The first two still leave at 110.
+    /// let (admitted, grows) = limiter.check_n_with_growth_at(1, 40).unwrap();
+    /// assert_eq!((admitted.remaining(), grows), (0, Duration::from_nanos(70)));
+    /// assert!(limiter.check_n_with_growth_at(1, 50).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    pub fn check_n_with_growth(&self, n: u32) -> Result<(Admitted, Duration), Denied> {
+        self.check_n_with_growth_at(n, self.clock.now())
+    }
+
+    /// [`check_n_with_growth`](Self::check_n_with_growth) at `now`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    ///
+    /// let limiter = Limiter::builder(2, Duration::from_nanos(100))
+    ///     .and(2, Duration::from_nanos(20))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// limiter.check_n_at(1, 0).unwrap();
+    /// // Both policies are out of room: the 20 ns one grows at 20, the
+    /// // 100 ns one at 100, and only then does one unit more fit.
+    /// let (admitted, grows) = limiter.check_n_with_growth_at(1, 10).unwrap();
+    /// assert_eq!(admitted.remaining(), 0);
+    /// assert_eq!(grows, Duration::from_nanos(90));
+    /// assert!(limiter.check_n_at(1, 99).is_err());
+    /// assert!(limiter.check_n_at(1, 100).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    pub fn check_n_with_growth_at(&self, n: u32, now: u64) -> Result<(Admitted, Duration), Denied> {
+        self.decide(|| now, CheckNGrowing(n))
+            .map(|(admitted, wait)| (admitted, Duration::from_nanos(wait)))
     }
 
     /// Admits a request of `n` units now, all or none, like

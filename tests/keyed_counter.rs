@@ -66,14 +66,22 @@ proptest! {
         // A key may count admissions for its span plus the margin: at most
         // four windows.
         let mut driver = KeyedDriver::new(&clock, max_keys, 4 * window);
-        for op in ops {
-            let Step::Check { key, now, n } = driver.step(&op, || {
+        for (i, op) in ops.iter().enumerate() {
+            let Step::Check { key, now, n } = driver.step(op, || {
                 limiter.retain_recent();
             }) else {
                 continue;
             };
             let peeked = limiter.peek_n_at(&key, n, now);
-            let got = limiter.check_n(&key, n);
+            // Every other check also asks when `remaining` grows.
+            let (got, grows) = if i % 2 == 0 {
+                (limiter.check_n(&key, n), None)
+            } else {
+                match limiter.check_n_with_growth(&key, n) {
+                    Ok((admitted, grows)) => (Ok(admitted), Some(grows)),
+                    Err(denied) => (Err(denied), None),
+                }
+            };
             if driver.refused(&got, now)? {
                 continue;
             }
@@ -82,6 +90,13 @@ proptest! {
                 .or_insert_with(|| reference(limit, window, mode, &clock));
             let expect = reference.check_n_at(n, now);
             prop_assert_eq!(got, expect, "key {} at {}", key, now);
+            // The counter's growth: the dry run of one unit more than is
+            // left, right after the check.
+            if let (Some(grows), Ok(admitted)) = (grows, expect) {
+                let more = reference.peek_n_at(admitted.remaining() + 1, now);
+                let want = more.err().filter(|d| d.is_rate_limited()).map_or(0, |d| d.retry_after_nanos());
+                prop_assert_eq!(grows, Duration::from_nanos(want), "growth, key {} at {}", key, now);
+            }
             if n <= limit {
                 let model = models
                     .entry(key)

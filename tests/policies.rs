@@ -166,6 +166,75 @@ proptest! {
     }
 }
 
+/// Every answer of `check(n, t)` along `steps` against the model, with
+/// the time until `remaining` grows an admission reports: the model's
+/// latest growth among the policies with the fewest units left, counted
+/// from the caller's `t` (0 where it never grows by waiting).
+fn grows_as_the_model(
+    policies: &[(u32, u64)],
+    steps: &[(i64, u32)],
+    check: impl Fn(u32, u64) -> Result<(Admitted, Duration), Denied>,
+) -> Result<(), TestCaseError> {
+    let mut model = MultiModel::new(policies);
+    let mut now = 100i64;
+    for (i, &(dt, n)) in steps.iter().enumerate() {
+        now = (now + dt).max(0);
+        let t = now as u64;
+        let got = check(n, t);
+        let want = model.decide(t, n);
+        let decision = got.map(|(admitted, _)| admitted);
+        prop_assert_eq!(
+            observed_multi(t, decision),
+            want,
+            "step {} at {} n {} policies {:?}",
+            i,
+            t,
+            n,
+            policies
+        );
+        if let (Ok((_, grows)), MultiDecision::Admitted { at, .. }) = (got, want) {
+            let want = model.grows_at(at).map_or(0, |g| g - t);
+            prop_assert_eq!(
+                grows,
+                Duration::from_nanos(want),
+                "growth, step {} at {} n {} policies {:?}",
+                i,
+                t,
+                n,
+                policies
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `check_n_with_growth_at` decides as `check_n_at` and reports when
+    /// `remaining` grows in the same pass: one policy or several, small
+    /// limits and large (hinted) ones, weighted requests and none.
+    #[test]
+    fn growth_is_the_models(
+        policies in prop_oneof![policies(), hinted_policies(), (1..=12u32, 1..=60u64).prop_map(|p| vec![p])],
+        steps in steps(4),
+    ) {
+        let limiter = build(&policies);
+        grows_as_the_model(&policies, &steps, |n, t| limiter.check_n_with_growth_at(n, t))?;
+    }
+
+    /// The same through a keyed limiter: keyed states of small limits (no
+    /// hints) and of 64 or more (a hint per policy).
+    #[test]
+    fn keyed_growth_is_the_models(
+        policies in prop_oneof![policies(), keyed_hinted_policies()],
+        steps in steps(3),
+    ) {
+        let limiter = build_keyed(&policies, &ManualClock::new());
+        grows_as_the_model(&policies, &steps, |n, t| limiter.check_n_with_growth_at(&7, n, t))?;
+    }
+}
+
 /// The order policies are given in changes only the indices reported.
 #[test]
 fn policy_indices_follow_the_order_given() {

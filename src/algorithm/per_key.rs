@@ -131,6 +131,34 @@ pub(crate) mod sealed {
             self.check(state, quota, n, now, floor)
                 .map(|decision| decision.map(|_| ()))
         }
+        /// `check` of `n` units and, for an admission, how many nanoseconds
+        /// after `now` `remaining` next grows (0: never by waiting): read in
+        /// the same pass where the algorithm can (the log's), otherwise
+        /// from a dry run of `remaining + 1` units right after (as the
+        /// tower layer's `t`; the state evicted meanwhile reads as 0).
+        /// `None` if closed.
+        fn check_n_growing(
+            &self,
+            state: &[AtomicU64],
+            quota: Option<&Shape>,
+            n: u32,
+            now: u64,
+            floor: u64,
+        ) -> Option<Result<(Admitted, u64), Denied>> {
+            let admitted = match self.check(state, quota, n, now, floor)? {
+                Ok(admitted) => admitted,
+                Err(denied) => return Some(Err(denied)),
+            };
+            let more = admitted.remaining().saturating_add(1);
+            let wait = match self.exceeds(quota, more) {
+                Some(_) => 0,
+                None => match self.peek(state, quota, more, now, floor) {
+                    Some(Err(denied)) if denied.is_rate_limited() => denied.retry_after_nanos(),
+                    _ => 0,
+                },
+            };
+            Some(Ok((admitted, wait)))
+        }
         /// `check` of one unit and, where the algorithm knows them from the
         /// same pass, how many nanoseconds after `now` `remaining` next
         /// grows (`None`: the caller asks `peek`) and each policy's state
@@ -348,6 +376,18 @@ impl sealed::Sealed for Log {
     ) -> Option<Result<(), Denied>> {
         let (shape, ring) = self.ring(state, quota);
         shape.admit_n_at(ring, shape.now(now, floor), n)
+    }
+    #[inline]
+    fn check_n_growing(
+        &self,
+        state: &[AtomicU64],
+        quota: Option<&Shape>,
+        n: u32,
+        now: u64,
+        floor: u64,
+    ) -> Option<Result<(Admitted, u64), Denied>> {
+        let (shape, ring) = self.ring(state, quota);
+        shape.check_n_growing_at(ring, shape.now(now, floor), n)
     }
     #[cfg(feature = "tower")]
     #[inline]

@@ -34,7 +34,12 @@ impl<'a> RingRef<'a> {
     }
 
     /// The weighted path (`n != 1`), counting `remaining` unless `R` is
-    /// [`report::DECISION`] (`admit_n`: the outcome carries 0 for it).
+    /// [`report::DECISION`] (`admit_n`: the outcome carries 0 for it), and
+    /// under [`report::GROWTH`] when it next grows ([`growth_after`]: for
+    /// no units, only if an admission is alive — an empty window's room
+    /// never grows).
+    ///
+    /// [`growth_after`]: Self::growth_after
     #[cold]
     #[inline(never)]
     pub(super) fn check_many<const R: u8>(&self, now: u64, n: u32) -> Outcome {
@@ -51,12 +56,19 @@ impl<'a> RingRef<'a> {
             let d = g.deadline_for(now, v.p);
             let t_eff = d - g.window();
             if n == 0 {
-                let remaining = if R == report::DECISION {
-                    0
-                } else {
-                    self.remaining_after(v.c, 0, v.p, t_eff).remaining
+                if R == report::DECISION {
+                    return Outcome::admitted(t_eff, 0, 0);
+                }
+                let remaining = self.remaining_after(v.c, 0, v.p, t_eff).remaining;
+                let free = g.len();
+                let grows_at = (R == report::GROWTH && u64::from(remaining) < free)
+                    .then(|| self.growth_after(v.pos, 0, free, remaining, d));
+                return Outcome::Admitted {
+                    at: t_eff,
+                    remaining,
+                    policy: 0,
+                    grows_at,
                 };
-                return Outcome::admitted(t_eff, remaining, 0);
             }
             let oldest = slot::deadline(last);
             if oldest > t_eff {
@@ -72,12 +84,20 @@ impl<'a> RingRef<'a> {
             } else {
                 self.remaining_after(v.c, n64, v.p, t_eff)
             };
+            // Read with the count, by the same argument.
+            let grows_at = (R == report::GROWTH)
+                .then(|| self.growth_after(v.pos, n64, g.len() - n64, count.remaining, d));
             if self.commit_batch(&v, n64, d, &backoff) {
                 // The frontier is now `n` past `c`: the singles that follow
                 // find the guess there (docs/design.md §4).
                 self.store_guess(g.advance(v.c, n64));
                 self.note_expired(count, false);
-                return Outcome::admitted(t_eff, count.remaining, 0);
+                return Outcome::Admitted {
+                    at: t_eff,
+                    remaining: count.remaining,
+                    policy: 0,
+                    grows_at,
+                };
             }
         }
     }

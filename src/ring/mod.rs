@@ -141,9 +141,8 @@ pub(crate) mod report {
     pub(crate) const DECISION: u8 = 0;
     /// And `remaining` (`check`).
     pub(crate) const REMAINING: u8 = 1;
-    /// And when `remaining` next grows (the tower layer's `t`): one more
-    /// slot load, read with the count.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    /// And when `remaining` next grows (the IETF `t`: the tower layer's,
+    /// `check_n_with_growth`'s): one more slot load, read with the count.
     pub(crate) const GROWTH: u8 = 2;
 }
 
@@ -155,7 +154,7 @@ impl<'a> RingRef<'a> {
     }
 
     /// Checks `n` units at `now` (judged time): admits them all or none,
-    /// reporting `R` ([`report::DECISION`] or [`report::REMAINING`]).
+    /// reporting `R` (see [`report`]).
     ///
     /// `n` must be in `0..=L` (the caller handles `n > L`). `n == 0` admits
     /// and records nothing.

@@ -32,9 +32,15 @@ enum Judged {
 
 /// Each policy's `(remaining, grows_at)` after an admission, in the order
 /// given: its room and the time (judged, nanoseconds) its oldest
-/// admission then alive leaves its window, when that room grows by one.
-/// What the IETF `RateLimit` field lists per policy.
+/// admission then alive leaves its window, when that room grows by one (0
+/// for an empty window). What the IETF `RateLimit` field lists per policy.
 pub(crate) type PolicyGrowth = [(u32, u64); MAX_POLICIES];
+
+/// A growth that never comes: an empty window's (no units asked, no
+/// admission alive), whose room is whole. The latest growth among tied
+/// policies is then never too — the fewest units left cannot grow — and an
+/// admission reports none.
+const NEVER: u64 = u64::MAX;
 
 /// What [`RingRef::remaining_multi`] counted.
 struct Counted {
@@ -44,10 +50,11 @@ struct Counted {
     policy: u8,
     /// Each policy's live count for its expiry hint.
     noted: [u32; MAX_POLICIES],
-    /// With each policy's state asked for: when the fewest units left
-    /// next grows — the latest growth among the policies with that few
-    /// (each must grow before a request for one unit more fits), which is
-    /// when a dry run of `remaining + 1` units would be admitted.
+    /// Under [`report::GROWTH`]: when the fewest units left next grows —
+    /// the latest growth among the policies with that few (each must grow
+    /// before a request for one unit more fits), which is when a dry run
+    /// of `remaining + 1` units would be admitted; `None` if it never does
+    /// ([`NEVER`]).
     grows_at: Option<u64>,
 }
 
@@ -70,10 +77,10 @@ impl<'a> RingRef<'a> {
     /// `R` says what an admission reports ([`report`]): with
     /// [`report::DECISION`] (`admit`) no policy's `remaining` is counted,
     /// and the outcome carries 0 for it; otherwise the fewest units left
-    /// over the policies. With `states` (the tower layer's, under
-    /// [`report::GROWTH`]) an admission also writes each policy's
-    /// [`PolicyGrowth`] there, read in the same pass as the count, and
-    /// reports when the fewest units left next grows.
+    /// over the policies. Under [`report::GROWTH`] an admission also
+    /// reports when the fewest units left next grows, read in the same pass
+    /// as the count, and with `states` (the tower layer's) writes each
+    /// policy's [`PolicyGrowth`] there.
     #[inline(always)]
     pub(crate) fn check_multi<const R: u8>(
         &self,
@@ -270,12 +277,19 @@ impl<'a> RingRef<'a> {
             if fewer {
                 (counted.remaining, counted.policy) = (count.remaining, i as u8);
             }
-            if R == report::GROWTH
-                && let Some(states) = states.as_deref_mut()
-            {
-                let oldest = self.growth_after(view.pos, skip, free, count.remaining, d);
-                let grows_at = self.leaves(oldest, rule);
-                states[i] = (count.remaining, grows_at);
+            if R == report::GROWTH {
+                // No units and no admission alive: this policy's room is
+                // whole, and grows never ([`NEVER`], 0 in its state).
+                let grows_at = if n > 0 || u64::from(count.remaining) < free {
+                    let oldest = self.growth_after(view.pos, skip, free, count.remaining, d);
+                    self.leaves(oldest, rule)
+                } else {
+                    NEVER
+                };
+                if let Some(states) = states.as_deref_mut() {
+                    let shown = if grows_at == NEVER { 0 } else { grows_at };
+                    states[i] = (count.remaining, shown);
+                }
                 // The fewest so far: alone (then its growth), or tied.
                 if count.remaining == counted.remaining {
                     let latest = if fewer { None } else { counted.grows_at };
@@ -283,6 +297,7 @@ impl<'a> RingRef<'a> {
                 }
             }
         }
+        counted.grows_at = counted.grows_at.filter(|&at| at != NEVER);
         counted
     }
 

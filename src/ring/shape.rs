@@ -379,6 +379,31 @@ impl Shape {
         }
     }
 
+    /// `n` units at `now`, decided as [`check_at`](Self::check_at);
+    /// an admission also reports how many nanoseconds after the caller's
+    /// reading `remaining` next grows, read in the same pass as the count
+    /// (the wait a dry run of `remaining + 1` units would answer; 0 when
+    /// it never does: no units asked, and a window with the fewest left
+    /// holds no admission). `n` is at most the smallest limit.
+    pub(crate) fn check_n_growing_at(
+        &self,
+        ring: RingRef<'_>,
+        now: Now,
+        n: u32,
+    ) -> Option<Result<(Admitted, u64), Denied>> {
+        const R: u8 = report::GROWTH;
+        let outcome = match &self.rules {
+            None => ring.check::<R>(now.judged, n),
+            Some(rules) => ring.check_multi::<R>(now.judged, n, rules, None),
+        };
+        let grows_at = match outcome {
+            Outcome::Admitted { grows_at, .. } => grows_at,
+            _ => None,
+        };
+        let wait = grows_at.map_or(0, |at| at.saturating_sub(now.read));
+        Some(self.decide(outcome, now)?.map(|admitted| (admitted, wait)))
+    }
+
     /// What [`check_at`](Self::check_at) would answer, recording nothing.
     pub(crate) fn peek_at(
         &self,

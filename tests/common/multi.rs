@@ -150,6 +150,37 @@ impl MultiModel {
     }
 }
 
+impl MultiModel {
+    /// When the fewest units left at judged time `t` (after a decision
+    /// there) next grows: for each policy with that few, the time the
+    /// admission whose leaving gives it one unit more leaves its window
+    /// (its oldest in the window, unless a cut left it over-full), and the
+    /// latest of those; `None` if one of them has an empty window (its
+    /// room is whole: the fewest can never grow by waiting).
+    pub fn grows_at(&self, t: u64) -> Option<u64> {
+        let windows: Vec<(u32, Vec<u64>)> = self
+            .policies
+            .iter()
+            .map(|&(limit, window)| {
+                let inside = self.log.iter().filter(|&&e| e + window > t);
+                (limit, inside.map(|&e| e + window).collect())
+            })
+            .collect();
+        let room =
+            |&(limit, ref leaving): &(u32, Vec<u64>)| limit.saturating_sub(leaving.len() as u32);
+        let fewest = windows.iter().map(room).min()?;
+        let mut latest = 0;
+        for w in windows.iter().filter(|w| room(w) == fewest) {
+            let (limit, leaving) = w;
+            // One more unit of room once `len - (limit - fewest) + 1` of
+            // them have left (oldest first).
+            let k = (leaving.len() + 1).checked_sub((limit - fewest) as usize)?;
+            latest = latest.max(*leaving.get(k.checked_sub(1)?)?);
+        }
+        Some(latest)
+    }
+}
+
 /// A limiter's answer to a call at `now`, in the model's terms.
 pub fn observed_multi(
     now: u64,
