@@ -180,8 +180,10 @@ impl From<ConfigError> for RedisLimitError {
 /// a dry run (a peek: decide, record nothing); times are in
 /// microseconds. Every policy is checked against the one log, all or
 /// nothing. They answer `{1, remaining, t_eff, policy, grows}` (the least
-/// room, the first policy with it, and the time until that policy's oldest
-/// admission in its window leaves it: the IETF `t`; 0 for an empty window)
+/// room, the first policy with it, and the time until that least room
+/// grows: the latest time, among the policies with that little room, their
+/// oldest admission in their window leaves it — the IETF `t`; 0 if one of
+/// them holds nothing, and for a dry run of the sorted set)
 /// or `{0, retry_after, now, policy, 0}` (the longest wait over the
 /// violated policies and the first policy with it).
 const SORTED_SET: &str = r#"
@@ -197,6 +199,7 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - longest)
 local total = redis.call('ZCARD', KEYS[1])
 local wait, wp, rem, rp = -1, 0, -1, 0
+local held, left = {}, {}
 for i = 1, P do
   local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
   local inw = total
@@ -208,8 +211,8 @@ for i = 1, P do
   else
     -- (Zero units are always admitted; after a cut the window may hold
     -- more than the new limit: no room, not less.)
-    local left = math.max(L - inw - n, 0)
-    if rem < 0 or left < rem then rem, rp = left, i - 1 end
+    held[i], left[i] = inw + n, math.max(L - inw - n, 0)
+    if rem < 0 or left[i] < rem then rem, rp = left[i], i - 1 end
   end
 end
 if wait >= 0 then return {0, wait, now, wp, 0} end
@@ -221,11 +224,22 @@ end
 if n > 0 and not dry then
   redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
 end
-local Wr = tonumber(ARGV[8 + 2 * rp])
-local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - Wr), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+-- When `rem` grows: each policy with that little room gains a unit once
+-- its oldest admission in its window leaves (past the excess a cut left),
+-- and the latest of those; never (0) if one holds nothing.
 local grows = 0
-if oldest[2] then grows = tonumber(oldest[2]) + Wr - now end
-return {1, rem, now, rp, grows}
+for i = 1, P do
+  if not dry and left[i] == rem and grows >= 0 then
+    local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
+    local e = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - W), '+inf', 'WITHSCORES', 'LIMIT', held[i] - (L - rem), 1)
+    if e[2] then
+      grows = math.max(grows, tonumber(e[2]) + W - now)
+    else
+      grows = -1
+    end
+  end
+end
+return {1, rem, now, rp, math.max(grows, 0)}
 "#;
 
 /// The ring of docs/design.md §2 in one string: a header of three 8-byte
@@ -295,20 +309,25 @@ for i = 1, P do
     local mid = math.floor((lo + hi) / 2)
     if alive(slot(head + n + L - Li + mid)) then hi = mid else lo = mid + 1 end
   end
+  -- When this policy's room grows: the oldest admission in its window
+  -- after ours leaves it, the first live candidate, else (all expired)
+  -- ours; never (-1) for an empty window and no units.
+  local g = -1
+  if lo < Li - n then
+    g = slot(head + n + L - Li + lo) - W + Wi - now
+  elseif n > 0 then
+    g = teff + Wi - now
+  end
+  -- The fewest units left grows at the latest growth among the policies
+  -- with that few, never if one of them never does.
   if rem < 0 or lo < rem then
-    rem, rp = lo, i - 1
-    -- The oldest admission in this policy's window after ours: the first
-    -- live candidate, else (all expired) ours; none for an empty request.
-    if lo < Li - n then
-      grows = slot(head + n + L - Li + lo) - W + Wi - now
-    elseif n > 0 then
-      grows = teff + Wi - now
-    else
-      grows = 0
-    end
+    rem, rp, grows = lo, i - 1, g
+  elseif lo == rem and grows >= 0 and (g < 0 or g > grows) then
+    grows = g
   end
 end
 if wait >= 0 then return {0, wait, now, wp, 0} end
+if grows < 0 then grows = 0 end
 if n > 0 and ARGV[7 + 2 * P] ~= '1' then
   local d = struct.pack('>d', teff + W)
   for i = 0, n - 1 do
@@ -319,6 +338,13 @@ if n > 0 and ARGV[7 + 2 * P] ~= '1' then
 end
 return {1, rem, teff, rp, grows}
 "#;
+
+/// A decision and its growth as `check_n_with_growth` answers them.
+fn transpose_growth(
+    (decision, grows): (Result<Admitted, Denied>, Duration),
+) -> Result<(Admitted, Duration), Denied> {
+    decision.map(|admitted| (admitted, grows))
+}
 
 /// Counters for observability.
 ///
@@ -828,6 +854,34 @@ impl RedisLimiter {
         self.run(key, n, None).await
     }
 
+    /// [`check_n`](Self::check_n), and for an admission how long until
+    /// the key's `remaining` next grows, from the same round trip (see
+    /// [`Limiter::check_n_with_growth`](crate::Limiter::check_n_with_growth)):
+    /// the IETF `RateLimit` field's `t`, Envoy's `duration_until_reset`,
+    /// by the server's clock. Zero when it never grows by waiting (`n == 0`
+    /// on an empty window), and for an admission the failure policy made
+    /// ([`FailurePolicy::Open`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    ///
+    /// ```
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// if let Ok((admitted, grows)) = limiter.check_n_with_growth("user42", 1).await? {
+    ///     let t = grows.as_secs() + u64::from(grows.subsec_nanos() > 0);
+    ///     println!("RateLimit: \"default\";r={};t={t}", admitted.remaining());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_n_with_growth(
+        &self,
+        key: &str,
+        n: u32,
+    ) -> Result<Result<(Admitted, Duration), Denied>, RedisLimitError> {
+        Ok(transpose_growth(self.run_timed(key, n, None).await?))
+    }
+
     /// What [`check`](Self::check) would answer for `key` now, recording
     /// nothing (one round trip; the local pre-check may answer a denial
     /// without it).
@@ -961,6 +1015,18 @@ impl RedisLimiter {
         now_us: u64,
     ) -> Result<Result<Admitted, Denied>, RedisLimitError> {
         self.run(key, n, Some(now_us)).await
+    }
+
+    /// Test hook: [`check_n_with_growth`](Self::check_n_with_growth) with
+    /// the server's time replaced by `now_us`.
+    #[doc(hidden)]
+    pub async fn check_n_with_growth_at_server_time_override(
+        &self,
+        key: &str,
+        n: u32,
+        now_us: u64,
+    ) -> Result<Result<(Admitted, Duration), Denied>, RedisLimitError> {
+        Ok(transpose_growth(self.run_timed(key, n, Some(now_us)).await?))
     }
 
     async fn run(

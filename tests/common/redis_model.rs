@@ -111,9 +111,19 @@ where
                 let (l, key) = connect(given, layout, id).await;
                 let mut model = MultiModel::new(&us);
                 let mut t = 1_000_000u64;
-                for (dt, n) in ops {
+                for (i, (dt, n)) in ops.into_iter().enumerate() {
                     t += dt;
-                    let got = l.check_n_at_server_time_override(&key, n, t).await.unwrap();
+                    // Every other call also asks when `remaining` grows:
+                    // the model's latest growth among the policies with
+                    // the fewest units left (0 if it never grows).
+                    let (got, grows) = if i % 2 == 0 {
+                        (l.check_n_at_server_time_override(&key, n, t).await.unwrap(), None)
+                    } else {
+                        match l.check_n_with_growth_at_server_time_override(&key, n, t).await.unwrap() {
+                            Ok((admitted, grows)) => (Ok(admitted), Some(grows)),
+                            Err(denied) => (Err(denied), None),
+                        }
+                    };
                     let want = in_nanos(model.decide(t, n));
                     prop_assert_eq!(
                         observed_multi(t * 1_000, got),
@@ -124,6 +134,18 @@ where
                         n,
                         &us
                     );
+                    if let Some(grows) = grows {
+                        let want = model.grows_at(t).map_or(0, |g| g - t);
+                        prop_assert_eq!(
+                            grows,
+                            Duration::from_micros(want),
+                            "growth: {:?} t={} n={} policies {:?}",
+                            layout,
+                            t,
+                            n,
+                            &us
+                        );
+                    }
                 }
                 Ok(())
             })
