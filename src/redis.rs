@@ -1026,7 +1026,9 @@ impl RedisLimiter {
         n: u32,
         now_us: u64,
     ) -> Result<Result<(Admitted, Duration), Denied>, RedisLimitError> {
-        Ok(transpose_growth(self.run_timed(key, n, Some(now_us)).await?))
+        Ok(transpose_growth(
+            self.run_timed(key, n, Some(now_us)).await?,
+        ))
     }
 
     async fn run(

@@ -196,6 +196,17 @@ async fn exact_windows_and_envoy_semantics_over_grpc() {
         assert_eq!((code(&s), s.limit_remaining), (Code::Ok, left));
         let limit = s.current_limit.unwrap();
         assert_eq!((limit.requests_per_unit, limit.unit), (3, 1)); // SECOND
+        // Room grows when the first of the three leaves: a second after
+        // it (exactly a second for the first, read with its own time).
+        let reset = s.duration_until_reset.unwrap();
+        let reset = Duration::new(reset.seconds as u64, reset.nanos as u32);
+        assert!(
+            reset > Duration::ZERO && reset <= Duration::from_secs(1),
+            "{reset:?}"
+        );
+        if left == 2 {
+            assert_eq!(reset, Duration::from_secs(1));
+        }
     }
     until_fraction(0.05); // past the boundary a fixed window resets at
     assert!(first.elapsed() < Duration::from_millis(900));
@@ -586,9 +597,13 @@ async fn replicas_sharing_redis_stay_exact() {
         }
     }
     assert_eq!(ok, 5, "exactly the limit across both replicas");
-    // A new address: room on both.
+    // A new address: room on both, growing when its one admission
+    // leaves, a minute after it by the server's clock (from the same
+    // round trip as the decision).
     let s = one(&mut cb, "api", &[("client", "fresh")], None).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 4));
+    let reset = s.duration_until_reset.unwrap();
+    assert_eq!((reset.seconds, reset.nanos), (60, 0));
     // Replica B cut to 3 and raised to 6: the shared key keeps its history
     // (its ring of 5 kept the newest 3 at the cut, then it grows).
     std::fs::write(&file_b, config(3)).unwrap();

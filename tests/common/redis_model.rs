@@ -117,9 +117,16 @@ where
                     // the model's latest growth among the policies with
                     // the fewest units left (0 if it never grows).
                     let (got, grows) = if i % 2 == 0 {
-                        (l.check_n_at_server_time_override(&key, n, t).await.unwrap(), None)
+                        (
+                            l.check_n_at_server_time_override(&key, n, t).await.unwrap(),
+                            None,
+                        )
                     } else {
-                        match l.check_n_with_growth_at_server_time_override(&key, n, t).await.unwrap() {
+                        match l
+                            .check_n_with_growth_at_server_time_override(&key, n, t)
+                            .await
+                            .unwrap()
+                        {
                             Ok((admitted, grows)) => (Ok(admitted), Some(grows)),
                             Err(denied) => (Err(denied), None),
                         }

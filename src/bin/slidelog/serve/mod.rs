@@ -79,23 +79,26 @@ enum Store {
 const POLICY_SETS: usize = 1_024;
 
 impl Store {
-    /// `n` units for `key` under `quota`, recorded unless `dry`.
+    /// `n` units for `key` under `quota`, recorded unless `dry`; an
+    /// admission recorded also says when `remaining` next grows (from the
+    /// same pass, or the same Redis round trip; zero for a dry run).
     async fn check(
         &self,
         key: &str,
         quota: &Quota,
         n: u32,
         dry: bool,
-    ) -> Result<Result<Admitted, Denied>, Status> {
+    ) -> Result<Result<(Admitted, Duration), Denied>, Status> {
+        let untimed = |decision: Result<Admitted, Denied>| decision.map(|a| (a, Duration::ZERO));
         match self {
-            Store::Local(limiter) if dry => Ok(limiter.peek_n(key, n)),
-            Store::Local(limiter) => Ok(limiter.check_n(key, n)),
+            Store::Local(limiter) if dry => Ok(untimed(limiter.peek_n(key, n))),
+            Store::Local(limiter) => Ok(limiter.check_n_with_growth(key, n)),
             Store::Redis { .. } => {
                 let limiter = self.redis_for(quota).await?;
                 let answer = if dry {
-                    limiter.peek_n(key, n).await
+                    limiter.peek_n(key, n).await.map(untimed)
                 } else {
-                    limiter.check_n(key, n).await
+                    limiter.check_n_with_growth(key, n).await
                 };
                 answer.map_err(|e| Status::unavailable(format!("redis: {e}")))
             }
@@ -483,16 +486,13 @@ impl Service {
             }
         };
         Ok(match decision {
-            Ok(admitted) if !dry => {
+            Ok((admitted, growth)) if !dry => {
                 let limit = &shown[admitted.policy().min(shown.len() - 1)];
                 if let Some(labels) = &labels
                     && u64::from(admitted.remaining()) * 5 < u64::from(limit.requests_per_unit)
                 {
                     metrics::counter!("slidelog_rls_near_limit_total", labels).increment(1);
                 }
-                let growth = self
-                    .until_growth(&m.key, &quota, admitted.remaining())
-                    .await?;
                 DescriptorStatus {
                     code: Code::Ok as i32,
                     current_limit: Some(limit_of(admitted.policy())),
@@ -503,7 +503,7 @@ impl Service {
             }
             // A dry run of an all-or-nothing request that another
             // descriptor refused: nothing was recorded for this one.
-            Ok(admitted) => DescriptorStatus {
+            Ok((admitted, _)) => DescriptorStatus {
                 code: Code::Ok as i32,
                 current_limit: Some(limit_of(admitted.policy())),
                 limit_remaining: admitted.remaining().saturating_add(m.hits),
@@ -546,21 +546,6 @@ impl Service {
             duration_until_reset: Some(pb_duration(wait)),
             ..Default::default()
         }
-    }
-
-    /// When the oldest admission in the window leaves it (the IETF `t`):
-    /// the dry run of one unit more than `remaining` waits exactly that.
-    async fn until_growth(
-        &self,
-        key: &str,
-        quota: &Quota,
-        remaining: u32,
-    ) -> Result<Duration, Status> {
-        let more = remaining.saturating_add(1);
-        Ok(match self.store.check(key, quota, more, true).await? {
-            Err(denied) if denied.reason() == DenyReason::RateLimited => denied.retry_after(),
-            _ => Duration::ZERO,
-        })
     }
 }
 
