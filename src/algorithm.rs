@@ -93,6 +93,33 @@ pub trait RateLimit: Send + Sync {
     fn check_n(&self, n: u32) -> Result<Admitted, Denied> {
         self.check_n_at(n, self.now())
     }
+    /// [`check_n_at`](Self::check_n_at), and for an admission how long
+    /// until `remaining` next grows (see [`Limiter::check_n_with_growth`],
+    /// which reads it in the same pass; by default, and for the
+    /// [`SlidingCounter`], a dry run of `remaining + 1` units right after
+    /// finds it).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock, RateLimit, SlidingCounter};
+    /// let exact = Limiter::with_clock(2, Duration::from_secs(1), ManualClock::new())?;
+    /// let approx = SlidingCounter::with_clock(2, Duration::from_secs(1), 10, ManualClock::new())?;
+    /// for limiter in [&exact as &dyn RateLimit, &approx] {
+    ///     let (admitted, grows) = limiter.check_n_with_growth_at(2, 0).unwrap();
+    ///     assert_eq!((admitted.remaining(), grows), (0, Duration::from_secs(1)));
+    /// }
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    fn check_n_with_growth_at(&self, n: u32, now: u64) -> Result<(Admitted, Duration), Denied> {
+        let admitted = self.check_n_at(n, now)?;
+        let grows =
+            crate::decision::growth_by_dry_run(&admitted, |more| Some(self.peek_n_at(more, now)));
+        Ok((admitted, grows))
+    }
+    /// [`check_n_with_growth_at`](Self::check_n_with_growth_at) now.
+    fn check_n_with_growth(&self, n: u32) -> Result<(Admitted, Duration), Denied> {
+        self.check_n_with_growth_at(n, self.now())
+    }
 
     /// Admits one request at `now` or denies it: `check_n_at(1, now)`'s
     /// decision without its count of `remaining` (which the exact
@@ -134,6 +161,9 @@ impl<C: Clock> RateLimit for Limiter<C> {
     }
     fn peek_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         Limiter::peek_n_at(self, n, now)
+    }
+    fn check_n_with_growth_at(&self, n: u32, now: u64) -> Result<(Admitted, Duration), Denied> {
+        Limiter::check_n_with_growth_at(self, n, now)
     }
     #[inline]
     fn admit_at(&self, now: u64) -> Result<(), Denied> {

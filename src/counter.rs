@@ -1072,6 +1072,40 @@ impl<C: Clock> SlidingCounter<C> {
             .expect("a SlidingCounter is never closed")
     }
 
+    /// [`check_n`](Self::check_n), and for an admission how long until
+    /// `remaining` next grows (the IETF `RateLimit` field's `t`; see
+    /// [`Limiter::check_n_with_growth`](crate::Limiter::check_n_with_growth)),
+    /// found by a dry run of `remaining + 1` units right after the check.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::SlidingCounter;
+    /// let counter = SlidingCounter::new(10, Duration::from_secs(1), 10)?;
+    /// let (admitted, grows) = counter.check_n_with_growth(10).unwrap();
+    /// assert_eq!(admitted.remaining(), 0);
+    /// assert!(grows > Duration::ZERO && grows <= Duration::from_secs(1));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    pub fn check_n_with_growth(&self, n: u32) -> Result<(Admitted, Duration), Denied> {
+        self.check_n_with_growth_at(n, self.clock.now())
+    }
+
+    /// [`check_n_with_growth`](Self::check_n_with_growth) at `now`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{ManualClock, SlidingCounter};
+    /// let counter = SlidingCounter::with_clock(2, Duration::from_nanos(100), 10, ManualClock::new())?;
+    /// let (admitted, grows) = counter.check_n_with_growth_at(2, 30)?;
+    /// assert_eq!((admitted.remaining(), grows), (0, counter.peek_n_at(1, 30).unwrap_err().retry_after()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    pub fn check_n_with_growth_at(&self, n: u32, now: u64) -> Result<(Admitted, Duration), Denied> {
+        crate::RateLimit::check_n_with_growth_at(self, n, now)
+    }
+
     /// What [`check_n_at`](Self::check_n_at) would answer, recording
     /// nothing.
     ///

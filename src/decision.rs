@@ -367,3 +367,23 @@ impl fmt::Display for Denied {
 }
 
 impl std::error::Error for Denied {}
+
+/// How long after an admission its `remaining` grows, found by a dry run of
+/// `remaining + 1` units (`peek` answers it; `None`: it could not run): that
+/// many are denied exactly until then. Zero when the dry run fits, is
+/// refused for good (more than the smallest limit: the room is whole, and
+/// waiting grows nothing) or did not run. For the limiters that cannot
+/// read it with their count (the counter; the exact log reads it in the
+/// same pass).
+pub(crate) fn growth_by_dry_run(
+    admitted: &Admitted,
+    peek: impl FnOnce(u32) -> Option<Result<Admitted, Denied>>,
+) -> Duration {
+    admitted
+        .remaining()
+        .checked_add(1)
+        .and_then(peek)
+        .and_then(Result::err)
+        .filter(Denied::is_rate_limited)
+        .map_or(Duration::ZERO, |denied| denied.retry_after())
+}

@@ -856,9 +856,8 @@ where
                 algorithm.check_n_growing(words, quota, n, now, floor)
             },
             // An absent key asked for no units: an empty window.
-            |admitted| (admitted, 0),
+            |admitted| (admitted, Duration::ZERO),
         )
-        .map(|(admitted, wait)| (admitted, Duration::from_nanos(wait)))
     }
 
     /// One unit for `key` at the time `read` gives: `check_n_when` of 1,
@@ -939,15 +938,7 @@ where
                 let wait = match growing.wait {
                     // Found with the count: no second pass.
                     Some(nanos) => Duration::from_nanos(nanos),
-                    None => {
-                        let more = admitted.remaining().saturating_add(1);
-                        let peeked = algorithm
-                            .exceeds(quota, more)
-                            .is_none()
-                            .then(|| algorithm.peek(words, quota, more, now, floor))
-                            .flatten();
-                        crate::tower::wait_of(peeked)
-                    }
+                    None => algorithm.growth_by_dry_run(words, quota, &admitted, now, floor),
                 };
                 // With several policies, read with the count too.
                 let states = growing.states;

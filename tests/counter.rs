@@ -61,6 +61,40 @@ proptest! {
         }
     }
 
+    /// `check_n_with_growth_at` decides as `check_n_at` does on a twin,
+    /// and its growth is the twin's dry run of one unit more than is left
+    /// right after: denied exactly that long (0 when it fits or can never
+    /// fit). Both modes, through the inherent method and `RateLimit`.
+    #[test]
+    fn growth_is_the_dry_run_of_one_more(
+        limit in 1..8u32,
+        mode in prop_oneof![(1..8u32).prop_map(CounterMode::Slots), Just(CounterMode::TwoWindow)],
+        width in 1..20u64,
+        steps in prop::collection::vec((0..30u64, 0..4u32, any::<bool>()), 1..200),
+    ) {
+        let window = width * 8;
+        let (c, twin) = (counter(limit, window, mode), counter(limit, window, mode));
+        let mut t = 0;
+        for (dt, n, dynamic) in steps {
+            t += dt;
+            let got = if dynamic {
+                RateLimit::check_n_with_growth_at(&c, n, t)
+            } else {
+                c.check_n_with_growth_at(n, t)
+            };
+            let want = twin.check_n_at(n, t);
+            prop_assert_eq!(got.map(|(a, _)| a), want, "t={} n={}", t, n);
+            if let (Ok((_, grows)), Ok(admitted)) = (got, want) {
+                let more = twin.peek_n_at(admitted.remaining() + 1, t);
+                let want = match more {
+                    Err(denied) if denied.is_rate_limited() => denied.retry_after(),
+                    _ => Duration::ZERO,
+                };
+                prop_assert_eq!(grows, want, "growth, t={} n={}", t, n);
+            }
+        }
+    }
+
     /// Slots mode with any window, also when N does not divide it (issue
     /// #14): slot k spans [ceil(k W / N), ceil((k + 1) W / N)), so N
     /// consecutive slots span exactly W. The counter never denies what the

@@ -2,6 +2,7 @@
 //! key, the exact log ([`Log`]) or the approximate counter ([`Counter`]).
 
 use core::fmt;
+use std::time::Duration;
 
 use crate::counter::{CounterConfig, CounterMode, CounterRef};
 use crate::decision::{Admitted, Denied};
@@ -131,12 +132,11 @@ pub(crate) mod sealed {
             self.check(state, quota, n, now, floor)
                 .map(|decision| decision.map(|_| ()))
         }
-        /// `check` of `n` units and, for an admission, how many nanoseconds
-        /// after `now` `remaining` next grows (0: never by waiting): read in
-        /// the same pass where the algorithm can (the log's), otherwise
-        /// from a dry run of `remaining + 1` units right after (as the
-        /// tower layer's `t`; the state evicted meanwhile reads as 0).
-        /// `None` if closed.
+        /// `check` of `n` units and, for an admission, how long after
+        /// `now` `remaining` next grows (zero: never by waiting): read in
+        /// the same pass where the algorithm can (the log's), otherwise by
+        /// [`growth_by_dry_run`](Sealed::growth_by_dry_run). `None` if
+        /// closed.
         fn check_n_growing(
             &self,
             state: &[AtomicU64],
@@ -144,20 +144,30 @@ pub(crate) mod sealed {
             n: u32,
             now: u64,
             floor: u64,
-        ) -> Option<Result<(Admitted, u64), Denied>> {
-            let admitted = match self.check(state, quota, n, now, floor)? {
-                Ok(admitted) => admitted,
-                Err(denied) => return Some(Err(denied)),
-            };
-            let more = admitted.remaining().saturating_add(1);
-            let wait = match self.exceeds(quota, more) {
-                Some(_) => 0,
-                None => match self.peek(state, quota, more, now, floor) {
-                    Some(Err(denied)) if denied.is_rate_limited() => denied.retry_after_nanos(),
-                    _ => 0,
-                },
-            };
-            Some(Ok((admitted, wait)))
+        ) -> Option<Result<(Admitted, Duration), Denied>> {
+            let decision = self.check(state, quota, n, now, floor)?;
+            Some(decision.map(|admitted| {
+                let grows = self.growth_by_dry_run(state, quota, &admitted, now, floor);
+                (admitted, grows)
+            }))
+        }
+        /// When `admitted`'s `remaining` grows, by a dry run on the same
+        /// state right after it ([`crate::decision::growth_by_dry_run`];
+        /// zero if the state was closed meanwhile).
+        fn growth_by_dry_run(
+            &self,
+            state: &[AtomicU64],
+            quota: Option<&Shape>,
+            admitted: &Admitted,
+            now: u64,
+            floor: u64,
+        ) -> Duration {
+            crate::decision::growth_by_dry_run(admitted, |more| {
+                self.exceeds(quota, more)
+                    .is_none()
+                    .then(|| self.peek(state, quota, more, now, floor))
+                    .flatten()
+            })
         }
         /// `check` of one unit and, where the algorithm knows them from the
         /// same pass, how many nanoseconds after `now` `remaining` next
@@ -385,9 +395,10 @@ impl sealed::Sealed for Log {
         n: u32,
         now: u64,
         floor: u64,
-    ) -> Option<Result<(Admitted, u64), Denied>> {
+    ) -> Option<Result<(Admitted, Duration), Denied>> {
         let (shape, ring) = self.ring(state, quota);
-        shape.check_n_growing_at(ring, shape.now(now, floor), n)
+        let decision = shape.check_n_growing_at(ring, shape.now(now, floor), n)?;
+        Some(decision.map(|(admitted, wait)| (admitted, Duration::from_nanos(wait))))
     }
     #[cfg(feature = "tower")]
     #[inline]

@@ -233,8 +233,8 @@ pub(super) fn verdict(
     peek: impl FnOnce(u32) -> Result<Admitted, Denied>,
 ) -> Verdict {
     let wait = match decision {
-        Ok(a) if a.remaining() < u32::MAX => wait_of(Some(peek(a.remaining() + 1))),
-        _ => Duration::ZERO,
+        Ok(a) => crate::decision::growth_by_dry_run(&a, |more| Some(peek(more))),
+        Err(_) => Duration::ZERO,
     };
     Verdict {
         decision,
@@ -242,15 +242,6 @@ pub(super) fn verdict(
         degraded: false,
         per_policy: None,
     }
-}
-
-/// The wait of a dry run of `remaining + 1` units: how long until
-/// `remaining` grows (zero when the dry run did not run or fits).
-pub(crate) fn wait_of(peeked: Option<Result<Admitted, Denied>>) -> Duration {
-    peeked
-        .and_then(Result::err)
-        .filter(Denied::is_rate_limited)
-        .map_or(Duration::ZERO, |denied| denied.retry_after())
 }
 
 /// A single-key limiter as a backend: one limit shared by every key (use it

@@ -26,7 +26,6 @@ mod headers;
 mod peer;
 mod service;
 
-pub(crate) use backend::wait_of;
 pub use backend::{Backend, PolicyStates, Verdict};
 pub use body::{BodyMode, InnerBody, RateLimitBody, WrapBody};
 pub use deny::{Denial, DenyStyle, MissingKey};
