@@ -247,6 +247,7 @@
 //! | `check()` → `Err(NotUntil)`, `wait_time_from(clock.now())` | `check()` → `Err(Denied)`, [`Denied::retry_after`] (exact, from the same reading); `Ok` also counts [`Admitted::remaining`] |
 //! | `check()` → `Ok(())` when the count is not needed | [`Limiter::admit`] → `Ok(())` (the same decision, no count: the shortest path) |
 //! | `check_n(n)` → `Err(InsufficientCapacity)` | `check_n(n)` → `Err(Denied)` with [`DenyReason::ExceedsLimit`]; [`Limiter::admit_n`] when the count is not needed |
+//! | `RateLimiter::direct(..).with_middleware::<StateInformationMiddleware>()`, `check()` → `Ok(StateSnapshot)`, `remaining_burst_capacity()` | `check()` → [`Admitted::remaining`]; [`Limiter::check_n_with_growth`] also says when it grows (the IETF `RateLimit` `t`), from the same pass |
 //! | `until_ready().await`, `until_key_ready(&k).await`, `until_n_ready(n)` | `until_ready().await`, `until_ready(&k).await` (a `Result`: a new key can be refused at the key cap), `until_n_ready(n)`, `until_n_ready_with_jitter(n, max)` |
 //! | `retain_recent()`, `len()` | the same names; idle keys are also evicted automatically under memory pressure |
 //! | `GovernorLayer` with `GovernorConfigBuilder::default().per_second(s).burst_size(b)` | [`tower::RateLimitLayer::new`](crate::tower)`(Arc::new(KeyedLimiter::<IpAddr>::new(b, ..)?), PeerIp::new())` |
