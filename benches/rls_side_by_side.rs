@@ -2,8 +2,9 @@
 //! limitador's in-memory `check_rate_limited_and_update` (the crate behind
 //! Kuadrant's Envoy rate-limit service, default features off: no RocksDB)
 //! against what `slidelog serve` does per descriptor (the limiter key built
-//! from the descriptor, `check_n` on a `KeyedLimiter`, and on an admission
-//! the dry run that finds `duration_until_reset`).
+//! from the descriptor, and `check_n_with_growth` on a `KeyedLimiter`: the
+//! decision and, for an admission, `duration_until_reset` from the same
+//! pass).
 //!
 //! Each call starts from the descriptor's value as a string, as both
 //! services do per request: limitador builds its CEL context
@@ -71,13 +72,15 @@ fn slidelog(limit: u32, window: Duration) -> impl FnMut(&str) -> bool {
         let mut key = String::with_capacity(32);
         key.push_str("edge\u{1f}remote_address\u{1e}");
         key.push_str(value);
-        match limiter.check_n(&key, 1) {
-            Ok(admitted) => {
-                let more = admitted.remaining().saturating_add(1);
-                black_box(limiter.peek_n(&key, more).err().map(|d| d.retry_after()));
+        match limiter.check_n_with_growth(&key, 1) {
+            Ok((admitted, until_reset)) => {
+                black_box((admitted.remaining(), until_reset));
                 true
             }
-            Err(_) => false,
+            Err(denied) => {
+                black_box(denied.retry_after());
+                false
+            }
         }
     }
 }

@@ -254,8 +254,9 @@ fn upkeep(limit: u32, window: Duration, deny: bool) -> Contenders {
 /// hour, the first full (governor's chain stops at its first limiter).
 /// `keyed`: the same on one key of a `KeyedLimiter` (each policy counted
 /// from its expiry hint, the state's words after `head`) and of three
-/// keyed governor limiters.
-fn policies(deny: bool, keyed: bool) -> Contenders {
+/// keyed governor limiters. `threads` threads call it (two: the policies'
+/// path under contention, its `head` kept eager).
+fn policies(deny: bool, keyed: bool, threads: usize) -> Contenders {
     let ns = Duration::from_nanos;
     let limits = [10, 100, 1_000];
     let windows = if deny {
@@ -288,9 +289,11 @@ fn policies(deny: bool, keyed: bool) -> Contenders {
         }
         let o = Arc::clone(&ours);
         return Contenders {
-            check: rounds(1, move || o.check(&7).is_ok()),
-            admit: rounds(1, move || ours.admit(&7).is_ok()),
-            governor: rounds(1, move || chain.iter().all(|g| g.check_key(&7).is_ok())),
+            check: rounds(threads, move || o.check(&7).is_ok()),
+            admit: rounds(threads, move || ours.admit(&7).is_ok()),
+            governor: rounds(threads, move || {
+                chain.iter().all(|g| g.check_key(&7).is_ok())
+            }),
             mutex: None,
             remaining: None,
             _upkeep: None,
@@ -310,9 +313,9 @@ fn policies(deny: bool, keyed: bool) -> Contenders {
     }
     let o = Arc::clone(&ours);
     Contenders {
-        check: rounds(1, move || o.check().is_ok()),
-        admit: rounds(1, move || ours.admit().is_ok()),
-        governor: rounds(1, move || chain.iter().all(|g| g.check().is_ok())),
+        check: rounds(threads, move || o.check().is_ok()),
+        admit: rounds(threads, move || ours.admit().is_ok()),
+        governor: rounds(threads, move || chain.iter().all(|g| g.check().is_ok())),
         mutex: None,
         remaining: None,
         _upkeep: None,
@@ -541,22 +544,27 @@ fn main() {
         ),
         (
             "allow 1 thread, 3 policies (10 per 10 ns, 100 per 100 ns, 1,000 per 1 us); governor: 3 limiters in turn",
-            Box::new(|| policies(false, false)),
+            Box::new(|| policies(false, false, 1)),
             2_000_000,
         ),
         (
             "deny 1 thread, 3 policies (10 per second, 100 per minute, 1,000 per hour), the first full; governor: 3 limiters in turn",
-            Box::new(|| policies(true, false)),
+            Box::new(|| policies(true, false, 1)),
             4_000_000,
         ),
         (
+            "allow 2 threads one key, 3 policies (as above); governor: 3 limiters in turn",
+            Box::new(|| policies(false, false, 2)),
+            1_000_000,
+        ),
+        (
             "keyed allow 1 thread, one key, 3 policies (as above); governor: 3 keyed limiters in turn",
-            Box::new(|| policies(false, true)),
+            Box::new(|| policies(false, true, 1)),
             2_000_000,
         ),
         (
             "keyed deny 1 thread, one key, 3 policies (as above), the first full; governor: 3 keyed limiters in turn",
-            Box::new(|| policies(true, true)),
+            Box::new(|| policies(true, true, 1)),
             4_000_000,
         ),
         (
