@@ -52,6 +52,15 @@ fn hinted_policies() -> impl Strategy<Value = Vec<(u32, u64)>> {
     prop::collection::vec((6..=12u32, 1..=60u64), 2..=3)
 }
 
+/// The steps as `(step, time, n)`: the clock starts at 100 and moves by
+/// each step's `dt`, never below 0.
+fn timed(steps: &[(i64, u32)]) -> impl Iterator<Item = (usize, u64, u32)> + '_ {
+    steps.iter().enumerate().scan(100i64, |now, (i, &(dt, n))| {
+        *now = (*now + dt).max(0);
+        Some((i, *now as u64, n))
+    })
+}
+
 /// Every answer of `check_n_at` (and, with `peek_first`, of `peek_n_at`
 /// before it) against the multi-policy model.
 fn equals_the_model(
@@ -79,10 +88,7 @@ fn decides_as_the_model(
     check: impl Fn(u32, u64) -> Result<Admitted, Denied>,
 ) -> Result<(), TestCaseError> {
     let mut model = MultiModel::new(policies);
-    let mut now = 100i64;
-    for (i, &(dt, n)) in steps.iter().enumerate() {
-        now = (now + dt).max(0);
-        let t = now as u64;
+    for (i, t, n) in timed(steps) {
         if peek_at(i) {
             // A peek answers what the check will, and records nothing.
             let peeked = observed_multi(t, peek(n, t));
@@ -142,10 +148,7 @@ proptest! {
     ) {
         let limiter = build(&policies);
         let mut model = MultiModel::new(&policies);
-        let mut now = 100i64;
-        for (i, &(dt, n)) in steps.iter().enumerate() {
-            now = (now + dt).max(0);
-            let t = now as u64;
+        for (i, t, n) in timed(&steps) {
             let want = model.decide(t, n);
             if (admit_mask >> (i % 64)) & 1 == 1 {
                 let got = if n == 1 { limiter.admit_at(t) } else { limiter.admit_n_at(n, t) };
@@ -176,10 +179,7 @@ fn grows_as_the_model(
     check: impl Fn(u32, u64) -> Result<(Admitted, Duration), Denied>,
 ) -> Result<(), TestCaseError> {
     let mut model = MultiModel::new(policies);
-    let mut now = 100i64;
-    for (i, &(dt, n)) in steps.iter().enumerate() {
-        now = (now + dt).max(0);
-        let t = now as u64;
+    for (i, t, n) in timed(steps) {
         let got = check(n, t);
         let want = model.decide(t, n);
         let decision = got.map(|(admitted, _)| admitted);
