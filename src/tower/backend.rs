@@ -222,19 +222,12 @@ where
     }
 }
 
-/// A verdict from a decision; `peek(n)` answers a dry run of `n` units: with
-/// `remaining + 1` units it is denied exactly until the oldest admission in
-/// the window leaves it, when `remaining` grows (with several policies:
-/// until the smallest remaining grows). A window with room for that many
-/// more (`remaining` is the smallest limit) answers `ExceedsLimit`, not a
-/// wait: 0.
-pub(super) fn verdict(
-    decision: Result<Admitted, Denied>,
-    peek: impl FnOnce(u32) -> Result<Admitted, Denied>,
-) -> Verdict {
-    let wait = match decision {
-        Ok(a) => crate::decision::growth_by_dry_run(&a, |more| Some(peek(more))),
-        Err(_) => Duration::ZERO,
+/// A verdict from a decision and, for an admission, how long until its
+/// `remaining` grows (see [`Verdict::wait`]).
+fn grown(decision: Result<(Admitted, Duration), Denied>) -> Verdict {
+    let (decision, wait) = match decision {
+        Ok((admitted, wait)) => (Ok(admitted), wait),
+        Err(denied) => (Err(denied), Duration::ZERO),
     };
     Verdict {
         decision,
@@ -365,30 +358,31 @@ fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
     let now = limiter.clock().now();
     match limiter.check_growing_at(now) {
         Ok(growing) => {
-            let decision = growing.decision;
-            let mut verdict = match growing.wait {
-                // `t` read with the count: no dry run.
-                Some(nanos) => Verdict {
-                    decision,
-                    wait: Duration::from_nanos(nanos),
-                    degraded: false,
-                    per_policy: None,
-                },
-                None => verdict(decision, |n| limiter.peek_n_at(n, now)),
-            };
-            verdict.per_policy = growing.states;
-            verdict
+            let decision = growing.decision.map(|admitted| {
+                let wait = match growing.wait {
+                    // `t` read with the count: no dry run.
+                    Some(nanos) => Duration::from_nanos(nanos),
+                    None => crate::decision::growth_by_dry_run(&admitted, |n| {
+                        Some(limiter.peek_n_at(n, now))
+                    }),
+                };
+                (admitted, wait)
+            });
+            Verdict {
+                per_policy: growing.states,
+                ..grown(decision)
+            }
         }
         Err(denied) => Verdict {
             per_policy: limiter.policy_states_at(now),
-            ..verdict(Err(denied), |n| limiter.peek_n_at(n, now))
+            ..grown(Err(denied))
         },
     }
 }
 
-/// Any single-key limiter's verdict.
+/// Any single-key limiter's verdict: `t` from
+/// [`check_n_with_growth_at`](SingleKey::check_n_with_growth_at) (one pass
+/// for the exact log, a dry run after the counter's check).
 pub(super) fn single_key_verdict<R: SingleKey + ?Sized>(limiter: &R) -> Verdict {
-    let now = limiter.now();
-    let decision = limiter.check_n_at(1, now);
-    verdict(decision, |n| limiter.peek_n_at(n, now))
+    grown(limiter.check_n_with_growth_at(1, limiter.now()))
 }
