@@ -224,13 +224,28 @@ proptest! {
     }
 
     /// The same through a keyed limiter: keyed states of small limits (no
-    /// hints) and of 64 or more (a hint per policy).
+    /// hints) and of 64 or more (a hint per policy), the policies the
+    /// limiter's own or the key's quota (over a default of 1 per second).
     #[test]
     fn keyed_growth_is_the_models(
         policies in prop_oneof![policies(), keyed_hinted_policies()],
         steps in steps(3),
+        as_quota in any::<bool>(),
     ) {
-        let limiter = build_keyed(&policies, &ManualClock::new());
+        let limiter = if as_quota {
+            let ns = Duration::from_nanos;
+            let mut quota = Quota::new(policies[0].0, ns(policies[0].1)).unwrap();
+            for &(limit, window) in &policies[1..] {
+                quota = quota.and(limit, ns(window)).unwrap();
+            }
+            KeyedLimiter::<u64>::builder(1, Duration::from_secs(1))
+                .quota(move |&key: &u64| (key == 7).then(|| quota.clone()))
+                .clock(ManualClock::new())
+                .build()
+                .unwrap()
+        } else {
+            build_keyed(&policies, &ManualClock::new())
+        };
         grows_as_the_model(&policies, &steps, |n, t| limiter.check_n_with_growth_at(&7, n, t))?;
     }
 }
