@@ -280,11 +280,17 @@ impl Shape {
         now: Now,
         n: u32,
     ) -> Option<Result<Admitted, Denied>> {
-        let outcome = match &self.rules {
+        self.decide(self.units::<R>(ring, now, n), now)
+    }
+
+    /// The outcome of `n` units at `now` reporting `R`: the one-policy
+    /// ring's or the several policies' path.
+    #[inline(always)]
+    fn units<const R: u8>(&self, ring: RingRef<'_>, now: Now, n: u32) -> Outcome {
+        match &self.rules {
             None => ring.check::<R>(now.judged, n),
             Some(rules) => multi::<R>(ring, now.judged, n, rules),
-        };
-        self.decide(outcome, now)
+        }
     }
 
     /// One unit at `now`, decided exactly as [`check_at`](Self::check_at)
@@ -391,11 +397,7 @@ impl Shape {
         now: Now,
         n: u32,
     ) -> Option<Result<(Admitted, u64), Denied>> {
-        const R: u8 = report::GROWTH;
-        let outcome = match &self.rules {
-            None => ring.check::<R>(now.judged, n),
-            Some(rules) => ring.check_multi::<R>(now.judged, n, rules, None),
-        };
+        let outcome = self.units::<{ report::GROWTH }>(ring, now, n);
         let grows_at = match outcome {
             Outcome::Admitted { grows_at, .. } => grows_at,
             _ => None,
