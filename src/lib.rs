@@ -222,14 +222,16 @@
 //! | fullest window at 1.5x load, L = 100 | 100 | 112 (N = 10), 105 (N = 60) | 109 |
 //! | memory per key (state + ~56 B map entry; a state of up to 12 words is kept inside the entry) | `8 (L + 1)` bytes (`8 (L + 2)` from `L = 64`) | `8 (N + 3)` bytes | 24 bytes |
 //! | `retry_after` | exact | when the oldest slot leaves | when the estimate drops |
-//! | allow, 1 thread, time passed in (with `QuantaClock`) | 21 ns (28) | 44 ns (79): N = 10, a new slot every call | not measured |
-//! | deny, 1 thread, time passed in (with `QuantaClock`) | 11 ns (16) | 19 ns (33): N = 10, head + summary | not measured |
-//! | keyed, 10k keys, 1 thread: allow / deny (`governor`: 72 / 67) | 169 / 139 ns | 223 / 153 ns (N = 10) | not measured |
+//! | allow, 1 thread, time passed in (with `QuantaClock`; `governor`: 9.9) | 9.2 ns (10.8) | 35.9 ns (26.7): N = 10, a new slot every call | not measured |
+//! | deny, 1 thread, time passed in (with `QuantaClock`; `governor`: 9.7) | 2.6 ns (9.6) | 14.7 ns (23.9): N = 10, head + summary | not measured |
+//! | keyed, 10k keys, 1 thread: allow / deny (`governor`: 30 / 27) | 50 / 44 ns | 65 / 70 ns (N = 10) | not measured |
 //! | a request of `n` units (`check_n`) | `O(n)`: a slot written per unit, each by a CAS (`check_n(4)`, time passed in: ~3x governor's) | `O(1)` | `O(1)` |
 //! | limit up to | 2^20 per window | 2^24 - 1 | 2^24 - 1 |
 //!
-//! (Times from one criterion run on a noisy 2-core VM: compare within a
-//! column set, not across machines; `BENCHMARKS.md` has the full runs.)
+//! (Times from one criterion run, `cargo bench --bench single_thread` and
+//! `--bench keyed`, on a noisy 2-core AMD EPYC VM whose clock read alone
+//! costs 9.6 ns: compare within a column set, not across machines;
+//! `BENCHMARKS.md` has the full runs.)
 //!
 //! Choose the exact log whenever `8 (L + 1)` bytes per key is affordable
 //! (up to tens of thousands per window for many keys, a million for one);
