@@ -314,7 +314,10 @@
 //! once a lap or every 17th admission, whichever comes first (meanwhile a
 //! verified guess beside `head` tells readers where the frontier is); a
 //! [`KeyedLimiter`] state's is one
-//! on the slot and one on `head`. A denial only loads: for a [`Limiter`]
+//! on the slot and one on `head`. An admission that loses that CAS to a
+//! racing one pauses for about a microsecond before it looks again, so two
+//! threads on one key take turns instead of trading cache lines on every
+//! attempt. A denial only loads: for a [`Limiter`]
 //! the guess and three slot reads, no `head` at all (the slots' stamps
 //! prove the frontier); for a keyed state `head`, two slots and `head`
 //! again. `check` also counts `remaining` exactly (a few more loads when the

@@ -29,6 +29,41 @@ pub(crate) use loom::sync::{Arc, Mutex};
 #[cfg(not(slidelog_loom))]
 pub(crate) use std::sync::{Arc, Mutex};
 
+/// How many spin-loop hints an admission that lost its slot's CAS to a
+/// racing admitter waits before it looks again, the first time in a call
+/// ([`after_lost_race`]).
+#[cfg(not(slidelog_loom))]
+const LOST_RACE_SPINS: u32 = 32;
+
+/// The most times [`LOST_RACE_SPINS`] doubles for further losses in one call.
+#[cfg(not(slidelog_loom))]
+const LOST_RACE_DOUBLINGS: u32 = 2;
+
+/// **The pause after a lost race** (docs/design.md §4, "Progress"): an
+/// admission whose CAS on slot `c` lost to a racing admitter spins for a
+/// moment before it reads the ring again — `LOST_RACE_SPINS` hints
+/// the first time in a call (about a microsecond on the hosts measured),
+/// doubling for each further loss up to four times that. A delay only:
+/// the retry starts over from fresh reads, so no decision depends on it,
+/// and someone won the CAS, so the ring still makes progress. Without it
+/// the loser's retry lands on the lines the winner is writing next, and
+/// two threads on one key hand the slots' lines back and forth on every
+/// attempt (BENCHMARKS.md, "Where the time goes", session 28). `losses`:
+/// how many races this call lost before this one.
+#[cfg(not(slidelog_loom))]
+#[cold]
+#[inline(never)]
+pub(crate) fn after_lost_race(losses: u32) {
+    for _ in 0..LOST_RACE_SPINS << losses.min(LOST_RACE_DOUBLINGS) {
+        core::hint::spin_loop();
+    }
+}
+
+/// Loom has no time: a pause explores no interleaving a retry at once
+/// does not.
+#[cfg(slidelog_loom)]
+pub(crate) fn after_lost_race(_losses: u32) {}
+
 /// Exponential backoff for the one place that waits (a weighted request
 /// behind another weighted request's two-step announcement).
 #[cfg(not(slidelog_loom))]

@@ -7,7 +7,7 @@ use super::view::View;
 use super::word::slot;
 use super::{Outcome, RingRef, report};
 use crate::flaw::Flaw;
-use crate::sync::Backoff;
+use crate::sync::{Backoff, after_lost_race};
 
 /// What [`RingRef::judge_multi`] found.
 enum Judged {
@@ -116,6 +116,9 @@ impl<'a> RingRef<'a> {
                 1 => self
                     .claim(view.pos, view.s, slot::pack(d, view.stamp, false))
                     .inspect(|()| self.advance_head(view.hw, view.c, view.c, 1))
+                    // Another admission took slot `c`: pause, then judge
+                    // again (a batch waits with its own backoff).
+                    .inspect_err(|_| after_lost_race(0))
                     .is_ok(),
                 _ => self.commit_batch(&view, n64, d, &backoff),
             };

@@ -7,6 +7,7 @@ use super::view::View;
 use super::word::{head, slot};
 use super::{Outcome, RingRef, report};
 use crate::flaw::Flaw;
+use crate::sync::after_lost_race;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
 impl<'a> RingRef<'a> {
@@ -233,8 +234,14 @@ impl<'a> RingRef<'a> {
         (d, t_eff): (u64, u64),
     ) -> Option<Outcome> {
         let (count, grows_at) = self.count_one::<R>(v.c, v.p, d);
-        self.claim_in(slot_c, v.s, slot::pack(d, v.stamp, false))
-            .ok()?;
+        if self
+            .claim_in(slot_c, v.s, slot::pack(d, v.stamp, false))
+            .is_err()
+        {
+            // Another admission took slot `c`: pause, then the general path.
+            after_lost_race(0);
+            return None;
+        }
         self.after_single(v.hw, k, v.c, v.pos);
         if R >= report::REMAINING {
             self.note_expired(count, false);
@@ -299,6 +306,7 @@ impl<'a> RingRef<'a> {
     #[inline(never)]
     fn check_one_scan<const R: u8>(self, now: u64) -> Outcome {
         let g = self.geometry;
+        let mut losses = 0;
         'fresh: loop {
             let hw = self.load_head();
             let v = self.read_view(hw);
@@ -335,8 +343,11 @@ impl<'a> RingRef<'a> {
                 };
                 let (count, grows_at) = self.count_one::<R>(idx, p, d);
                 if let Err(beaten) = self.claim(pos, s, slot::pack(d, g.stamp(idx), false)) {
-                    // Scan on from the word that beat us (usually the
-                    // admission that took `idx`), re-validating head again.
+                    // Pause, then scan on from the word that beat us
+                    // (usually the admission that took `idx`),
+                    // re-validating head again.
+                    after_lost_race(losses);
+                    losses += 1;
                     s = beaten;
                     continue;
                 }
