@@ -39,11 +39,12 @@ const LOST_RACE_SPINS: u32 = 32;
 #[cfg(not(slidelog_loom))]
 const LOST_RACE_DOUBLINGS: u32 = 2;
 
-/// **The pause after a lost race** (docs/design.md §4, "Progress"): an
-/// admission whose CAS on slot `c` lost to a racing admitter spins for a
-/// moment before it reads the ring again — `LOST_RACE_SPINS` hints
-/// the first time in a call (about a microsecond on the hosts measured),
-/// doubling for each further loss up to four times that. A delay only:
+/// **The pause after a lost race** (docs/design.md §4, "A lost race
+/// pauses"): an admission whose CAS on slot `c` lost to a racing admitter
+/// spins for a moment before it reads the ring again — `LOST_RACE_SPINS`
+/// hints the first time in a call (about a microsecond on the AMD EPYC VM
+/// measured, where one hint took 25-35 ns), doubling for each further loss
+/// up to four times that. A delay only:
 /// the retry starts over from fresh reads, so no decision depends on it,
 /// and someone won the CAS, so the ring still makes progress. Without it
 /// the loser's retry lands on the lines the winner is writing next, and

@@ -347,7 +347,7 @@ impl<'a> RingRef<'a> {
                     // (usually the admission that took `idx`),
                     // re-validating head again.
                     after_lost_race(losses);
-                    losses += 1;
+                    losses = losses.saturating_add(1);
                     s = beaten;
                     continue;
                 }
