@@ -30,27 +30,27 @@ pub(crate) use loom::sync::{Arc, Mutex};
 pub(crate) use std::sync::{Arc, Mutex};
 
 /// How many spin-loop hints an admission that lost its slot's CAS to a
-/// racing admitter waits before it looks again, the first time in a call
+/// racing admitter waits before it looks again, the first time in a loop
 /// ([`after_lost_race`]).
 #[cfg(not(slidelog_loom))]
 const LOST_RACE_SPINS: u32 = 32;
 
-/// The most times [`LOST_RACE_SPINS`] doubles for further losses in one call.
+/// The most times [`LOST_RACE_SPINS`] doubles for further losses in one loop.
 #[cfg(not(slidelog_loom))]
 const LOST_RACE_DOUBLINGS: u32 = 2;
 
 /// **The pause after a lost race** (docs/design.md §4, "A lost race
 /// pauses"): an admission whose CAS on slot `c` lost to a racing admitter
 /// spins for a moment before it reads the ring again — `LOST_RACE_SPINS`
-/// hints the first time in a call (about a microsecond on the AMD EPYC VM
+/// hints the first time in a retry loop (about a microsecond on the AMD EPYC VM
 /// measured, where one hint took 25-35 ns), doubling for each further loss
-/// up to four times that. A delay only:
+/// in the same retry loop up to four times that. A delay only:
 /// the retry starts over from fresh reads, so no decision depends on it,
 /// and someone won the CAS, so the ring still makes progress. Without it
 /// the loser's retry lands on the lines the winner is writing next, and
 /// two threads on one key hand the slots' lines back and forth on every
 /// attempt (BENCHMARKS.md, "Where the time goes", session 28). `losses`:
-/// how many races this call lost before this one.
+/// how many races this retry loop lost before this one.
 #[cfg(not(slidelog_loom))]
 #[cold]
 #[inline(never)]

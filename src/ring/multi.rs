@@ -92,6 +92,7 @@ impl<'a> RingRef<'a> {
         let g = self.geometry;
         let n64 = u64::from(n);
         let backoff = Backoff::new();
+        let mut losses = 0u32;
         loop {
             let (view, d, remaining, policy, noted, grows_at) =
                 match self.judge_multi::<R>(now, n64, policies, states.as_deref_mut()) {
@@ -118,7 +119,10 @@ impl<'a> RingRef<'a> {
                     .inspect(|()| self.advance_head(view.hw, view.c, view.c, 1))
                     // Another admission took slot `c`: pause, then judge
                     // again (a batch waits with its own backoff).
-                    .inspect_err(|_| after_lost_race(0))
+                    .inspect_err(|_| {
+                        after_lost_race(losses);
+                        losses = losses.saturating_add(1);
+                    })
                     .is_ok(),
                 _ => self.commit_batch(&view, n64, d, &backoff),
             };
