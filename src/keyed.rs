@@ -29,21 +29,16 @@ mod state;
 
 use state::{KeyState, Keys, Words, with_map};
 
-/// What `KeyedLimiter::check_then_peek` found on a key's state.
+/// What `KeyedLimiter::check_then_peek` found on a key's state (with
+/// several policies, each one's state is written where the caller asked).
 #[cfg(feature = "tower")]
 pub(crate) enum Layered {
-    /// Admitted, with the wait until `remaining` grows and each policy's
-    /// state.
-    Admitted(Peeked),
-    /// Denied, with each policy's state (several policies only).
-    Denied(Denied, Option<PolicyStates>),
+    /// Admitted, with the wait until `remaining` grows (zero when unknown:
+    /// `remaining + 1` units can never fit).
+    Admitted(Admitted, Duration),
+    /// Denied by the key's state.
+    Denied(Denied),
 }
-
-/// An admission, how long until its `remaining` grows (zero when unknown:
-/// `remaining + 1` units can never fit), and (with several policies) each
-/// policy's room and wait.
-#[cfg(feature = "tower")]
-pub(crate) type Peeked = (Admitted, Duration, Option<PolicyStates>);
 
 /// The most keys a [`KeyedLimiter`] holds by default: as many as fit in
 /// 256 MiB of rings and map entries, at most 1,048,576 (and at least one).
@@ -909,14 +904,18 @@ where
     /// same state (zero if that many can never fit): all from one lookup of
     /// the key. The tower layer's IETF `t` is that wait.
     ///
-    /// A denial by the state comes with each policy's state too (with
-    /// several policies, for the headers): `Ok(Layered::Denied(..))`; an
-    /// `Err` is a denial without a state (a key refused by the budget).
+    /// With several policies, each policy's state (for the headers) is
+    /// written in `states`, for an admission and for a denial by the state
+    /// (`Ok(Layered::Denied(..))`) alike: in the verdict's own field, not
+    /// copied through the return values. An `Err` is a denial without a
+    /// state (a key refused by the budget).
     #[cfg(feature = "tower")]
+    #[inline]
     pub(crate) fn check_then_peek<Q>(
         &self,
         key: &Q,
         read: impl FnOnce() -> u64,
+        states: &core::cell::Cell<Option<PolicyStates>>,
     ) -> Result<Layered, Denied>
     where
         K: Borrow<Q>,
@@ -926,13 +925,16 @@ where
             key,
             1,
             read,
+            #[inline(always)]
             |algorithm, words, quota, now, floor| {
                 let growing = algorithm.check_growing(words, quota, now, floor)?;
                 let admitted = match growing.decision {
                     Ok(admitted) => admitted,
                     Err(denied) => {
-                        let states = algorithm.policy_states(words, quota, now, floor);
-                        return Some(Ok(Layered::Denied(denied, states)));
+                        if let Some(found) = algorithm.policy_states(words, quota, now, floor) {
+                            states.set(Some(found));
+                        }
+                        return Some(Ok(Layered::Denied(denied)));
                     }
                 };
                 let wait = match growing.wait {
@@ -940,11 +942,14 @@ where
                     Some(nanos) => Duration::from_nanos(nanos),
                     None => algorithm.growth_by_dry_run(words, quota, &admitted, now, floor),
                 };
-                // With several policies, read with the count too.
-                let states = growing.states;
-                Some(Ok(Layered::Admitted((admitted, wait, states))))
+                // With several policies, read with the count too; written
+                // in place (a one-policy verdict copies no empty states).
+                if let Some(found) = growing.states {
+                    states.set(Some(found));
+                }
+                Some(Ok(Layered::Admitted(admitted, wait)))
             },
-            |admitted| Layered::Admitted((admitted, Duration::ZERO, None)),
+            |admitted| Layered::Admitted(admitted, Duration::ZERO),
         )
     }
 

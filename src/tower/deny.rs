@@ -236,13 +236,8 @@ pub(super) fn denial(
     }
     // Nothing was counted when the store failed: no `RateLimit` fields.
     if denied.reason() != DenyReason::Unavailable {
-        for (name, value) in
-            list_headers(headers, policies, *policy_value, which, 0, wait, per_policy)
-        {
-            if !h.contains_key(&name) {
-                h.insert(name, value);
-            }
-        }
+        list_headers(headers, policies, *policy_value, which, 0, wait, per_policy)
+            .write_to(h, true);
     }
     response
 }

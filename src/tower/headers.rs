@@ -5,7 +5,7 @@
 use core::hash::Hash;
 use std::time::Duration;
 
-use http::header::{HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::policy::Policy;
 
@@ -58,35 +58,67 @@ const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// The header values for one decision: at most three, inline (no
-/// allocation per response).
+/// The rate-limit fields of one decision, compact: an admitted request's
+/// future carries them from `call` to the inner service's response, and
+/// every move of that future copies them (BENCHMARKS.md, "Over HTTP",
+/// session 29). The names are the variant's; `Legacy` keeps its three
+/// numbers and writes them as the response gets them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Headers([Option<(HeaderName, HeaderValue)>; 3]);
+pub(crate) enum Headers {
+    /// No fields.
+    #[default]
+    None,
+    /// `RateLimit-Policy` and `RateLimit`.
+    Ietf {
+        policy: HeaderValue,
+        state: HeaderValue,
+    },
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
+    Legacy {
+        limit: u32,
+        remaining: u32,
+        reset: u64,
+    },
+}
 
 impl Headers {
-    fn push(&mut self, name: HeaderName, value: HeaderValue) {
-        if let Some(free) = self.0.iter_mut().find(|slot| slot.is_none()) {
-            *free = Some((name, value));
+    /// Writes the fields into `map`: over any it has, or, with
+    /// `keep_existing`, only those it lacks (a denial hook's own stay).
+    pub(crate) fn write_to(self, map: &mut HeaderMap, keep_existing: bool) {
+        let mut put = |name: HeaderName, value: HeaderValue| {
+            if !keep_existing || !map.contains_key(&name) {
+                map.insert(name, value);
+            }
+        };
+        match self {
+            Headers::None => {}
+            Headers::Ietf { policy, state } => {
+                put(RATELIMIT_POLICY, policy);
+                put(RATELIMIT, state);
+            }
+            Headers::Legacy {
+                limit,
+                remaining,
+                reset,
+            } => {
+                put(X_LIMIT, HeaderValue::from(limit));
+                put(X_REMAINING, HeaderValue::from(remaining));
+                put(X_RESET, HeaderValue::from(reset));
+            }
         }
     }
 
-    /// The `i`-th value.
+    /// The `i`-th value, in the order they are written.
     #[cfg(test)]
-    pub(crate) fn value(&self, i: usize) -> Option<&HeaderValue> {
-        self.0.get(i)?.as_ref().map(|(_, value)| value)
+    pub(crate) fn value(&self, i: usize) -> Option<HeaderValue> {
+        let mut map = HeaderMap::new();
+        self.clone().write_to(&mut map, false);
+        map.values().nth(i).cloned()
     }
 
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.iter().all(Option::is_none)
-    }
-}
-
-impl IntoIterator for Headers {
-    type Item = (HeaderName, HeaderValue);
-    type IntoIter = core::iter::Flatten<core::array::IntoIter<Option<Self::Item>, 3>>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter().flatten()
+        *self == Headers::None
     }
 }
 
@@ -177,11 +209,9 @@ pub(super) fn list_headers(
     wait: Duration,
     per_policy: Option<&super::PolicyStates>,
 ) -> Headers {
-    let num = |n: u64| HeaderValue::from(n);
-    let mut out = Headers::default();
     let which = which.min(policies.len().saturating_sub(1));
     let Some(reported) = policies.get(which) else {
-        return out;
+        return Headers::None;
     };
     // Every policy's item, if the backend told each one's state.
     let every = match (style, per_policy) {
@@ -219,20 +249,21 @@ pub(super) fn list_headers(
                 Some(value) => Ok(value.clone()),
                 None => scratch_value(|text| write_policy_text(text, policies)),
             };
-            if let (Ok(p), Ok(s)) = (policy, state) {
-                out.push(RATELIMIT_POLICY, p);
-                out.push(RATELIMIT, s);
+            match (policy, state) {
+                (Ok(policy), Ok(state)) => Headers::Ietf { policy, state },
+                _ => Headers::None,
             }
         }
         HeaderStyle::Legacy => {
-            out.push(X_LIMIT, num(u64::from(reported.limit)));
-            out.push(X_REMAINING, num(u64::from(remaining)));
             let reset = if remaining > 0 { Duration::ZERO } else { wait };
-            out.push(X_RESET, num(ceil_seconds(reset)));
+            Headers::Legacy {
+                limit: reported.limit,
+                remaining,
+                reset: ceil_seconds(reset),
+            }
         }
-        HeaderStyle::None => {}
+        HeaderStyle::None => Headers::None,
     }
-    out
 }
 
 /// A header value written by `write` into this thread's scratch buffer and

@@ -129,7 +129,7 @@ mod tests {
         assert_ne!(a1.as_bytes().as_ptr(), b1.as_bytes().as_ptr());
         // The same text as a list written per response (a key's own quota).
         let written = rate_limit_headers(HeaderStyle::Ietf, &b, 0, 3, Duration::ZERO, None);
-        assert_eq!(written.value(0), Some(&b1));
+        assert_eq!(written.value(0), Some(b1));
         // A layer's list names its policies once, from the same strings; a
         // list made per request writes them, and its items read alike.
         let c = [
@@ -157,7 +157,7 @@ mod tests {
                 Duration::ZERO,
                 Some(&states),
             );
-            items.push(h.value(1).cloned());
+            items.push(h.value(1));
         }
         assert_eq!(
             items[0].as_ref().unwrap(),

@@ -476,50 +476,43 @@ where
             unavailable: layer.unavailable,
             name: &layer.name,
         };
+        // Matched in place, not moved into a tuple: a verdict is a few
+        // hundred bytes (BENCHMARKS.md, "Over HTTP", session 29).
         let now = key.as_ref().and_then(|key| layer.backend.check_now(key));
-        match (key, now) {
-            // Decided at once (in process): call the inner service now, the
-            // one `poll_ready` readied, with no clone of it.
-            (Some(key), Some(verdict)) => {
-                let state = match verdict.decision {
-                    // Returned from here, built in the return place: the
-                    // inner future is not copied through a `state` first.
-                    Ok(admitted) => {
-                        let headers = admitted_headers(&style, &verdict, &admitted);
-                        return ResponseFuture::new(State::Calling {
-                            call: self.inner.call(request),
-                            headers,
-                        });
-                    }
-                    Err(denied) => {
-                        // The hook sees the request's head and key.
-                        let (parts, _body) = request.into_parts();
-                        let response = denial(
-                            &style,
-                            denied,
-                            verdict.per_policy.as_ref(),
-                            Some(&parts),
-                            Some(&key),
-                        );
-                        State::Done {
-                            response: Some(response),
-                        }
-                    }
-                };
-                ResponseFuture::new(state)
+        let headers = match (key, &now) {
+            // Decided at once (in process): call the inner service below,
+            // the one `poll_ready` readied, with no clone of it.
+            (Some(key), Some(verdict)) => match verdict.decision {
+                Ok(admitted) => admitted_headers(&style, verdict, &admitted),
+                Err(denied) => {
+                    // The hook sees the request's head and key.
+                    let (parts, _body) = request.into_parts();
+                    let response = denial(
+                        &style,
+                        denied,
+                        verdict.per_policy.as_ref(),
+                        Some(&parts),
+                        Some(&key),
+                    );
+                    return ResponseFuture::new(State::Done {
+                        response: Some(response),
+                    });
+                }
+            },
+            (Some(key), None) => {
+                return ResponseFuture::new(State::Checking {
+                    pending: Box::pin(Pending {
+                        key: style
+                            .hook
+                            .as_ref()
+                            .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
+                        check: layer.backend.check(key),
+                        // Before `ready_clone`: the style borrows the layer.
+                        style: OwnedStyle::from(&style),
+                        request: Some((request, self.ready_clone())),
+                    }),
+                });
             }
-            (Some(key), None) => ResponseFuture::new(State::Checking {
-                pending: Box::pin(Pending {
-                    key: style
-                        .hook
-                        .as_ref()
-                        .map(|_| Box::new(key.clone()) as Box<dyn core::any::Any + Send>),
-                    check: layer.backend.check(key),
-                    // Before `ready_clone`: the style borrows the layer.
-                    style: OwnedStyle::from(&style),
-                    request: Some((request, self.ready_clone())),
-                }),
-            }),
             (None, _) => {
                 let missing = layer.missing;
                 // Relaxed: only decides whether to log; no data depends on it.
@@ -531,24 +524,25 @@ where
                         core::any::type_name::<X>()
                     );
                 }
-                let state = match missing {
-                    MissingKey::Allow => State::Calling {
-                        call: self.inner.call(request),
-                        headers: Headers::default(),
-                    },
-                    MissingKey::Reject(status) => State::Done {
-                        response: Some(missing_key(style.deny, status)),
-                    },
-                    MissingKey::ServerError => State::Done {
-                        response: Some(missing_key(
-                            style.deny,
-                            http::StatusCode::INTERNAL_SERVER_ERROR,
-                        )),
-                    },
+                let status = match missing {
+                    MissingKey::Allow => None,
+                    MissingKey::Reject(status) => Some(status),
+                    MissingKey::ServerError => Some(http::StatusCode::INTERNAL_SERVER_ERROR),
                 };
-                ResponseFuture::new(state)
+                if let Some(status) = status {
+                    return ResponseFuture::new(State::Done {
+                        response: Some(missing_key(style.deny, status)),
+                    });
+                }
+                Headers::None
             }
-        }
+        };
+        // Admitted, or let through without a key: the one place that calls
+        // the inner service.
+        ResponseFuture::new(State::Calling {
+            call: self.inner.call(request),
+            headers,
+        })
     }
 }
 
@@ -769,9 +763,7 @@ where
                 StateProj::Calling { call, headers } => {
                     let response = core::task::ready!(call.poll(cx))?;
                     let (mut parts, body) = response.into_parts();
-                    for (name, value) in core::mem::take(headers) {
-                        parts.headers.insert(name, value);
-                    }
+                    core::mem::take(headers).write_to(&mut parts.headers, false);
                     return Poll::Ready(Ok(Response::from_parts(parts, R::inner(body))));
                 }
                 StateProj::Done { response } => {
