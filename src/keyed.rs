@@ -927,7 +927,9 @@ where
             read,
             #[inline(always)]
             |algorithm, words, quota, now, floor| {
-                let growing = algorithm.check_growing(words, quota, now, floor)?;
+                // With several policies each one's state is written in
+                // `states` (on an admission) by the same pass as the count.
+                let growing = algorithm.check_growing(words, quota, now, floor, states)?;
                 let admitted = match growing.decision {
                     Ok(admitted) => admitted,
                     Err(denied) => {
@@ -942,11 +944,6 @@ where
                     Some(nanos) => Duration::from_nanos(nanos),
                     None => algorithm.growth_by_dry_run(words, quota, &admitted, now, floor),
                 };
-                // With several policies, read with the count too; written
-                // in place (a one-policy verdict copies no empty states).
-                if let Some(found) = growing.states {
-                    states.set(Some(found));
-                }
                 Some(Ok(Layered::Admitted(admitted, wait)))
             },
             |admitted| Layered::Admitted(admitted, Duration::ZERO),

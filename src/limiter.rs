@@ -11,7 +11,7 @@ use crate::error::ConfigError;
 use crate::link::Link;
 use crate::policy::{Policy, Quota};
 #[cfg(feature = "tower")]
-use crate::ring::Growing;
+use crate::ring::{Growing, StatesOut};
 use crate::ring::{Hints, Now, RingRef, Shape};
 use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -138,14 +138,15 @@ struct CheckN(u32);
 struct AdmitN(u32);
 /// `peek_n`: what `check_n` would answer.
 struct PeekN(u32);
-/// `check` that also reads when `remaining` next grows (the tower layer).
+/// `check` that also reads when `remaining` next grows and, with several
+/// policies, writes each one's state in its cell (the tower layer).
 #[cfg(feature = "tower")]
-struct CheckGrowing;
+struct CheckGrowing<'a>(&'a StatesOut);
 /// `check_n_with_growth`: `n` units, and when `remaining` next grows.
 struct CheckNGrowing(u32);
 
 #[cfg(feature = "tower")]
-impl Judge<Growing> for CheckGrowing {
+impl Judge<Growing> for CheckGrowing<'_> {
     #[inline(always)]
     fn judge(
         &self,
@@ -153,7 +154,7 @@ impl Judge<Growing> for CheckGrowing {
         ring: RingRef<'_>,
         when: impl FnOnce() -> Now,
     ) -> Option<Result<Growing, Denied>> {
-        let growing = shape.check_growing_at(ring, when())?;
+        let growing = shape.check_growing_at(ring, when(), self.0)?;
         Some(growing.decision.map(|_| growing))
     }
 }
@@ -540,11 +541,12 @@ impl<C: Clock> Limiter<C> {
 
     /// One request at `now`, as [`check_at`](Self::check_at), and — if
     /// admitted — how many nanoseconds after `now` its `remaining` next
-    /// grows and (with several policies) each one's state, read with the
-    /// count (the tower layer's `RateLimit` field; see [`Growing`]).
+    /// grows and (with several policies, written in `states`) each one's
+    /// state, read with the count (the tower layer's `RateLimit` field; see
+    /// [`Growing`]).
     #[cfg(feature = "tower")]
-    pub(crate) fn check_growing_at(&self, now: u64) -> Result<Growing, Denied> {
-        self.decide(|| now, CheckGrowing)
+    pub(crate) fn check_growing_at(&self, now: u64, states: &StatesOut) -> Result<Growing, Denied> {
+        self.decide(|| now, CheckGrowing(states))
     }
 
     /// With several policies, each one's room and wait at `now` (for the

@@ -12,7 +12,10 @@ use crate::policy::Policy;
 use crate::ring::{RingRef, Shape};
 use crate::sync::atomic::AtomicU64;
 #[cfg(feature = "tower")]
-use crate::{ring::Growing, tower::PolicyStates};
+use crate::{
+    ring::{Growing, StatesOut},
+    tower::PolicyStates,
+};
 
 /// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key: the exact
 /// log ([`Log`], the default) or the approximate counter ([`Counter`]).
@@ -171,8 +174,9 @@ pub(crate) mod sealed {
         }
         /// `check` of one unit and, where the algorithm knows them from the
         /// same pass, how many nanoseconds after `now` `remaining` next
-        /// grows (`None`: the caller asks `peek`) and each policy's state
-        /// (see [`Growing`]); `None` if closed.
+        /// grows (`None`: the caller asks `peek`) and, written in `states`
+        /// on an admission, each policy's state (see [`Growing`]); `None`
+        /// if closed.
         #[cfg(feature = "tower")]
         #[inline]
         fn check_growing(
@@ -181,12 +185,13 @@ pub(crate) mod sealed {
             quota: Option<&Shape>,
             now: u64,
             floor: u64,
+            states: &StatesOut,
         ) -> Option<Growing> {
+            let _ = states;
             self.check(state, quota, 1, now, floor)
                 .map(|decision| Growing {
                     decision,
                     wait: None,
-                    states: None,
                 })
         }
         /// What `check` would answer, recording nothing; `None` if closed.
@@ -408,9 +413,10 @@ impl sealed::Sealed for Log {
         quota: Option<&Shape>,
         now: u64,
         floor: u64,
+        states: &StatesOut,
     ) -> Option<Growing> {
         let (shape, ring) = self.ring(state, quota);
-        shape.check_growing_at(ring, shape.now(now, floor))
+        shape.check_growing_at(ring, shape.now(now, floor), states)
     }
     fn peek(
         &self,

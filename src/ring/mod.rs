@@ -37,7 +37,7 @@ mod word;
 
 pub(crate) use geometry::{Geometry, Now};
 #[cfg(feature = "tower")]
-pub(crate) use shape::Growing;
+pub(crate) use shape::{Growing, StatesOut};
 pub(crate) use shape::{MAX_POLICIES, Shape};
 pub(crate) use word::MAX_LIMIT;
 

@@ -39,16 +39,23 @@ fn multi_growing(
 
 /// What [`Shape::check_growing_at`] answers: the decision and, for an
 /// admission, how many nanoseconds after the caller's reading `remaining`
-/// next grows (the tower layer's IETF `t`; `None` when denied) and, with
-/// several policies, each one's state — all read in one pass.
+/// next grows (the tower layer's IETF `t`; `None` when denied), read in one
+/// pass. With several policies each one's state, read in the same pass, is
+/// written into the caller's cell instead (`PolicyStates`, 200 bytes, would
+/// make every answer a `memcpy` on its way out, one policy's too:
+/// BENCHMARKS.md, "Over HTTP", session 30).
 #[cfg(feature = "tower")]
 #[derive(Clone, Copy, Debug)]
 #[allow(unreachable_pub)] // named by the sealed per-key trait; unexported
 pub struct Growing {
     pub(crate) decision: Result<Admitted, Denied>,
     pub(crate) wait: Option<u64>,
-    pub(crate) states: Option<crate::tower::PolicyStates>,
 }
+
+/// Where [`Shape::check_growing_at`] writes each policy's state on an
+/// admission (left as it was otherwise): the tower verdict's own field.
+#[cfg(feature = "tower")]
+pub(crate) type StatesOut = core::cell::Cell<Option<crate::tower::PolicyStates>>;
 
 /// One policy of a multi-policy ring, in nanoseconds: at most `limit`
 /// admissions in any window of `window`.
@@ -351,25 +358,29 @@ impl Shape {
     /// One unit at `now`, as [`check_at`](Self::check_at), and — for an
     /// admission — how long after `now` `remaining` next grows (the wait a
     /// dry run of `remaining + 1` units would answer) and, with several
-    /// policies, each one's state, read in the same pass as the count. A
-    /// wait counts from the caller's reading, as a denial's does.
+    /// policies, each one's state, written in `states`; both read in the
+    /// same pass as the count. A wait counts from the caller's reading, as
+    /// a denial's does.
     #[cfg(feature = "tower")]
     #[inline(always)]
-    pub(crate) fn check_growing_at(&self, ring: RingRef<'_>, now: Now) -> Option<Growing> {
-        let finish = |outcome: Outcome, now: Now, states: Option<&[(u32, u64)]>| {
+    pub(crate) fn check_growing_at(
+        &self,
+        ring: RingRef<'_>,
+        now: Now,
+        states: &StatesOut,
+    ) -> Option<Growing> {
+        let finish = |outcome: Outcome, now: Now, raw: Option<&[(u32, u64)]>| {
             let decision = self.decide(outcome, now)?;
-            let (wait, states) = match outcome {
-                Outcome::Admitted { grows_at, .. } => (
-                    grows_at.map(|at| at.saturating_sub(now.read)),
-                    states.map(|raw| crate::tower::PolicyStates::growing(raw, now.read)),
-                ),
-                _ => (None, None),
+            let wait = match outcome {
+                Outcome::Admitted { grows_at, .. } => {
+                    if let Some(raw) = raw {
+                        states.set(Some(crate::tower::PolicyStates::growing(raw, now.read)));
+                    }
+                    grows_at.map(|at| at.saturating_sub(now.read))
+                }
+                _ => None,
             };
-            Some(Growing {
-                decision,
-                wait,
-                states,
-            })
+            Some(Growing { decision, wait })
         };
         match &self.rules {
             None => self.one_unit::<{ report::GROWTH }, _>(

@@ -12,6 +12,7 @@ use crate::decision::{Admitted, Denied};
 use crate::keyed::{KeyedLimiter, Layered};
 use crate::limiter::Limiter;
 use crate::policy::Policy;
+use crate::ring::Growing;
 
 /// What a backend answers for one request.
 ///
@@ -365,31 +366,36 @@ impl<K> Backend<K> for dyn SingleKey {
     }
 }
 
-/// A single-key [`Limiter`]'s verdict, with each policy's state.
+/// A single-key [`Limiter`]'s verdict, with each policy's state (written
+/// in place, as [`keyed_verdict`]'s).
 fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
     let now = limiter.clock().now();
-    match limiter.check_growing_at(now) {
-        Ok(growing) => {
-            let decision = growing.decision.map(|admitted| {
-                let wait = match growing.wait {
-                    // `t` read with the count: no dry run.
-                    Some(nanos) => Duration::from_nanos(nanos),
-                    None => crate::decision::growth_by_dry_run(&admitted, |n| {
-                        Some(limiter.peek_n_at(n, now))
-                    }),
-                };
-                (admitted, wait)
-            });
-            Verdict {
-                per_policy: growing.states,
-                ..grown(decision)
-            }
+    let mut verdict = Verdict::placeholder();
+    let states = core::cell::Cell::from_mut(&mut verdict.per_policy);
+    match limiter.check_growing_at(now, states) {
+        Ok(Growing {
+            decision: Ok(admitted),
+            wait,
+        }) => {
+            verdict.decision = Ok(admitted);
+            verdict.wait = match wait {
+                // `t` read with the count: no dry run.
+                Some(nanos) => Duration::from_nanos(nanos),
+                None => crate::decision::growth_by_dry_run(&admitted, |n| {
+                    Some(limiter.peek_n_at(n, now))
+                }),
+            };
         }
-        Err(denied) => Verdict {
-            per_policy: limiter.policy_states_at(now),
-            ..grown(Err(denied))
-        },
+        Ok(Growing {
+            decision: Err(denied),
+            ..
+        })
+        | Err(denied) => {
+            states.set(limiter.policy_states_at(now));
+            verdict.decision = Err(denied);
+        }
     }
+    verdict
 }
 
 /// Any single-key limiter's verdict: `t` from
