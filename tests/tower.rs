@@ -829,6 +829,20 @@ async fn reconfigured_backends_send_the_new_policy_and_deny_by_it() {
         r.header("ratelimit-policy"),
         Some("\"10s\";q=2;w=10, \"1m\";q=5;w=60")
     );
+    // Reconfigured again: the layer's description of the last
+    // reconfiguration is stale in its turn, and is written anew.
+    single
+        .reconfigure(slidelog::Quota::new(7, Duration::from_secs(10)).unwrap())
+        .unwrap();
+    for left in [4, 3] {
+        let r = get_path(addr, "/", &[]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=7;w=10"));
+        assert_eq!(
+            r.header("ratelimit"),
+            Some(format!("\"default\";r={left};t=10").as_str())
+        );
+    }
 }
 
 /// A `deny_with` hook sees the request's head and the key: it can log the

@@ -66,8 +66,13 @@ struct Options<L: ?Sized, X, K> {
     missing: MissingKey,
     headers: HeaderStyle,
     deny: DenyStyle,
-    /// The backend's policies, for the headers: asked again when the
-    /// backend's `generation` moves (a reconfiguration), once for the layer
+    /// The backend's policies when the layer was built, for the headers:
+    /// read in place while the backend's `generation` is theirs (a backend
+    /// never reconfigured: every request), with no atomic but the
+    /// generation's load (BENCHMARKS.md, "Over HTTP", session 30).
+    first: Described,
+    /// The backend's policies after a reconfiguration (`generation` moved
+    /// from `first`'s): asked again each time it moves, once for the layer
     /// and every service and clone made from it.
     described: Arc<ArcSwap<Described>>,
     /// Builds the denial response instead of the default body.
@@ -99,6 +104,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for Options<L, X, K> {
             missing: self.missing,
             headers: self.headers,
             deny: self.deny,
+            first: self.first.clone(),
             described: Arc::clone(&self.described),
             on_deny: self.on_deny.clone(),
             unavailable: self.unavailable,
@@ -142,8 +148,10 @@ where
     /// ```
     pub fn new(backend: Arc<L>, extractor: X) -> Self {
         crate::observe::describe();
+        let first = Described::of(&*backend);
         let options = Options {
-            described: Arc::new(ArcSwap::from_pointee(Described::of(&*backend))),
+            described: Arc::new(ArcSwap::from_pointee(first.clone())),
+            first,
             backend,
             extractor,
             fallback: None,
@@ -449,15 +457,18 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let layer = &*self.layer.options;
-        // The backend was reconfigured: describe its policies now (for
-        // every clone: they share `described`).
-        let mut described = layer.described.load();
-        if described.generation != layer.backend.generation() {
-            layer
-                .described
-                .store(Arc::new(Described::of(&*layer.backend)));
-            described = layer.described.load();
-        }
+        // The policies the layer was built with while the backend keeps
+        // them; after a reconfiguration, the current ones (described anew
+        // when the generation moves, for every clone: they share
+        // `described`).
+        let generation = layer.backend.generation();
+        let current;
+        let described = if generation == layer.first.generation {
+            &layer.first
+        } else {
+            current = layer.reconfigured(generation);
+            &*current
+        };
         let key = layer
             .extractor
             .extract(&request)
@@ -546,7 +557,24 @@ where
     }
 }
 
+impl<L: Backend<K> + ?Sized, X, K> Options<L, X, K> {
+    /// The backend's policies at `generation`, not the first one's: the
+    /// shared description, written anew if it is of another generation.
+    /// Out of line: a backend never reconfigured does not call it.
+    #[inline(never)]
+    fn reconfigured(&self, generation: u64) -> arc_swap::Guard<Arc<Described>> {
+        let described = self.described.load();
+        if described.generation == generation {
+            return described;
+        }
+        self.described
+            .store(Arc::new(Described::of(&*self.backend)));
+        self.described.load()
+    }
+}
+
 /// The backend's policies as the headers describe them, at one generation.
+#[derive(Clone)]
 struct Described {
     policies: PolicyList,
     /// Their `RateLimit-Policy` value (interned: a static string).
