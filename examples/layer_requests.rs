@@ -5,11 +5,21 @@
 //!
 //! ```sh
 //! cargo build --release --features tower --example layer_requests
-//! for n in 200000 0; do
-//!   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-//!     target/release/examples/layer_requests slidelog admit $n 2>&1 | grep Collected
-//! done
+//! count() { # one run's instructions, quanta's clock calibration left out
+//!   valgrind --tool=callgrind --callgrind-out-file=cg.out "$@" >/dev/null 2>&1
+//!   total=$(callgrind_annotate cg.out | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+//!   calib=$(callgrind_annotate --inclusive=yes cg.out |
+//!     awk '/OnceCell<T>::initialize \[/ {gsub(",", "", $1); print $1; exit}')
+//!   echo $((total - ${calib:-0}))
+//! }
+//! echo $(( ($(count target/release/examples/layer_requests slidelog admit 200000) - $(count target/release/examples/layer_requests slidelog admit 0)) / 200000 ))
 //! ```
+//!
+//! The calibration (the largest `OnceCell<T>::initialize`, quanta's
+//! global clock) loops until the TSC reads steadily, so its count moves
+//! from run to run by up to tens of instructions per call at this `N`;
+//! left in, it reads as a change that is not there (BENCHMARKS.md, "Over
+//! HTTP", session 30).
 //!
 //! Build it with `--features tower` alone for the figures in BENCHMARKS.md
 //! (`metrics` adds the layer's counters to every request).
