@@ -146,16 +146,16 @@ struct CheckGrowing<'a>(&'a StatesOut);
 struct CheckNGrowing(u32);
 
 #[cfg(feature = "tower")]
-impl Judge<Growing> for CheckGrowing<'_> {
+impl Judge<(Admitted, Option<u64>)> for CheckGrowing<'_> {
     #[inline(always)]
     fn judge(
         &self,
         shape: &Shape,
         ring: RingRef<'_>,
         when: impl FnOnce() -> Now,
-    ) -> Option<Result<Growing, Denied>> {
-        let growing = shape.check_growing_at(ring, when(), self.0)?;
-        Some(growing.decision.map(|_| growing))
+    ) -> Option<Result<(Admitted, Option<u64>), Denied>> {
+        let Growing { decision, wait } = shape.check_growing_at(ring, when(), self.0)?;
+        Some(decision.map(|admitted| (admitted, wait)))
     }
 }
 
@@ -541,11 +541,15 @@ impl<C: Clock> Limiter<C> {
 
     /// One request at `now`, as [`check_at`](Self::check_at), and — if
     /// admitted — how many nanoseconds after `now` its `remaining` next
-    /// grows and (with several policies, written in `states`) each one's
-    /// state, read with the count (the tower layer's `RateLimit` field; see
-    /// [`Growing`]).
+    /// grows (`None`: ask a dry run) and (with several policies, written in
+    /// `states`) each one's state, read with the count (the tower layer's
+    /// `RateLimit` field; see [`Growing`]).
     #[cfg(feature = "tower")]
-    pub(crate) fn check_growing_at(&self, now: u64, states: &StatesOut) -> Result<Growing, Denied> {
+    pub(crate) fn check_growing_at(
+        &self,
+        now: u64,
+        states: &StatesOut,
+    ) -> Result<(Admitted, Option<u64>), Denied> {
         self.decide(|| now, CheckGrowing(states))
     }
 

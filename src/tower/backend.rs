@@ -12,7 +12,6 @@ use crate::decision::{Admitted, Denied};
 use crate::keyed::{KeyedLimiter, Layered};
 use crate::limiter::Limiter;
 use crate::policy::Policy;
-use crate::ring::Growing;
 
 /// What a backend answers for one request.
 ///
@@ -373,10 +372,7 @@ fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
     let mut verdict = Verdict::placeholder();
     let states = core::cell::Cell::from_mut(&mut verdict.per_policy);
     match limiter.check_growing_at(now, states) {
-        Ok(Growing {
-            decision: Ok(admitted),
-            wait,
-        }) => {
+        Ok((admitted, wait)) => {
             verdict.decision = Ok(admitted);
             verdict.wait = match wait {
                 // `t` read with the count: no dry run.
@@ -386,11 +382,7 @@ fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
                 }),
             };
         }
-        Ok(Growing {
-            decision: Err(denied),
-            ..
-        })
-        | Err(denied) => {
+        Err(denied) => {
             states.set(limiter.policy_states_at(now));
             verdict.decision = Err(denied);
         }
