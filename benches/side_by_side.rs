@@ -676,14 +676,11 @@ fn main() {
         }
         let c = make();
         // Warm up every contender, then alternate, the order reversed every
-        // round so that neither of slidelog's calls always follows governor:
-        // a row whose states outgrow the L2 meets what the round before left
-        // in the caches. That is fairness by construction; it does not
-        // steady such a row. Over 100,000 keys one run still read `check`
-        // 1.59x and `admit` 2.04x governor's time for the same decision, our
-        // rounds spreading 104-203 ns against governor's 77-94: where our
-        // 12.8 MB of states sit (L3 and beyond), not the order
-        // (BENCHMARKS.md, session 31).
+        // round so that neither of slidelog's calls always follows
+        // governor's round: a row whose states outgrow the L2 meets what the
+        // round before left in the caches. The reversal makes the order fair;
+        // it does not steady such a row, whose spread comes from where its
+        // states sit in memory (BENCHMARKS.md, the Intel per-host rows).
         (c.check)(calls / 10);
         (c.admit)(calls / 10);
         (c.governor)(calls / 10);
