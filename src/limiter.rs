@@ -471,6 +471,13 @@ impl<C: Clock> Limiter<C> {
     /// a reconfiguration closes it; then at that same reading on the
     /// generations that followed (out of line: only a reconfigured limiter
     /// pays for the pin and the pointer).
+    ///
+    /// The out-of-line path answers through `moved`, a place of its own,
+    /// not as its return value: a call's returned `Result` is written
+    /// through a pointer into the caller's result, which then lives in
+    /// memory on the inlined path too, and `check`'s answer was stored and
+    /// copied there on every call (13-14 instructions a `check`, time
+    /// passed in: BENCHMARKS.md, "Where the time goes", session 32).
     #[inline(always)]
     fn decide<T, J: Judge<T>>(&self, read: impl FnOnce() -> u64, op: J) -> Result<T, Denied> {
         let first = &self.first;
@@ -487,19 +494,26 @@ impl<C: Clock> Limiter<C> {
         );
         match answer {
             Some(answer) => answer,
-            None => self.decide_moved(reading, &op),
+            None => {
+                let mut moved = None;
+                self.decide_moved(reading, &op, &mut moved);
+                moved.expect("decide_moved returns only once it has answered")
+            }
         }
     }
 
+    /// [`decide`](Self::decide) on the generations after `first`, at the
+    /// reading `read`: writes the answer into `out` (see `decide`).
     #[cold]
     #[inline(never)]
-    fn decide_moved<T, J: Judge<T>>(&self, read: u64, op: &J) -> Result<T, Denied> {
+    fn decide_moved<T, J: Judge<T>>(&self, read: u64, op: &J, out: &mut Option<Result<T, Denied>>) {
         let mut held = self.current.get();
         loop {
             let generation = held.as_deref().unwrap_or(&self.first);
             let shape = &generation.shape;
             if let Some(answer) = op.judge(shape, generation.ring(), || shape.now(read, 0)) {
-                return answer;
+                *out = Some(answer);
+                return;
             }
             held = self.after(generation);
         }

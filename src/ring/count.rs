@@ -135,9 +135,15 @@ impl<'a> RingRef<'a> {
     /// A candidate's word, at position `pos`.
     #[inline(always)]
     fn word(&self, pos: usize) -> u64 {
+        self.load_candidate(self.slot(pos))
+    }
+
+    /// A candidate's word, from its slot.
+    #[inline(always)]
+    fn load_candidate(&self, slot: &AtomicU64) -> u64 {
         // Relaxed: an estimate that publishes nothing (the candidates' words
         // are final for our index: see `remaining_after`).
-        self.slot(pos).load(Ordering::Relaxed)
+        slot.load(Ordering::Relaxed)
     }
 
     /// The search of [`remaining_after`](Self::remaining_after) (and of
@@ -204,6 +210,21 @@ impl<'a> RingRef<'a> {
         // nothing.
         let live = hint.load(Ordering::Relaxed).clamp(1, free);
         let pos = g.position_minus(at, live);
+        // The three positions side by side, unless they wrap past 0: one
+        // bounds check for the three words, and no wrap arithmetic for the
+        // two before `pos`.
+        if let Some([older, before, named]) = pos
+            .checked_sub(2)
+            .and_then(|first| self.slots.get(first..=pos))
+            .and_then(|words| <&[AtomicU64; 3]>::try_from(words).ok())
+        {
+            return Hinted {
+                live,
+                older: self.load_candidate(older),
+                before: self.load_candidate(before),
+                named: self.load_candidate(named),
+            };
+        }
         let before = g.position_before(pos);
         Hinted {
             live,
