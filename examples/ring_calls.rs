@@ -31,7 +31,9 @@
 //! `weighted` (`check_n(4)`, or `admit_n(4)`: L = 1,000, W = 1 µs, a call
 //! every 20 ns) and `weighted-deny` (10 per hour, full), `keyed`
 //! (10,000 keys, L = 10, W = 1 µs, keys in a scattered order; `KEYS`
-//! overrides the count) and `keyed-deny` (every key full), and
+//! overrides the count), `keyed-deny` (every key full) and `keyed-live`
+//! (the same keys at W = 60 µs and a call every 2 ns: a key's few
+//! admissions still alive when it comes back, their number varying), and
 //! `governor-allow`, `governor-deny`, `governor-keyed`,
 //! `governor-keyed-deny`, `governor-weighted` (`check_n(4)`, burst 1,000
 //! refilled one per nanosecond) and `governor-weighted-deny` with the same
@@ -52,7 +54,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
+const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|keyed-live|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
 const T0: u64 = 1 << 55;
@@ -209,12 +211,14 @@ fn run() -> Result<(), String> {
                 repeat(calls, |i| black_box(l.check_n_at(4, t(i))).is_ok())
             }
         }
-        "keyed" | "keyed-deny" => {
-            let deny = scenario == "keyed-deny";
-            let (window, fill, step) = if deny {
-                (hour, 10, 1)
-            } else {
-                (Duration::from_micros(1), 1, 20)
+        "keyed" | "keyed-deny" | "keyed-live" => {
+            let (window, fill, step) = match scenario.as_str() {
+                "keyed-deny" => (hour, 10, 1),
+                // A key comes back every 20 µs on average, at irregular
+                // gaps: one to five admissions alive in its window of
+                // 60 µs, more or fewer from call to call.
+                "keyed-live" => (Duration::from_micros(60), 1, 2),
+                _ => (Duration::from_micros(1), 1, 20),
             };
             let l = KeyedLimiter::<u64, ManualClock>::with_clock(10, window, ManualClock::new())
                 .map_err(|e| e.to_string())?;

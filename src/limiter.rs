@@ -473,11 +473,11 @@ impl<C: Clock> Limiter<C> {
     /// pays for the pin and the pointer).
     ///
     /// The out-of-line path answers through `moved`, a place of its own,
-    /// not as its return value: a call's returned `Result` is written
-    /// through a pointer into the caller's result, which then lives in
-    /// memory on the inlined path too, and `check`'s answer was stored and
-    /// copied there on every call (13-14 instructions a `check`, time
-    /// passed in: BENCHMARKS.md, "Where the time goes", session 32).
+    /// not as its return value: a returned `Result` is written through a
+    /// pointer into the caller's result, which would then live in memory
+    /// on the inlined path too, where every `check` would store its answer
+    /// and copy it (14 instructions a `check`, time passed in:
+    /// BENCHMARKS.md, "Where the time goes", session 32).
     #[inline(always)]
     fn decide<T, J: Judge<T>>(&self, read: impl FnOnce() -> u64, op: J) -> Result<T, Denied> {
         let first = &self.first;
