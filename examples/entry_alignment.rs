@@ -18,10 +18,11 @@
 //! for thread 1, ...), neighbours belong to different threads, and each
 //! such line moves between the cores on every other call.
 //!
-//! This example's allocator places the entries itself, 128 bytes apart
-//! at each offset in turn (one limiter per offset, the keys created
-//! interleaved; one more at `o = 48` with each thread's keys together),
-//! then times the limiters in alternating rounds on two pinned threads:
+//! This example's allocator places the entries itself, 128 bytes apart,
+//! one limiter per layout: each offset with the keys created interleaved,
+//! `o = 48` with each thread's keys together, and `o = 0` and `48` with
+//! the keys created in a shuffled order. It then times the limiters in alternating rounds on two pinned threads (the
+//! benches' runner, `benches/common`):
 //! medians of ns per call (wall time over both threads' calls) and their
 //! ratio to `o = 0`.
 
@@ -31,14 +32,16 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use slidelog::KeyedLimiter;
 
-#[path = "../src/bin/slidelog/cpu.rs"]
-mod cpu;
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::{cpu_model, median, parallel};
 
 /// Keys per limiter, and the limit and window of `side_by_side`'s row.
 const KEYS: u64 = 10_000;
@@ -173,30 +176,12 @@ fn key(i: u64, me: usize) -> u64 {
 /// One round: two pinned threads, `CALLS / 2` calls each on their own
 /// keys; ns per call (wall time over both threads' calls).
 fn round(limiter: &Arc<KeyedLimiter<u64>>) -> f64 {
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let barrier = Arc::new(Barrier::new(2));
-    let threads: Vec<_> = (0..2)
-        .map(|me| {
-            let (limiter, barrier) = (Arc::clone(limiter), Arc::clone(&barrier));
-            let core = cores.get(me % cores.len().max(1)).copied();
-            std::thread::spawn(move || {
-                if let Some(core) = core {
-                    core_affinity::set_for_current(core);
-                }
-                barrier.wait();
-                let start = Instant::now();
-                for i in 0..CALLS / 2 {
-                    black_box(limiter.check(&key(i, me)).is_ok());
-                }
-                start.elapsed()
-            })
-        })
-        .collect();
-    let took = threads
-        .into_iter()
-        .map(|t| t.join().expect("a round's thread panicked"))
-        .max()
-        .unwrap_or_default();
+    let limiter = Arc::clone(limiter);
+    let took = parallel(2, CALLS, move |me, n| {
+        for i in 0..n {
+            black_box(limiter.check(&key(i, me)).is_ok());
+        }
+    });
     took.as_nanos() as f64 / CALLS as f64
 }
 
@@ -232,20 +217,14 @@ fn main() {
         .map(|(i, &(_, offset, order))| limiter(region + i * span, offset, order))
         .collect();
 
-    println!("CPU: {}", cpu::cpu_model());
+    println!("CPU: {}", cpu_model());
     let mut times = vec![Vec::new(); setups.len()];
     for _ in 0..rounds {
         for (limiter, times) in limiters.iter().zip(&mut times) {
             times.push(round(limiter));
         }
     }
-    let medians: Vec<f64> = times
-        .iter_mut()
-        .map(|t| {
-            t.sort_by(f64::total_cmp);
-            t[t.len() / 2]
-        })
-        .collect();
+    let medians: Vec<f64> = times.into_iter().map(median).collect();
     println!("| entries | ns per call | / o = 0 |\n|---|---|---|");
     for ((name, ..), median) in setups.iter().zip(&medians) {
         println!("| {name} | {median:.1} | {:.2} |", median / medians[0]);
