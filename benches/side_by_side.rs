@@ -26,9 +26,86 @@ use std::time::Duration;
 mod common;
 
 use common::{MutexLog, cpu_model, median, parallel};
+use entries::{ENTRY, Recording};
 use governor::middleware::StateInformationMiddleware;
 use governor::{Quota, RateLimiter};
 use slidelog::{Clock, KeyedLimiter, Limiter, QuantaClock};
+
+/// Where the keyed rows' map entries sit (printed after the table): a
+/// keyed state at L = 10 lives inside papaya's map entry, 120 bytes for a
+/// `u64` key, which glibc places 128 bytes apart, so all the entries of a
+/// run tend to share one offset from a 64-byte line, set by what the heap
+/// held before. At 0 or 16 past a line the 112 bytes a call reads span two
+/// lines, at 32 or 48 three, one of them shared with the next entry;
+/// `examples/entry_alignment.rs` times each offset (BENCHMARKS.md, "Where
+/// the time goes", session 33). Counted while a scenario is built, not
+/// while it runs.
+#[allow(unsafe_code)]
+mod entries {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// A keyed map entry at L = 10 with a `u64` key: 24 bytes and the
+    /// state's 12 inline words (the crate's unit test
+    /// `an_eight_byte_key_entry_is_24_bytes_plus_its_inline_words`).
+    pub(crate) const ENTRY: usize = 120;
+
+    /// Whether [`Recording`] counts (only while a scenario is built).
+    static ON: AtomicBool = AtomicBool::new(false);
+    /// Blocks of `ENTRY` bytes allocated at 0, 16, 32 and 48 bytes past a
+    /// line (glibc aligns to 16).
+    static AT: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+    /// The system allocator, counting where its `ENTRY`-byte blocks start
+    /// while [`record`] runs.
+    pub(crate) struct Recording;
+
+    // SAFETY: every call is forwarded to the system allocator unchanged;
+    // `alloc` only reads the address it returns.
+    unsafe impl GlobalAlloc for Recording {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's layout, passed on.
+            let block = unsafe { System.alloc(layout) };
+            // Relaxed: a flag and counters read by the thread that set it,
+            // after the allocations it counts (`record`).
+            if layout.size() == ENTRY && ON.load(Ordering::Relaxed) && !block.is_null() {
+                AT[block as usize % 64 / 16].fetch_add(1, Ordering::Relaxed);
+            }
+            block
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's layout, passed on.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+
+        unsafe fn realloc(&self, block: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+            // SAFETY: the caller's block, layout and size, passed on.
+            unsafe { System.realloc(block, layout, size) }
+        }
+
+        unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
+            // SAFETY: the caller's block and layout, passed on.
+            unsafe { System.dealloc(block, layout) }
+        }
+    }
+
+    /// Runs `build`, and counts the `ENTRY`-byte blocks allocated meanwhile
+    /// at each offset from a line. (The benches build their limiters on the
+    /// main thread; a key created by a round's thread is not counted.)
+    pub(crate) fn record<T>(build: impl FnOnce() -> T) -> (T, [usize; 4]) {
+        for at in &AT {
+            at.store(0, Ordering::Relaxed);
+        }
+        ON.store(true, Ordering::Relaxed);
+        let built = build();
+        ON.store(false, Ordering::Relaxed);
+        (built, AT.each_ref().map(|at| at.load(Ordering::Relaxed)))
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Recording = Recording;
 
 /// One contender: runs `calls` calls on `threads` threads, returns ns/call
 /// (aggregate: wall time / total calls).
@@ -670,11 +747,16 @@ fn main() {
     // lands in this binary (BENCHMARKS.md, sessions 22-23); the floor does
     // not, and a call that reads the clock once cannot beat it.
     let mut against_floor = Vec::new();
+    // Per keyed row: its entries at each offset from a line (`entries`).
+    let mut entry_offsets = Vec::new();
     for (name, make, calls) in scenarios {
         if !name.contains(only.as_str()) {
             continue;
         }
-        let c = make();
+        let (c, placed) = entries::record(make);
+        if placed.iter().sum::<usize>() > 0 {
+            entry_offsets.push((name, placed));
+        }
         // Warm up every contender, then alternate, the order reversed every
         // round so that neither of slidelog's calls always follows
         // governor's round: a row whose states outgrow the L2 meets what the
@@ -761,6 +843,16 @@ fn main() {
                 d / floor,
                 b / floor
             );
+        }
+    }
+    if !entry_offsets.is_empty() {
+        println!(
+            "\nWhere the keyed rows' map entries start ({ENTRY}-byte blocks, by bytes past a 64-byte line):\n"
+        );
+        println!("| scenario | at 0 | at 16 | at 32 | at 48 |");
+        println!("|---|---|---|---|---|");
+        for (name, [a, b, c, d]) in entry_offsets {
+            println!("| {name} | {a} | {b} | {c} | {d} |");
         }
     }
     println!("\n(written to {out})");
