@@ -2,7 +2,10 @@
 //! (`100/1m`). None of them panics on any input. (Timestamps in logs are
 //! read with `jiff`, in `input.rs`.)
 
+use std::num::{IntErrorKind, ParseIntError};
 use std::time::Duration;
+
+use slidelog::MAX_LIMIT;
 
 /// Parses `250ms`, `1s`, `1.5s`, `1m`, `1h`, `10us`, `5ns` (a bare number
 /// is seconds).
@@ -102,12 +105,19 @@ pub(crate) fn policy(text: &str) -> Result<Policy, String> {
     let (limit, window) = text
         .split_once('/')
         .ok_or_else(|| format!("`{text}` is not a policy: write N/WINDOW, e.g. 100/1m"))?;
-    let limit: u32 = limit
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{limit}` in `{text}` is not a whole number of requests"))?;
+    let above = || format!("`{text}`: the limit is above the maximum of {MAX_LIMIT}");
+    let limit: u32 = limit.trim().parse().map_err(|e: ParseIntError| {
+        if *e.kind() == IntErrorKind::PosOverflow {
+            above()
+        } else {
+            format!("`{limit}` in `{text}` is not a whole number of requests")
+        }
+    })?;
     if limit == 0 {
         return Err(format!("`{text}`: the limit must be at least 1"));
+    }
+    if limit > MAX_LIMIT {
+        return Err(above());
     }
     Ok(Policy {
         limit,
@@ -164,6 +174,22 @@ mod tests {
         ] {
             assert!(policy(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_limit_too_large_says_so() {
+        assert!(policy(&format!("{MAX_LIMIT}/1s")).is_ok());
+        let most = format!("the maximum of {MAX_LIMIT}");
+        for big in [
+            format!("{}/1s", MAX_LIMIT + 1),
+            format!("{}/1s", u32::MAX),
+            "99999999999/1s".to_string(),
+        ] {
+            let error = policy(&big).unwrap_err();
+            assert!(error.contains(&most), "{big}: {error}");
+        }
+        let error = policy("-1/1s").unwrap_err();
+        assert!(error.contains("not a whole number"), "{error}");
     }
 
     proptest! {
