@@ -33,12 +33,14 @@ use slidelog::{Clock, KeyedLimiter, Limiter, QuantaClock};
 
 /// Where the keyed rows' map entries sit (printed after the table): a
 /// keyed state at L = 10 lives inside papaya's map entry, 120 bytes for a
-/// `u64` key, which glibc places 128 bytes apart, so all the entries of a
-/// run tend to share one offset from a 64-byte line, set by what the heap
-/// held before. At 0 or 16 past a line the 112 bytes a call reads span two
-/// lines, at 32 or 48 three, one of them shared with the next entry;
+/// `u64` key. glibc places blocks of that size allocated one after another
+/// 128 bytes apart, so such a run of entries shares one offset from a
+/// 64-byte line; other allocations made meanwhile (the maps' tables as they
+/// grow) start new runs, and a row's entries sit at a mix of offsets. At 0
+/// or 16 past a line the 112 bytes a call reads span two lines, at 32 or
+/// 48 three, one of them shared with the next entry;
 /// `examples/entry_alignment.rs` times each offset (BENCHMARKS.md, "Where
-/// the time goes", session 33). Counted while a scenario is built, not
+/// the time goes", sessions 33-34). Counted while a scenario is built, not
 /// while it runs.
 #[allow(unsafe_code)]
 mod entries {
@@ -66,8 +68,9 @@ mod entries {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
             // SAFETY: the caller's layout, passed on.
             let block = unsafe { System.alloc(layout) };
-            // Relaxed: a flag and counters read by the thread that set it,
-            // after the allocations it counts (`record`).
+            // Relaxed: the thread that builds sets the flag and reads the
+            // counters around the allocations it counts (`record`); one made
+            // meanwhile on another thread may or may not be counted.
             if layout.size() == ENTRY && ON.load(Ordering::Relaxed) && !block.is_null() {
                 AT[block as usize % 64 / 16].fetch_add(1, Ordering::Relaxed);
             }
