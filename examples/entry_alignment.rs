@@ -8,10 +8,12 @@
 //! ```
 //!
 //! A keyed limiter at L = 10 keeps each key's ring inside papaya's map
-//! entry: 120 bytes for a `u64` key, which glibc's malloc places 128 bytes
-//! apart at 16-byte alignment, so every entry starts at the same offset
-//! `o` from a 64-byte line (0, 16, 32 or 48), decided by whatever the heap
-//! held before. A call reads the entry from its key to the last slot it
+//! entry: 120 bytes for a `u64` key. glibc's malloc places blocks of that
+//! size allocated one after another 128 bytes apart at 16-byte alignment,
+//! so a run of entries starts at one offset `o` from a 64-byte line (0,
+//! 16, 32 or 48); other allocations in between start new runs, and
+//! `side_by_side` prints how many of each keyed row's entries sit at each
+//! offset. A call reads the entry from its key to the last slot it
 //! uses (112 bytes) and writes `head` and one slot; at `o = 32` or `48` an
 //! entry's last slots share a line with the next entry's key, quota and
 //! `head`. With the keys created interleaved (key 0 for thread 0, key 1
