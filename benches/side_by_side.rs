@@ -47,10 +47,8 @@ mod entries {
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-    /// A keyed map entry at L = 10 with a `u64` key: 24 bytes and the
-    /// state's 12 inline words (the crate's unit test
-    /// `an_eight_byte_key_entry_is_24_bytes_plus_its_inline_words`).
-    pub(crate) const ENTRY: usize = 120;
+    /// A keyed map entry at L = 10 with a `u64` key.
+    pub(crate) use crate::common::KEYED_ENTRY as ENTRY;
 
     /// Whether [`Recording`] counts (only while a scenario is built).
     static ON: AtomicBool = AtomicBool::new(false);

@@ -52,9 +52,8 @@ const WINDOW: Duration = Duration::from_micros(1);
 /// Calls per round, over both threads.
 const CALLS: u64 = 2_000_000;
 
-/// The size of one map entry: a `u64` key and a state of 12 inline words
-/// (the crate's `an_eight_byte_key_entry_is_24_bytes_plus_its_inline_words`).
-const ENTRY: usize = 120;
+/// The size of one map entry (`benches/common`).
+const ENTRY: usize = common::KEYED_ENTRY;
 /// The distance between placed entries: glibc's for an `ENTRY`-byte block.
 const STRIDE: usize = 128;
 

@@ -20,6 +20,13 @@ mod cpu;
 #[allow(unused_imports)] // the memory bench's figures do not depend on it
 pub(crate) use cpu::cpu_model;
 
+/// The size of one keyed map entry at L = 10 with a `u64` key: 24 bytes
+/// and the state's 12 inline words (the crate's unit test
+/// `an_eight_byte_key_entry_is_24_bytes_plus_its_inline_words`). The
+/// allocators of `side_by_side` (which counts where such entries start)
+/// and `examples/entry_alignment.rs` (which places them) look for it.
+pub const KEYED_ENTRY: usize = 120;
+
 /// A criterion bench's `main`: what `criterion_main!` expands to, after
 /// printing the CPU model. The host decides how the work after the clock
 /// read overlaps it, so a figure means little without the host it was
