@@ -328,6 +328,9 @@ fn bench_refuses_a_budget_out_of_range() {
             "{seconds}: {stderr}"
         );
     }
+    // No threads for the contended rows is refused too, not run on one.
+    let stderr = fails(slidelog().args(["bench", "--threads", "0", "--seconds", "1"]));
+    assert!(stderr.contains("--threads must be at least 1"), "{stderr}");
 }
 
 /// The model's admitted and denied counts for `events` at `limit` per `window_ns`.

@@ -60,6 +60,9 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
             "--seconds must be more than 0 and less than 3600 (got {seconds})"
         ));
     }
+    if threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
     // 26 measurements share the budget (each runs three rounds of a third),
     // less a tenth for setting up the limiters and threads.
     let started = Instant::now();
@@ -73,7 +76,8 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
         progress.update(step, || format!("{step}/{STEPS} {what}"));
     };
     println!(
-        "slidelog bench: ns per call (lower is better) and ratio to the Mutex<VecDeque> log; {threads} threads for the contended rows"
+        "slidelog bench: ns per call (lower is better) and ratio to the Mutex<VecDeque> log; {threads} {} for the contended rows",
+        if threads == 1 { "thread" } else { "threads" }
     );
     println!("CPU: {}", super::cpu::cpu_model());
     println!(

@@ -228,7 +228,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command.unwrap_or(Command::Demo(DemoArgs::default())) {
         Command::Demo(args) => demo(&args),
-        Command::Bench(args) => bench::run(args.seconds, args.threads.max(1)),
+        Command::Bench(args) => bench::run(args.seconds, args.threads),
         Command::Serve(args) => run_serve(args),
         Command::Replay(args) => replay::run(&replay::Options {
             file: args.file,
