@@ -1,7 +1,10 @@
-//! HTTP side by side: plain axum, axum behind the slidelog layer, and axum
-//! behind tower_governor, each keyed by the peer IP with its rate-limit
-//! headers on, on the path that admits everything and on the 429 path,
-//! each layer mounted with `Router::layer` and around the whole router.
+//! HTTP side by side: plain axum, axum behind a layer that does nothing,
+//! axum behind the slidelog layer, and axum behind tower_governor, each
+//! rate limiter keyed by the peer IP with its rate-limit headers on, on the
+//! path that admits everything and on the 429 path, each layer mounted
+//! with `Router::layer` and around the whole router. The layer that does
+//! nothing (`tower::layer::util::Identity`) is the floor any layer starts
+//! from: what mounting one costs axum, before the layer does any work.
 //!
 //! The server runs on one core (a current-thread tokio runtime on a pinned
 //! thread) and a load generator on the other: `CONNECTIONS` keep-alive
@@ -33,10 +36,12 @@ use common::{cpu_model, median};
 
 const CONNECTIONS: usize = 16;
 
-/// Which server: plain, or behind one of the two layers.
+/// Which server: plain, or behind one of the three layers.
 #[derive(Clone, Copy, Debug)]
 enum Contender {
     Plain,
+    /// A layer that does nothing (`Identity`).
+    Nothing,
     Slidelog,
     TowerGovernor,
 }
@@ -152,8 +157,23 @@ fn serve(contender: Contender, deny: bool, mount: Mount) -> Server {
             // Around the router: the layer's response mapped to axum's.
             use axum::response::IntoResponse;
             use tower::ServiceBuilder;
+            use tower::layer::util::Identity;
             match (contender, mount) {
                 (Contender::Plain, _) => run(listener, plain(), stopped).await,
+                (Contender::Nothing, Mount::RouterLayer) => {
+                    run(listener, plain().layer(Identity::new()), stopped).await
+                }
+                (Contender::Nothing, Mount::AroundRouter) => {
+                    run(
+                        listener,
+                        ServiceBuilder::new()
+                            .map_response(IntoResponse::into_response)
+                            .layer(Identity::new())
+                            .service(plain()),
+                        stopped,
+                    )
+                    .await
+                }
                 (Contender::Slidelog, Mount::RouterLayer) => {
                     run(listener, plain().layer(slidelog_layer(deny)), stopped).await
                 }
@@ -272,9 +292,9 @@ fn main() {
         "{CONNECTIONS} keep-alive connections, server on core 0, client on core 1, {rounds} alternating rounds of {seconds} s\n"
     );
     println!(
-        "| path | plain axum req/s | slidelog req/s | tower_governor req/s | slidelog / plain | tower_governor / plain | slidelog / tower_governor |"
+        "| path | plain axum req/s | nothing req/s | slidelog req/s | tower_governor req/s | nothing / plain | slidelog / plain | tower_governor / plain | slidelog / nothing | slidelog / tower_governor |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (path, deny, status, mount) in [
         ("admit all", false, "200", Mount::RouterLayer),
         ("429", true, "429", Mount::RouterLayer),
@@ -288,6 +308,7 @@ fn main() {
     ] {
         let contenders = [
             Contender::Plain,
+            Contender::Nothing,
             Contender::Slidelog,
             Contender::TowerGovernor,
         ];
@@ -298,7 +319,7 @@ fn main() {
                 // Warm up (and, on the 429 path, use the one admission).
                 let _ = load(server.addr, 0.2, status);
                 let (rate, share) = load(server.addr, seconds, status);
-                let expected = if matches!(contender, Contender::Plain) {
+                let expected = if matches!(contender, Contender::Plain | Contender::Nothing) {
                     "200"
                 } else {
                     status
@@ -312,16 +333,18 @@ fn main() {
                 rates[i].push(rate);
             }
         }
-        let [plain, ours, theirs]: [f64; 3] = rates
+        let [plain, nothing, ours, theirs]: [f64; 4] = rates
             .into_iter()
             .map(median)
             .collect::<Vec<_>>()
             .try_into()
             .unwrap();
         println!(
-            "| {path} | {plain:.0} | {ours:.0} | {theirs:.0} | {:.3} | {:.3} | {:.2} |",
+            "| {path} | {plain:.0} | {nothing:.0} | {ours:.0} | {theirs:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} |",
+            nothing / plain,
             ours / plain,
             theirs / plain,
+            ours / nothing,
             ours / theirs
         );
     }
