@@ -1115,3 +1115,62 @@ fn shown(r: &Reply) -> (u16, Vec<(String, String)>, String) {
     headers.sort();
     (r.status, headers, r.body.clone())
 }
+
+/// The layer wrapped around the whole router (the module docs' "one limit
+/// for a whole app"): `axum::serve` takes it as it is with `inner_body`,
+/// `PeerIp` reads the peer from `ConnectInfo`, and one key's quota covers
+/// every path, unmatched ones included; the handler runs only for
+/// admitted requests.
+#[tokio::test]
+async fn the_layer_wrapped_around_the_router_limits_every_path() {
+    use axum::ServiceExt;
+    use tower::Layer;
+
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let app = Router::new().route(
+        "/a",
+        get(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { "a" }
+        }),
+    );
+    let limited = RateLimitLayer::new(manual::<IpAddr>(3, 60), PeerIp::new())
+        .inner_body()
+        .layer(app);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let service = ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<
+            SocketAddr,
+        >(limited);
+        axum::serve(listener, service).await.unwrap();
+    });
+    let statuses = [
+        get_path(addr, "/a", &[]).await,
+        get_path(addr, "/missing", &[]).await,
+        get_path(addr, "/a", &[]).await,
+        get_path(addr, "/a", &[]).await,
+        get_path(addr, "/missing", &[]).await,
+    ]
+    .map(|r| (r.status, r.header("ratelimit").map(str::to_owned), r.body));
+    let expected = [
+        (200, Some("\"default\";r=2;t=60"), "a"),
+        (404, Some("\"default\";r=1;t=60"), ""),
+        (200, Some("\"default\";r=0;t=60"), "a"),
+        (429, Some("\"default\";r=0;t=60"), "Too Many Requests"),
+        (429, Some("\"default\";r=0;t=60"), "Too Many Requests"),
+    ];
+    for (i, ((status, ratelimit, body), want)) in statuses.iter().zip(expected).enumerate() {
+        assert_eq!(*status, want.0, "request {i}");
+        assert_eq!(ratelimit.as_deref(), want.1, "request {i}");
+        if want.0 != 429 {
+            assert_eq!(body, want.2, "request {i}");
+        }
+    }
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "the handler ran for the two admitted requests to /a only"
+    );
+}

@@ -17,6 +17,39 @@
 //! # let _ = layer;
 //! # Ok::<(), slidelog::ConfigError>(())
 //! ```
+//!
+//! # One limit for a whole app: wrap the router
+//!
+//! axum's `Router::layer` boxes every route's layered service and its
+//! future on each request, whatever the layer does: a layer that does
+//! nothing, mounted that way, costs a trivial handler 5-10% of its
+//! throughput (BENCHMARKS.md, "Over HTTP", session 35). Where one limit
+//! covers the whole app, wrap the router as one service instead: the
+//! layer then runs once per request, with no boxing, and limits every
+//! request the router answers (unmatched paths too). With
+//! [`inner_body`](RateLimitLayer::inner_body) the wrapped router's
+//! responses are still axum's, so `axum::serve` takes it as it is:
+//!
+//! ```no_run
+//! use std::net::{IpAddr, SocketAddr};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use axum::{Router, ServiceExt, extract::Request, routing::get};
+//! use slidelog::KeyedLimiter;
+//! use slidelog::tower::{PeerIp, RateLimitLayer};
+//! use tower::Layer;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let limiter = Arc::new(KeyedLimiter::<IpAddr>::new(100, Duration::from_secs(60))?);
+//! let app = Router::new().route("/", get(|| async { "hello" }));
+//! let limited = RateLimitLayer::new(limiter, PeerIp::new()).inner_body().layer(app);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! // PeerIp reads the peer's address from axum's `ConnectInfo`.
+//! let service = ServiceExt::<Request>::into_make_service_with_connect_info::<SocketAddr>(limited);
+//! axum::serve(listener, service).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 mod backend;
 mod body;
