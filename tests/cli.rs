@@ -856,3 +856,38 @@ fn replay_keys_prefixes_and_explains() {
     assert!(row.contains('…'), "{row}");
     assert!(row.trim_end().ends_with('1'), "{row}");
 }
+
+/// A reader that stops early (`slidelog demo | head -1`) ends the process
+/// quietly, as it ends other command-line tools: killed by `SIGPIPE`, with
+/// nothing on stderr, not a `println!` panic and its backtrace.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_the_process_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    /// `SIGPIPE`'s number on Linux and the BSDs.
+    const SIGPIPE: i32 = 13;
+
+    let mut child = slidelog()
+        .args(["demo", "--duration", "300ms", "--keys", "100"])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here, with the phases still to run and print.
+    assert!(first.starts_with("slidelog demo:"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(SIGPIPE),
+        "{:?}, stderr: {stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -226,7 +226,11 @@ impl Default for DemoArgs {
 
 fn main() {
     let cli = Cli::parse();
-    let result = match cli.command.unwrap_or(Command::Demo(DemoArgs::default())) {
+    let command = cli.command.unwrap_or(Command::Demo(DemoArgs::default()));
+    if !matches!(command, Command::Serve(_)) {
+        die_quietly_on_broken_pipe();
+    }
+    let result = match command {
         Command::Demo(args) => demo(&args),
         Command::Bench(args) => bench::run(args.seconds, args.threads),
         Command::Serve(args) => run_serve(args),
@@ -315,6 +319,27 @@ struct Report {
     judged: usize,
 }
 
+/// Lets a closed stdout end the process quietly, as it ends other command-line
+/// tools: `slidelog replay … | head` stops when `head` has its lines. Rust
+/// ignores `SIGPIPE` at startup, so a write to a closed pipe fails instead
+/// and `println!` panics with a backtrace. Not for `serve`: a server
+/// outlives its clients' connections and must not die of one.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn die_quietly_on_broken_pipe() {
+    // SAFETY: `signal` only sets the disposition of `SIGPIPE` back to the
+    // default, with a handler of libc's own (`SIG_DFL`), no Rust code run
+    // from the signal; it is called once, at the start of `main`, before
+    // this process starts any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Elsewhere there is no `SIGPIPE`: a closed stdout fails the write.
+#[cfg(not(unix))]
+fn die_quietly_on_broken_pipe() {}
+
 fn demo(args: &DemoArgs) -> Result<(), String> {
     if let Some(url) = &args.redis {
         return redis_demo(args, url);
@@ -330,8 +355,11 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
     }
     let window_ns = args.window.as_nanos() as u64;
     println!(
-        "slidelog demo: {threads} threads, limit {} per {:?}, {:?} per phase",
-        args.limit, args.window, args.duration
+        "slidelog demo: {threads} {}, limit {} per {:?}, {:?} per phase",
+        if threads == 1 { "thread" } else { "threads" },
+        args.limit,
+        args.window,
+        args.duration
     );
 
     // The one-key limiter and the bytes it measures itself to hold; the
