@@ -622,6 +622,34 @@ fn replay_plots_and_reports_progress_without_carriage_returns() {
     );
 }
 
+/// A plot with nowhere to go is refused before the replay runs: no report
+/// first and an error after it.
+#[test]
+fn replay_refuses_a_plot_with_no_directory_before_it_reads() {
+    let path = write_temp("noplot.csv", "when,client\n1,a\n2,a\n");
+    let nowhere = std::env::temp_dir()
+        .join(format!("slidelog-no-such-dir-{}", std::process::id()))
+        .join("out.svg");
+    let out = slidelog()
+        .args(["replay", path.to_str().unwrap(), "--limit", "1/1s"])
+        .args(["--time-column", "when", "--key-column", "client"])
+        .arg("--plot")
+        .arg(&nowhere)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("--plot") && err.contains("there is no directory"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "the report was printed before the error: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 /// The demo's progress is plain lines when stderr is not a terminal.
 #[test]
 fn demo_progress_is_plain_off_a_terminal() {

@@ -125,6 +125,20 @@ pub(crate) struct Summary {
 }
 
 pub(crate) fn run(options: &Options) -> Result<(), String> {
+    // A plot with nowhere to go fails before a long replay, not after it.
+    if let Some(path) = &options.plot {
+        let dir = path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        if !dir.is_dir() {
+            return Err(format!(
+                "--plot {}: there is no directory {}",
+                path.display(),
+                dir.display()
+            ));
+        }
+    }
     let (input, total): (Box<dyn Read>, Option<u64>) = if options.file == "-" {
         (Box::new(io::stdin().lock()), None)
     } else {
