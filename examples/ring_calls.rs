@@ -41,6 +41,7 @@
 //! prints how many calls were admitted and the time per call (the calls
 //! alone: setup such as filling the keys is not timed).
 
+use std::hash::BuildHasher;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -54,7 +55,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|keyed-live|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
+const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|keyed-live|keyed-sip|keyed-deny-sip|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
 const T0: u64 = 1 << 55;
@@ -62,6 +63,27 @@ const T0: u64 = 1 << 55;
 /// The `i`-th call's key among `keys`, in an order unrelated to creation.
 fn key(i: u64, keys: u64) -> u64 {
     i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys
+}
+
+/// SipHash-1-3 with random keys, as std's `RandomState`, from the
+/// `siphasher` crate, whose `write_u64` takes an integer key inline (std's
+/// hashes it through its byte-slice `write`, out of line).
+#[derive(Clone, Debug)]
+struct SipRandomState(u64, u64);
+
+impl SipRandomState {
+    fn new() -> Self {
+        let keys = std::collections::hash_map::RandomState::new();
+        SipRandomState(keys.hash_one(0u8), keys.hash_one(1u8))
+    }
+}
+
+impl BuildHasher for SipRandomState {
+    type Hasher = siphasher::sip::SipHasher13;
+
+    fn build_hasher(&self) -> Self::Hasher {
+        siphasher::sip::SipHasher13::new_with_keys(self.0, self.1)
+    }
 }
 
 /// `calls` calls of `call(i)`: how many were admitted, and how long the
@@ -211,29 +233,47 @@ fn run() -> Result<(), String> {
                 repeat(calls, |i| black_box(l.check_n_at(4, t(i))).is_ok())
             }
         }
-        "keyed" | "keyed-deny" | "keyed-live" => {
+        "keyed" | "keyed-deny" | "keyed-live" | "keyed-sip" | "keyed-deny-sip" => {
             let (window, fill, step) = match scenario.as_str() {
-                "keyed-deny" => (hour, 10, 1),
+                "keyed-deny" | "keyed-deny-sip" => (hour, 10, 1),
                 // A key comes back every 20 µs on average, at irregular
                 // gaps: one to five admissions alive in its window of
                 // 60 µs, more or fewer from call to call.
                 "keyed-live" => (Duration::from_micros(60), 1, 2),
                 _ => (Duration::from_micros(1), 1, 20),
             };
-            let l = KeyedLimiter::<u64, ManualClock>::with_clock(10, window, ManualClock::new())
-                .map_err(|e| e.to_string())?;
-            for k in 0..keys {
-                for _ in 0..fill {
-                    let _ = l.check_at(&k, T0);
-                }
+            // The keys filled, then the calls, on a limiter of either hasher.
+            macro_rules! fill_and_call {
+                ($limiter:expr) => {{
+                    let l = $limiter.map_err(|e| e.to_string())?;
+                    for k in 0..keys {
+                        for _ in 0..fill {
+                            let _ = l.check_at(&k, T0);
+                        }
+                    }
+                    let t = |i: u64| T0 + 1 + i * step;
+                    if admit {
+                        repeat(calls, |i| l.admit_at(&key(i, keys), t(i)).is_ok())
+                    } else {
+                        repeat(calls, |i| {
+                            black_box(l.check_at(&key(i, keys), t(i))).is_ok()
+                        })
+                    }
+                }};
             }
-            let t = |i: u64| T0 + 1 + i * step;
-            if admit {
-                repeat(calls, |i| l.admit_at(&key(i, keys), t(i)).is_ok())
+            if scenario.ends_with("-sip") {
+                fill_and_call!(
+                    KeyedLimiter::<u64>::builder(10, window)
+                        .clock(ManualClock::new())
+                        .hasher(SipRandomState::new())
+                        .build()
+                )
             } else {
-                repeat(calls, |i| {
-                    black_box(l.check_at(&key(i, keys), t(i))).is_ok()
-                })
+                fill_and_call!(KeyedLimiter::<u64, ManualClock>::with_clock(
+                    10,
+                    window,
+                    ManualClock::new()
+                ))
             }
         }
         "governor-weighted" | "governor-weighted-deny" => {

@@ -436,19 +436,43 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     }
 
     /// Uses another hasher. The default, `RandomState`, is randomly keyed
-    /// SipHash, which resists hash flooding; only trade it for a faster one
-    /// if keys cannot be chosen by an attacker. (What it costs: hashing a
-    /// `u64` key is about 145 of the 390 instructions of a keyed `admit`;
-    /// governor's keyed limiter hashes with SipHash too: BENCHMARKS.md,
-    /// "Where the time goes".)
+    /// SipHash-1-3, which resists hash flooding; only trade it for a faster
+    /// kind of hash if keys cannot be chosen by an attacker. (What it costs:
+    /// hashing a `u64` key is about 137 of the 365-385 instructions of a
+    /// keyed `admit`; governor's keyed limiter hashes with SipHash too:
+    /// BENCHMARKS.md, "Where the time goes".)
+    ///
+    /// The same hash can cost less. std's SipHash takes an integer key
+    /// through its byte-slice `write`, out of line; the `siphasher` crate's
+    /// `SipHasher13` has an inline `write_u64`. Keyed at random as
+    /// `RandomState` is, it resists flooding alike, and a keyed `admit` over
+    /// 10,000 `u64` keys takes about 40 fewer instructions
+    /// (`examples/ring_calls.rs`, `keyed-sip`: BENCHMARKS.md, "Where the
+    /// time goes", session 35):
     ///
     /// ```
-    /// # use std::time::Duration;
     /// use std::collections::hash_map::RandomState;
-    /// let l = slidelog::KeyedLimiter::<u32>::builder(1, Duration::from_secs(1))
-    ///     .hasher(RandomState::new())
+    /// use std::hash::BuildHasher;
+    /// use std::time::Duration;
+    ///
+    /// /// SipHash-1-3 under two secret random keys.
+    /// #[derive(Clone)]
+    /// struct Sip13(u64, u64);
+    ///
+    /// impl BuildHasher for Sip13 {
+    ///     type Hasher = siphasher::sip::SipHasher13;
+    ///     fn build_hasher(&self) -> Self::Hasher {
+    ///         siphasher::sip::SipHasher13::new_with_keys(self.0, self.1)
+    ///     }
+    /// }
+    ///
+    /// // The keys: std's own randomly keyed hash of two constants.
+    /// let seed = RandomState::new();
+    /// let l = slidelog::KeyedLimiter::<u64>::builder(1, Duration::from_secs(1))
+    ///     .hasher(Sip13(seed.hash_one(0u8), seed.hash_one(1u8)))
     ///     .build()?;
-    /// # let _ = l;
+    /// assert!(l.check(&7).is_ok());
+    /// assert!(l.check(&7).is_err());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, C, S2, A> {
