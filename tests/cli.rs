@@ -888,8 +888,8 @@ fn replay_keys_prefixes_and_explains() {
 }
 
 /// A reader that stops early (`slidelog demo | head -1`) ends the process
-/// quietly, as it ends other command-line tools: killed by `SIGPIPE`, with
-/// nothing on stderr, not a `println!` panic and its backtrace.
+/// quietly, as it ends other command-line tools: killed by `SIGPIPE`, not
+/// by a `println!` panic with its message and backtrace on stderr.
 #[cfg(unix)]
 #[test]
 fn a_closed_stdout_ends_the_process_quietly() {
