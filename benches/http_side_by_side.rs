@@ -154,9 +154,9 @@ fn serve(contender: Contender, deny: bool, mount: Mount) -> Server {
             let stopped = async move {
                 let _ = stopped.await;
             };
-            // Around the router: the layer's response mapped to axum's.
-            use axum::response::IntoResponse;
-            use tower::ServiceBuilder;
+            // Around the router: each layer's service wraps the router
+            // as it is (every contender's response is already axum's).
+            use tower::Layer;
             use tower::layer::util::Identity;
             match (contender, mount) {
                 (Contender::Plain, _) => run(listener, plain(), stopped).await,
@@ -164,43 +164,19 @@ fn serve(contender: Contender, deny: bool, mount: Mount) -> Server {
                     run(listener, plain().layer(Identity::new()), stopped).await
                 }
                 (Contender::Nothing, Mount::AroundRouter) => {
-                    run(
-                        listener,
-                        ServiceBuilder::new()
-                            .map_response(IntoResponse::into_response)
-                            .layer(Identity::new())
-                            .service(plain()),
-                        stopped,
-                    )
-                    .await
+                    run(listener, Identity::new().layer(plain()), stopped).await
                 }
                 (Contender::Slidelog, Mount::RouterLayer) => {
                     run(listener, plain().layer(slidelog_layer(deny)), stopped).await
                 }
                 (Contender::Slidelog, Mount::AroundRouter) => {
-                    run(
-                        listener,
-                        ServiceBuilder::new()
-                            .map_response(IntoResponse::into_response)
-                            .layer(slidelog_layer(deny))
-                            .service(plain()),
-                        stopped,
-                    )
-                    .await
+                    run(listener, slidelog_layer(deny).layer(plain()), stopped).await
                 }
                 (Contender::TowerGovernor, Mount::RouterLayer) => {
                     run(listener, plain().layer(governor_layer(deny)), stopped).await
                 }
                 (Contender::TowerGovernor, Mount::AroundRouter) => {
-                    run(
-                        listener,
-                        ServiceBuilder::new()
-                            .map_response(IntoResponse::into_response)
-                            .layer(governor_layer(deny))
-                            .service(plain()),
-                        stopped,
-                    )
-                    .await
+                    run(listener, governor_layer(deny).layer(plain()), stopped).await
                 }
             }
         });
