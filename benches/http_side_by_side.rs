@@ -64,8 +64,16 @@ impl Drop for Server {
     }
 }
 
+/// The app, its handler made a route once (`with_state(())`), as
+/// `axum::serve(listener, app)` and `Router::into_make_service*` do: served
+/// through `ServiceExt`'s make-service (the one every mount here shares), a
+/// router left as built would turn its handler into a route again on every
+/// request, and re-apply a `Router::layer` layer with it (axum's
+/// `Router::with_state` docs, "A note about performance").
 fn plain() -> Router {
-    Router::new().route("/", get(|| async { "ok" }))
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .with_state(())
 }
 
 /// slidelog's layer: admit everything (more than any round sends), or one

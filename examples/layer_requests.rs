@@ -128,7 +128,12 @@ fn main() {
 fn run() -> Result<(), String> {
     let (mount, deny, requests) = args::what_op_count(USAGE, ["admit", "deny"], "requests")?;
     let path = if deny { "deny" } else { "admit" };
-    let router = Router::new().route("/", get(|| async { "ok" }));
+    // The handler made a route once, as `axum::serve(listener, app)` does:
+    // a router called as a service as built would make it again (and
+    // re-apply a `Router::layer` layer) on every request.
+    let router = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .with_state(());
     let start = Instant::now();
     let statuses = match mount.as_str() {
         "plain" => drive(router, requests),

@@ -1137,7 +1137,7 @@ async fn the_layer_wrapped_around_the_router_limits_every_path() {
     );
     let limited = RateLimitLayer::new(manual::<IpAddr>(3, 60), PeerIp::new())
         .inner_body()
-        .layer(app);
+        .layer(app.with_state(()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {

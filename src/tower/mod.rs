@@ -20,15 +20,19 @@
 //!
 //! # One limit for a whole app: wrap the router
 //!
-//! axum's `Router::layer` boxes every route's layered service and its
-//! future on each request, whatever the layer does: a layer that does
-//! nothing, mounted that way, costs a trivial handler 5-10% of its
-//! throughput (BENCHMARKS.md, "Over HTTP", session 35). Where one limit
-//! covers the whole app, wrap the router as one service instead: the
-//! layer then runs once per request, with no boxing, and limits every
-//! request the router answers (unmatched paths too). With
-//! [`inner_body`](RateLimitLayer::inner_body) the wrapped router's
-//! responses are still axum's, so `axum::serve` takes it as it is:
+//! axum's `Router::layer` boxes every route's layered service, and on
+//! each request clones that box and boxes its future, whatever the layer
+//! does: a layer that does nothing, mounted that way, costs a trivial
+//! handler 883 instructions a request, 14% of its own (BENCHMARKS.md,
+//! "Over HTTP", session 36). Where one limit covers the whole app, wrap
+//! the router as one service instead: the layer then runs once per
+//! request, with no boxing, and limits every request the router answers
+//! (unmatched paths too). With [`inner_body`](RateLimitLayer::inner_body)
+//! the wrapped router's responses are still axum's, so `axum::serve`
+//! takes it as it is. Call `with_state(())` on the router first, as axum
+//! advises for a router used as a service: its handlers then become
+//! routes once, where a router wrapped as built makes them again on every
+//! request (what `axum::serve(listener, router)` does for a bare router):
 //!
 //! ```no_run
 //! use std::net::{IpAddr, SocketAddr};
@@ -41,7 +45,9 @@
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let limiter = Arc::new(KeyedLimiter::<IpAddr>::new(100, Duration::from_secs(60))?);
-//! let app = Router::new().route("/", get(|| async { "hello" }));
+//! let app = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .with_state(()); // handlers made routes once, not per request
 //! let limited = RateLimitLayer::new(limiter, PeerIp::new()).inner_body().layer(app);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 //! // PeerIp reads the peer's address from axum's `ConnectInfo`.
