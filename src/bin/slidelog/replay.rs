@@ -359,10 +359,14 @@ pub(crate) fn replay<R: BufRead>(
         let ts = match clock_of_log.parse(&request.time) {
             Ok(ts) => ts,
             Err(e) => {
-                skip(
-                    &mut summary,
-                    format!("line {line}, column {time_label}: {e}"),
-                )?;
+                let error = format!("line {line}, column {time_label}: {e}");
+                if options.skip_malformed.is_none() {
+                    // The way past a bad timestamp, where a real log has one.
+                    return Err(format!(
+                        "{error}; --skip-malformed skips and counts such lines"
+                    ));
+                }
+                skip(&mut summary, error)?;
                 continue;
             }
         };
