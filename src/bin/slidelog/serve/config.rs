@@ -187,9 +187,19 @@ impl Config {
 
 /// Parses one file's text into its domain and tree.
 pub(crate) fn parse(text: &str) -> Result<(String, Vec<Rule>), String> {
-    let file: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| match e.location() {
-        Some(at) => format!("line {}, column {}: {e}", at.line(), at.column()),
-        None => e.to_string(),
+    let file: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| {
+        let message = e.to_string();
+        match e.location() {
+            // The place first, once: the parser's message ends with it too.
+            Some(at) => {
+                let (line, column) = (at.line(), at.column());
+                let what = message
+                    .strip_suffix(&format!(" at line {line} column {column}"))
+                    .unwrap_or(&message);
+                format!("line {line}, column {column}: {what}")
+            }
+            None => message,
+        }
     })?;
     if file.domain.trim().is_empty() {
         return Err("`domain` is empty".into());
@@ -367,6 +377,7 @@ descriptors:
         let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
             .unwrap_err();
         assert!(e.contains("line 4") && e.contains("fortnight"), "{e}");
+        assert_eq!(e.matches("line 4").count(), 1, "the place said once: {e}");
         let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unt: 1}\n")
             .unwrap_err();
         assert!(
