@@ -29,10 +29,11 @@
 //! request, with no boxing, and limits every request the router answers
 //! (unmatched paths too). With [`inner_body`](RateLimitLayer::inner_body)
 //! the wrapped router's responses are still axum's, so `axum::serve`
-//! takes it as it is. Call `with_state(())` on the router first, as axum
-//! advises for a router used as a service: its handlers then become
-//! routes once, where a router wrapped as built makes them again on every
-//! request (what `axum::serve(listener, router)` does for a bare router):
+//! takes it as it is. Call `with_state(())` on the router first, as
+//! `axum::serve(listener, router)` does for a bare router and as axum
+//! advises for a router used as a service: its handlers then become routes
+//! once, where a router wrapped as built makes them again on every
+//! request:
 //!
 //! ```no_run
 //! use std::net::{IpAddr, SocketAddr};
