@@ -1122,8 +1122,8 @@ where
     /// state's answer, `None` if it was closed) at the time `read` returns;
     /// `fresh` maps what an absent key answers to `n == 0`.
     ///
-    /// The time is read once, after the lookup (docs/design.md §4, "The
-    /// time is read last"): the lookup's dependent loads (the table, the
+    /// The time is read once, after the lookup (docs/design.md §4, "Where
+    /// the time is read"): the lookup's dependent loads (the table, the
     /// entry, the key) do not need it, and run while the clock is read.
     ///
     /// Inlined into each caller, with `op` asked in one place: a live key

@@ -467,7 +467,7 @@ impl<C: Clock> Limiter<C> {
 
     /// **The answer** of the current generation: `op` judges on the
     /// generation `first`, at the time `read` returns (read once, when the
-    /// ring asks for it: docs/design.md §4, "The time is read last"), until
+    /// ring asks for it: docs/design.md §4, "Where the time is read"), until
     /// a reconfiguration closes it; then at that same reading on the
     /// generations that followed (out of line: only a reconfigured limiter
     /// pays for the pin and the pointer).

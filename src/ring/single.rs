@@ -23,15 +23,18 @@ impl<'a> RingRef<'a> {
     /// [`check_one_scan`](Self::check_one_scan). Returns what `finish`
     /// makes of the outcome and the time read.
     ///
-    /// **The time is read last** (docs/design.md §4): the loads that fix
-    /// the frontier come first, then `when`, then the judgement, and for an
-    /// admission `head`, the count and the commit CAS. An admission is a
-    /// dependent chain from the clock read to the CAS; what the chain need
-    /// not wait for is issued while the clock is read. The count's words
-    /// wait for the judgement: loaded before the clock they cost a `check`
-    /// more than they saved (BENCHMARKS.md, "Where the time goes", session
-    /// 19). The order changes no decision: the ring's claims hold for any
-    /// time a caller passes, at any point of its loads.
+    /// **Where the time is read** (docs/design.md §4): a ring with a
+    /// frontier guess reads `when` first, then the guess and its slots,
+    /// the judgement, and for an admission `head`, the count and the commit
+    /// CAS; a keyed state's ring (no guess) reads the view at `head` first
+    /// and `when` after it. The count's words wait for the judgement:
+    /// loaded before the clock they cost a `check` more than they saved
+    /// (BENCHMARKS.md, "Where the time goes", session 19). The clock
+    /// before the guess measures 3-8% faster than after the slots on both
+    /// AMD hosts met, and trades admissions for denials on the Intel one
+    /// (sessions 33 and 37); a keyed ring's read before its view measures
+    /// level. The order changes no decision: the ring's claims hold for
+    /// any time a caller passes, at any point of its loads.
     ///
     /// A ring that keeps a frontier guess (a [`crate::Limiter`]'s) reads the
     /// slots where the guess puts the frontier ([`at_guess`](Self::at_guess))
@@ -61,18 +64,18 @@ impl<'a> RingRef<'a> {
         let g = self.geometry;
         // The general path, at the time read.
         let general = |now: Now| finish(self.check_one_scan::<R>(now.judged), now);
-        // The clock is read in each arm, after that arm's loads: no flag
-        // saying which arm ran waits across the read.
+        // The clock is read in each arm: no flag saying which arm ran
+        // waits across the read.
         match self.frontier {
             _ if g.general_only() => general(when()),
             Some(frontier) => {
+                let now = when();
                 // Relaxed: a guess; `at_guess` and `claimable` verify what it
                 // leads to.
                 let guess = frontier.load(Ordering::Relaxed);
                 let Some((pos, slot_q, s, p)) = self.at_guess(guess) else {
-                    return general(when());
+                    return general(now);
                 };
-                let now = when();
                 let fast = match self.judge_one(now.judged, s, p) {
                     Err(denied) => Some(denied),
                     // Acquire (`load_head`), after the slots: see `claimable`.
