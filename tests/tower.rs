@@ -142,7 +142,9 @@ async fn exact_counts_headers_and_429() {
     assert_eq!(r.status, 429);
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(r.header("ratelimit"), Some("\"default\";r=0;t=1"));
-    assert!(r.body.contains("Too Many Requests"));
+    assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=5;w=10"));
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.body, "Too Many Requests: rate limit exceeded\n");
     clock.advance(Duration::from_millis(300));
     assert_eq!(
         get_path(addr, "/", &[]).await.status,
@@ -885,6 +887,41 @@ async fn deny_hooks_see_the_request_and_the_key() {
     let r = get_path(addr, "/page", &[("x-api-key", "alice")]).await;
     assert_eq!(r.status, 503);
     assert_eq!(r.body, "GET /page by alice (no agent)");
+}
+
+/// A `deny_with` hook's own `Retry-After` and `RateLimit` fields are kept;
+/// the layer adds only the ones the hook left out.
+#[tokio::test]
+async fn a_deny_hooks_own_fields_are_kept() {
+    let limiter = manual::<String>(1, 60);
+    let layer = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key")).deny_with(
+        |d: &slidelog::tower::Denial<'_>| {
+            let own = d.key::<String>().is_some_and(|key| key == "own");
+            let mut answer = http::Response::builder().status(429);
+            if own {
+                answer = answer
+                    .header("retry-after", "3600")
+                    .header("ratelimit", "\"mine\";r=0;t=3600");
+            }
+            answer.body(bytes::Bytes::from_static(b"later\n")).unwrap()
+        },
+    );
+    let app = Router::new().route("/", get(|| async { "x" })).layer(layer);
+    let addr = serve(app).await;
+    for key in ["own", "plain"] {
+        let key = [("x-api-key", key)];
+        assert_eq!(get_path(addr, "/", &key).await.status, 200);
+        let r = get_path(addr, "/", &key).await;
+        assert_eq!((r.status, r.body.as_str()), (429, "later\n"));
+        assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=1;w=60"));
+        if key[0].1 == "own" {
+            assert_eq!(r.header("retry-after"), Some("3600"));
+            assert_eq!(r.header("ratelimit"), Some("\"mine\";r=0;t=3600"));
+        } else {
+            assert_eq!(r.header("retry-after"), Some("60"));
+            assert_eq!(r.header("ratelimit"), Some("\"default\";r=0;t=60"));
+        }
+    }
 }
 
 /// The keyed limiter behind a backend that only answers through the

@@ -104,16 +104,17 @@ pub enum MissingKey {
 }
 
 /// An answer that does not reach the inner service: for HTTP, `status`
-/// with `text` as a plain-text body; for gRPC, an empty body with
-/// `grpc-status` and a (percent-encoded) `grpc-message`.
+/// with `body` (a line of text, its newline included) as a plain-text
+/// body; for gRPC, an empty body with `grpc-status` and a
+/// (percent-encoded) `grpc-message`.
 pub(super) fn refusal(
     deny: DenyStyle,
     status: StatusCode,
-    text: &str,
+    body: Bytes,
     grpc: (&'static str, &'static str),
 ) -> Response<Bytes> {
     let mut response = Response::new(match deny {
-        DenyStyle::Http | DenyStyle::ProblemJson => Bytes::from(format!("{text}\n")),
+        DenyStyle::Http | DenyStyle::ProblemJson => body,
         DenyStyle::Grpc => Bytes::new(),
     });
     let h = response.headers_mut();
@@ -148,7 +149,8 @@ pub(super) fn missing_key(deny: DenyStyle, status: StatusCode) -> Response<Bytes
         _ => ("13", "no%20rate-limit%20key"),
     };
     let reason = status.canonical_reason().unwrap_or("Refused");
-    refusal(deny, status, &format!("{} {reason}", status.as_u16()), grpc)
+    let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
+    refusal(deny, status, body, grpc)
 }
 
 /// The answer when the backend could not decide and its failure policy
@@ -161,10 +163,10 @@ fn unavailable(deny: DenyStyle, status: StatusCode, denied: &Denied) -> Response
     let mut response = refusal(
         deny,
         status,
-        &format!(
-            "{} {reason}: the rate limiter cannot decide now",
+        Bytes::from(format!(
+            "{} {reason}: the rate limiter cannot decide now\n",
             status.as_u16()
-        ),
+        )),
         ("14", "rate%20limiter%20unavailable"),
     );
     response.headers_mut().insert(
@@ -208,12 +210,14 @@ pub(super) fn denial(
         None => policy_name(policies, which).into(),
     };
     observe_denial(limiter, &denied, &name);
-    let message = match denied.reason() {
-        DenyReason::RateLimited => "Too Many Requests: rate limit exceeded",
-        DenyReason::KeyCapacity => "Too Many Requests: too many clients",
-        DenyReason::Unavailable => "the rate limiter cannot decide now",
-        _ => "Too Many Requests: the request can never fit the limit",
+    // The body's line, static: a 429 allocates and formats no body.
+    let line = match denied.reason() {
+        DenyReason::RateLimited => "Too Many Requests: rate limit exceeded\n",
+        DenyReason::KeyCapacity => "Too Many Requests: too many clients\n",
+        DenyReason::Unavailable => "the rate limiter cannot decide now\n",
+        _ => "Too Many Requests: the request can never fit the limit\n",
     };
+    let message = line.trim_end();
     let mut response = match (hook, deny) {
         (Some(hook), _) => hook(&Denial {
             denied,
@@ -226,18 +230,21 @@ pub(super) fn denial(
         (None, _) => refusal(
             deny,
             StatusCode::TOO_MANY_REQUESTS,
-            message,
+            Bytes::from_static(line.as_bytes()),
             ("8", "rate%20limit%20exceeded"),
         ),
     };
     let h = response.headers_mut();
-    if !h.contains_key(RETRY_AFTER) {
+    // A hook's response keeps the fields it set; ours has none of these
+    // (and asking costs a lookup a field).
+    let hooked = hook.is_some();
+    if !hooked || !h.contains_key(RETRY_AFTER) {
         h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
     }
     // Nothing was counted when the store failed: no `RateLimit` fields.
     if denied.reason() != DenyReason::Unavailable {
         list_headers(headers, policies, *policy_value, which, 0, wait, per_policy)
-            .write_to(h, true);
+            .write_to(h, hooked);
     }
     response
 }
