@@ -28,13 +28,13 @@ impl<'a> RingRef<'a> {
     /// the judgement, and for an admission `head`, the count and the commit
     /// CAS; a keyed state's ring (no guess) reads the view at `head` first
     /// and `when` after it. The count's words wait for the judgement:
-    /// loaded before the clock they cost a `check` more than they saved
+    /// loaded ahead of it they cost a `check` more than they saved
     /// (BENCHMARKS.md, "Where the time goes", session 19). The clock
-    /// before the guess measures 3-8% faster than after the slots on both
-    /// AMD hosts met, and trades admissions for denials on the Intel one
-    /// (sessions 33 and 37); a keyed ring's read before its view measures
-    /// level. The order changes no decision: the ring's claims hold for
-    /// any time a caller passes, at any point of its loads.
+    /// before the guess takes 0.92-1.00 of the time of the clock after the
+    /// slots on both AMD hosts met, and trades admissions for denials on
+    /// the Intel one (sessions 19, 33 and 37); a keyed ring's read before
+    /// its view measures level. The order changes no decision: the ring's
+    /// claims hold for any time a caller passes, at any point of its loads.
     ///
     /// A ring that keeps a frontier guess (a [`crate::Limiter`]'s) reads the
     /// slots where the guess puts the frontier ([`at_guess`](Self::at_guess))

@@ -235,8 +235,8 @@ pub(super) fn denial(
         ),
     };
     let h = response.headers_mut();
-    // A hook's response keeps the fields it set; ours has none of these
-    // (and asking costs a lookup a field).
+    // A hook's response keeps the fields it set; ours has none of them,
+    // so it is not asked (each question is a lookup).
     let hooked = hook.is_some();
     if !hooked || !h.contains_key(RETRY_AFTER) {
         h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
