@@ -28,7 +28,7 @@ impl<'a> RingRef<'a> {
     /// the judgement, and for an admission `head`, the count and the commit
     /// CAS; a keyed state's ring (no guess) reads the view at `head` first
     /// and `when` after it. The count's words wait for the judgement:
-    /// loaded ahead of it they cost a `check` more than they saved
+    /// loaded ahead of it they cost a `check` more than they save
     /// (BENCHMARKS.md, "Where the time goes", session 19). The clock
     /// before the guess takes 0.92-1.00 of the time of the clock after the
     /// slots on both AMD hosts met, and trades admissions for denials on
