@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
-use papaya::{Guard, HashMap};
+use papaya::Guard;
 
 use crate::algorithm::{Algorithm, Counter, Log};
 use crate::clock::{Clock, QuantaClock};
@@ -24,10 +24,12 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(feature = "tower")]
 use crate::tower::PolicyStates;
 
+mod hasher;
 mod reconfig;
 mod state;
 
-use state::{KeyState, Keys, Words, with_map};
+use hasher::{MapHasher, SipKeys};
+use state::{KeyState, Keys, Map, Words, with_map};
 
 /// What `KeyedLimiter::check_then_peek` found on a key's state (with
 /// several policies, each one's state is written where the caller asked).
@@ -227,6 +229,7 @@ impl<K: Hash + Eq + KeySize> KeyedLimiter<K, QuantaClock, RandomState> {
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn builder(limit: u32, window: Duration) -> KeyedBuilder<K, QuantaClock, RandomState> {
+        let hasher = RandomState::new();
         KeyedBuilder {
             policies: vec![Policy::new(limit, window)],
             quota: None,
@@ -235,7 +238,8 @@ impl<K: Hash + Eq + KeySize> KeyedLimiter<K, QuantaClock, RandomState> {
             idle_margin: None,
             capacity: 0,
             clock: QuantaClock::new(),
-            hasher: RandomState::new(),
+            sip: Some(SipKeys::from_seed(&hasher)),
+            hasher,
             mode: CounterMode::Slots(DEFAULT_SLOTS),
             name: crate::observe::Name::default(),
             _marker: core::marker::PhantomData,
@@ -292,6 +296,9 @@ pub struct KeyedBuilder<K, C, S, A = Log> {
     capacity: usize,
     clock: C,
     hasher: S,
+    /// The keys of the default hasher's function, inline, drawn from its
+    /// `RandomState` (`keyed/hasher.rs`); `None` once a hasher is chosen.
+    sip: Option<SipKeys>,
     /// The counter's mode (unused by the log).
     mode: CounterMode,
     /// The `limiter` label of its metrics.
@@ -310,6 +317,7 @@ impl<K, C: Clone, S: Clone, A> Clone for KeyedBuilder<K, C, S, A> {
             capacity: self.capacity,
             clock: self.clock.clone(),
             hasher: self.hasher.clone(),
+            sip: self.sip,
             mode: self.mode,
             name: self.name.clone(),
             _marker: core::marker::PhantomData,
@@ -477,7 +485,10 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     /// ```
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, C, S2, A> {
         let mode = self.mode;
-        self.convert(|clock| clock, |_| hasher, mode)
+        KeyedBuilder {
+            sip: None,
+            ..self.convert(|clock| clock, |_| hasher, mode)
+        }
     }
 
     /// Keeps the approximate sliding-window counter per key instead of the
@@ -552,6 +563,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             capacity: self.capacity,
             clock: clock(self.clock),
             hasher: hasher(self.hasher),
+            sip: self.sip,
             mode,
             name: self.name,
             _marker: core::marker::PhantomData,
@@ -660,7 +672,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         crate::observe::describe();
         let map = Keys::new(
             algorithm.words(None),
-            self.hasher,
+            MapHasher::new(self.hasher, self.sip),
             self.capacity.min(max_keys),
         );
         Ok(KeyedLimiter {
@@ -1151,7 +1163,7 @@ where
     #[inline(always)]
     fn decide_in<W: Words, Q, R>(
         &self,
-        map: &HashMap<K, KeyState<W>, S>,
+        map: &Map<K, W, S>,
         key: &Q,
         n: u32,
         read: impl FnOnce() -> u64,
@@ -1198,7 +1210,7 @@ where
     #[inline(never)]
     fn settle<'g, W: Words, Q>(
         &'g self,
-        map: &'g HashMap<K, KeyState<W>, S>,
+        map: &'g Map<K, W, S>,
         key: &Q,
         n: u32,
         now: u64,
@@ -1385,7 +1397,7 @@ where
     #[inline(never)]
     fn insert<'g, W: Words>(
         &self,
-        map: &'g HashMap<K, KeyState<W>, S>,
+        map: &'g Map<K, W, S>,
         owned: K,
         quota: Option<Arc<Shape>>,
         now: u64,
@@ -1535,7 +1547,7 @@ where
     /// removed it.
     fn unlink<Q, W: Words>(
         &self,
-        map: &HashMap<K, KeyState<W>, S>,
+        map: &Map<K, W, S>,
         key: &Q,
         ring: &KeyState<W>,
         guard: &impl Guard,
@@ -2136,7 +2148,7 @@ where
     /// meanwhile, so replacing the key's state loses nothing).
     fn restore_key<W: Words>(
         &self,
-        map: &HashMap<K, KeyState<W>, S>,
+        map: &Map<K, W, S>,
         entry: &crate::snapshot::KeyAdmissions<K>,
         anchor: crate::snapshot::Anchor,
         report: &mut crate::snapshot::Restored,

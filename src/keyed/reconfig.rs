@@ -15,10 +15,10 @@ use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use papaya::{Compute, Guard, HashMap, Operation};
+use papaya::{Compute, Guard, Operation};
 
 use super::KeyedLimiter;
-use super::state::{KeyState, Parked, Words, with_map};
+use super::state::{KeyState, Map, Parked, Words, with_map};
 use crate::algorithm::{Algorithm, Log};
 use crate::clock::Clock;
 use crate::error::ConfigError;
@@ -156,7 +156,7 @@ where
     /// by the migrating thread, or by a check that met `old` closed.
     pub(super) fn relink<W: Words>(
         &self,
-        map: &HashMap<K, KeyState<W>, S>,
+        map: &Map<K, W, S>,
         key: K,
         old: &KeyState<W>,
         successor: &Parked,
@@ -195,7 +195,7 @@ where
     /// `config.lock` held.
     fn migrate<W: Words>(
         &self,
-        map: &HashMap<K, KeyState<W>, S>,
+        map: &Map<K, W, S>,
         key: &K,
         owned: impl FnOnce() -> K,
         state: &KeyState<W>,

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use papaya::HashMap;
 
+use super::hasher::MapHasher;
 use crate::ring::Shape;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -120,16 +121,20 @@ impl<W: Words> KeyState<W> {
 /// limiter was built: states inside the entries, in the narrowest width
 /// that holds the default policies' state, or boxed.
 pub(super) enum Keys<K, S> {
-    Inline4(HashMap<K, KeyState<Inline<4>>, S>),
-    Inline8(HashMap<K, KeyState<Inline<8>>, S>),
-    Inline12(HashMap<K, KeyState<Inline<INLINE_WORDS>>, S>),
-    Boxed(HashMap<K, KeyState<Box<[AtomicU64]>>, S>),
+    Inline4(Map<K, Inline<4>, S>),
+    Inline8(Map<K, Inline<8>, S>),
+    Inline12(Map<K, Inline<INLINE_WORDS>, S>),
+    Boxed(Map<K, Box<[AtomicU64]>, S>),
 }
+
+/// One representation's map: key to state, hashed by the limiter's
+/// [`MapHasher`].
+pub(super) type Map<K, W, S> = HashMap<K, KeyState<W>, MapHasher<S>>;
 
 impl<K: core::hash::Hash + Eq, S: core::hash::BuildHasher> Keys<K, S> {
     /// An empty map for states of `words` words (the default policies'),
     /// in the narrowest width that holds them ([`width_for`]).
-    pub(super) fn new(words: usize, hasher: S, capacity: usize) -> Keys<K, S> {
+    pub(super) fn new(words: usize, hasher: MapHasher<S>, capacity: usize) -> Keys<K, S> {
         fn table<K, V, S>(hasher: S, capacity: usize) -> HashMap<K, V, S> {
             HashMap::builder()
                 .hasher(hasher)
