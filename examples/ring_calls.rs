@@ -33,7 +33,10 @@
 //! (10,000 keys, L = 10, W = 1 µs, keys in a scattered order; `KEYS`
 //! overrides the count), `keyed-deny` (every key full) and `keyed-live`
 //! (the same keys at W = 60 µs and a call every 2 ns: a key's few
-//! admissions still alive when it comes back, their number varying), and
+//! admissions still alive when it comes back, their number varying),
+//! `keyed-std` and `keyed-deny-std` (`keyed` and `keyed-deny` with a
+//! `RandomState` given as the hasher: std's own SipHash code, where the
+//! default computes the same function with the `siphasher` crate), and
 //! `governor-allow`, `governor-deny`, `governor-keyed`,
 //! `governor-keyed-deny`, `governor-weighted` (`check_n(4)`, burst 1,000
 //! refilled one per nanosecond) and `governor-weighted-deny` with the same
@@ -41,7 +44,6 @@
 //! prints how many calls were admitted and the time per call (the calls
 //! alone: setup such as filling the keys is not timed).
 
-use std::hash::BuildHasher;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -55,7 +57,7 @@ mod args;
 #[path = "../src/bin/slidelog/cpu.rs"]
 mod cpu;
 
-const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|keyed-live|keyed-sip|keyed-deny-sip|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
+const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|keyed-live|keyed-std|keyed-deny-std|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
 const T0: u64 = 1 << 55;
@@ -63,27 +65,6 @@ const T0: u64 = 1 << 55;
 /// The `i`-th call's key among `keys`, in an order unrelated to creation.
 fn key(i: u64, keys: u64) -> u64 {
     i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys
-}
-
-/// SipHash-1-3 with random keys, as std's `RandomState`, from the
-/// `siphasher` crate, whose `write_u64` takes an integer key inline (std's
-/// hashes it through its byte-slice `write`, out of line).
-#[derive(Clone, Debug)]
-struct SipRandomState(u64, u64);
-
-impl SipRandomState {
-    fn new() -> Self {
-        let keys = std::collections::hash_map::RandomState::new();
-        SipRandomState(keys.hash_one(0u8), keys.hash_one(1u8))
-    }
-}
-
-impl BuildHasher for SipRandomState {
-    type Hasher = siphasher::sip::SipHasher13;
-
-    fn build_hasher(&self) -> Self::Hasher {
-        siphasher::sip::SipHasher13::new_with_keys(self.0, self.1)
-    }
 }
 
 /// `calls` calls of `call(i)`: how many were admitted, and how long the
@@ -233,9 +214,9 @@ fn run() -> Result<(), String> {
                 repeat(calls, |i| black_box(l.check_n_at(4, t(i))).is_ok())
             }
         }
-        "keyed" | "keyed-deny" | "keyed-live" | "keyed-sip" | "keyed-deny-sip" => {
+        "keyed" | "keyed-deny" | "keyed-live" | "keyed-std" | "keyed-deny-std" => {
             let (window, fill, step) = match scenario.as_str() {
-                "keyed-deny" | "keyed-deny-sip" => (hour, 10, 1),
+                "keyed-deny" | "keyed-deny-std" => (hour, 10, 1),
                 // A key comes back every 20 µs on average, at irregular
                 // gaps: one to five admissions alive in its window of
                 // 60 µs, more or fewer from call to call.
@@ -261,11 +242,13 @@ fn run() -> Result<(), String> {
                     }
                 }};
             }
-            if scenario.ends_with("-sip") {
+            if scenario.ends_with("-std") {
+                // A `RandomState` given: std's own SipHash code (the
+                // default computes the same function with `siphasher`).
                 fill_and_call!(
                     KeyedLimiter::<u64>::builder(10, window)
                         .clock(ManualClock::new())
-                        .hasher(SipRandomState::new())
+                        .hasher(std::collections::hash_map::RandomState::new())
                         .build()
                 )
             } else {

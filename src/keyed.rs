@@ -443,44 +443,34 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         self.convert(|_| clock, |hasher| hasher, mode)
     }
 
-    /// Uses another hasher. The default, `RandomState`, is randomly keyed
-    /// SipHash-1-3, which resists hash flooding; only trade it for a faster
-    /// kind of hash if keys cannot be chosen by an attacker. (What it costs:
-    /// hashing a `u64` key is about 137 of the 365-385 instructions of a
-    /// keyed `admit`; governor's keyed limiter hashes with SipHash too:
-    /// BENCHMARKS.md, "Where the time goes".)
+    /// Uses another hasher, as given. The default is randomly keyed
+    /// SipHash-1-3, the function of std's `RandomState`, which resists hash
+    /// flooding: its keys are drawn from a `RandomState` and it is computed
+    /// by the `siphasher` crate, whose integer writes are inline where
+    /// std's go through its byte-slice `write` out of line (a keyed call
+    /// with the time passed in: 8-9% less time over `u64` keys, 3-8% over
+    /// strings and IP addresses; BENCHMARKS.md, "Where the time goes",
+    /// session 38). A `RandomState` given here hashes with std's own code.
     ///
-    /// The same hash can cost less. std's SipHash takes an integer key
-    /// through its byte-slice `write`, out of line; the `siphasher` crate's
-    /// `SipHasher13` has an inline `write_u64`. Keyed at random as
-    /// `RandomState` is, it resists flooding alike, and a keyed `admit` over
-    /// 10,000 `u64` keys takes about 40 fewer instructions
-    /// (`examples/ring_calls.rs`, `keyed-sip`: BENCHMARKS.md, "Where the
-    /// time goes", session 35):
+    /// Only trade the default for a faster kind of hash if keys cannot be
+    /// chosen by an attacker. (What hashing costs: SipHash of a `u64` key is
+    /// about a quarter of a keyed `admit`'s instructions; governor's keyed
+    /// limiter hashes with SipHash too.) A fixed hasher, for instance,
+    /// makes runs reproducible in tests:
     ///
     /// ```
-    /// use std::collections::hash_map::RandomState;
-    /// use std::hash::BuildHasher;
+    /// use std::collections::hash_map::DefaultHasher;
+    /// use std::hash::BuildHasherDefault;
     /// use std::time::Duration;
     ///
-    /// /// SipHash-1-3 under two secret random keys.
-    /// #[derive(Clone)]
-    /// struct Sip13(u64, u64);
-    ///
-    /// impl BuildHasher for Sip13 {
-    ///     type Hasher = siphasher::sip::SipHasher13;
-    ///     fn build_hasher(&self) -> Self::Hasher {
-    ///         siphasher::sip::SipHasher13::new_with_keys(self.0, self.1)
-    ///     }
-    /// }
-    ///
-    /// // The keys: std's own randomly keyed hash of two constants.
-    /// let seed = RandomState::new();
+    /// // SipHash under fixed keys: the same hashes in every run, so never
+    /// // for keys an attacker picks.
     /// let l = slidelog::KeyedLimiter::<u64>::builder(1, Duration::from_secs(1))
-    ///     .hasher(Sip13(seed.hash_one(0u8), seed.hash_one(1u8)))
+    ///     .hasher(BuildHasherDefault::<DefaultHasher>::default())
     ///     .build()?;
     /// assert!(l.check(&7).is_ok());
     /// assert!(l.check(&7).is_err());
+    /// assert!(l.check(&8).is_ok());
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, C, S2, A> {
