@@ -13,20 +13,12 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::parallel;
+use common::{key, parallel};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use governor::{Quota, RateLimiter};
 use slidelog::{KeyedLimiter, ManualClock};
 
 const LIMIT: u32 = 10;
-
-/// The `i`-th key of thread `t` of `threads`, spread over `keys` (a
-/// multiplicative hash, so consecutive calls hit unrelated keys).
-#[inline]
-fn key(i: u64, t: usize, threads: usize, keys: u64) -> u64 {
-    let per = keys / threads as u64;
-    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * threads as u64 + t as u64
-}
 
 fn keyed(c: &mut Criterion) {
     for keys in [10_000u64, 1_000_000] {

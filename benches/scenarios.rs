@@ -15,7 +15,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::parallel;
+use common::{key, parallel};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use governor::{Quota, RateLimiter};
 use slidelog::{KeyedLimiter, Limiter};
@@ -84,12 +84,6 @@ fn single_key(c: &mut Criterion) {
         }
         g.finish();
     }
-}
-
-/// The `i`-th key of thread `t` of `threads` over `keys`.
-fn key(i: u64, t: usize, threads: usize, keys: u64) -> u64 {
-    let per = keys / threads as u64;
-    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * threads as u64 + t as u64
 }
 
 /// Keyed, 10 per 1 µs: 10k keys with the default idle margin (1 and 2

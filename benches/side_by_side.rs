@@ -25,7 +25,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{MutexLog, cpu_model, median, parallel};
+use common::{MutexLog, cpu_model, key, median, parallel};
 use entries::{ENTRY, Recording};
 use governor::middleware::StateInformationMiddleware;
 use governor::{Quota, RateLimiter};
@@ -133,13 +133,6 @@ type Scenario = (&'static str, Box<dyn Fn() -> Contenders>, u64);
 
 fn time(threads: usize, calls: u64, work: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
     parallel(threads, calls, work).as_nanos() as f64 / calls as f64
-}
-
-/// The `i`-th key of thread `t` of `threads` over `keys` (spread by a
-/// multiplicative hash).
-fn key(i: u64, t: usize, threads: usize, keys: u64) -> u64 {
-    let per = keys / threads as u64;
-    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * threads as u64 + t as u64
 }
 
 /// Rounds of `call` on `threads` threads.

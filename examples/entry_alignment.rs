@@ -168,10 +168,9 @@ fn limiter(base: usize, offset: usize, order: Order) -> Arc<KeyedLimiter<u64>> {
     Arc::new(limiter)
 }
 
-/// The `i`-th key of thread `me` of two (as `side_by_side`'s `key`).
+/// The `i`-th key of thread `me` of two (`side_by_side`'s).
 fn key(i: u64, me: usize) -> u64 {
-    let per = KEYS / 2;
-    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % per) * 2 + me as u64
+    common::key(i, me, 2, KEYS)
 }
 
 /// One round: two pinned threads, `CALLS / 2` calls each on their own

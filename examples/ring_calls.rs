@@ -54,17 +54,18 @@ use slidelog::{KeyedLimiter, Limiter, ManualClock};
 
 #[path = "common/args.rs"]
 mod args;
-#[path = "../src/bin/slidelog/cpu.rs"]
-mod cpu;
+#[path = "../benches/common/mod.rs"]
+mod common;
 
 const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|keyed-live|keyed-std|keyed-deny-std|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
 const T0: u64 = 1 << 55;
 
-/// The `i`-th call's key among `keys`, in an order unrelated to creation.
+/// The `i`-th call's key among `keys`, in an order unrelated to creation
+/// (the benches' [`common::scatter`]).
 fn key(i: u64, keys: u64) -> u64 {
-    i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys
+    common::scatter(i, keys)
 }
 
 /// `calls` calls of `call(i)`: how many were admitted, and how long the
@@ -321,7 +322,7 @@ fn run() -> Result<(), String> {
     let per = took.as_nanos() as f64 / calls.max(1) as f64;
     println!(
         "{scenario} {op}: {admitted} of {calls} admitted; {per:.1} ns per call on {}",
-        cpu::cpu_model()
+        common::cpu_model()
     );
     Ok(())
 }

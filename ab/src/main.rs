@@ -189,11 +189,10 @@ macro_rules! round {
                 let calls = move |t: u64, n: u64| {
                     let mut sum = 0u64;
                     for i in 0..n {
-                        let spread = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
                         let k = if halves {
-                            spread % (keys / 2) * 2 + t
+                            scatter(i, keys / 2) * 2 + t
                         } else {
-                            spread % keys
+                            scatter(i, keys)
                         };
                         sum += if admit {
                             u64::from(l.admit(&k).is_ok())
@@ -250,6 +249,13 @@ macro_rules! round {
         };
         (round, fill)
     }};
+}
+
+/// Key `i` of `0..keys`, scattered as the benches scatter theirs
+/// (`benches/common/mod.rs`, `scatter`: no division timed with the calls).
+#[inline]
+fn scatter(i: u64, keys: u64) -> u64 {
+    ((u128::from(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * u128::from(keys)) >> 64) as u64
 }
 
 /// The wall time of `work(t)` run on `threads` threads at once (`t = 0`
