@@ -10,7 +10,7 @@
 //! under its secret keys: random as they are) and hashes with that: the
 //! same resistance to hash flooding, and a keyed call over `u64` keys
 //! about 60 instructions shorter (a denial's 398 → 335), 8-9% faster with
-//! the time passed in and 4-6% with the clock read (BENCHMARKS.md, "Where
+//! the time passed in and 5-8% with the clock read (BENCHMARKS.md, "Where
 //! the time goes", session 38). A hasher the user chose
 //! ([`KeyedBuilder::hasher`](crate::KeyedBuilder::hasher)) is used as given.
 
