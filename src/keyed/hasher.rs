@@ -206,6 +206,49 @@ mod tests {
         assert_ne!(sip.hash_one(99u64), given.hash_one(99u64));
     }
 
+    /// The builder wires it: its own `RandomState` becomes the inline
+    /// SipHash, through every change of clock or algorithm; a hasher given
+    /// is the one a limiter calls, whatever comes after it.
+    #[test]
+    fn the_builder_keeps_the_default_until_a_hasher_is_given() {
+        use crate::{KeyedLimiter, ManualClock};
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+
+        let second = Duration::from_secs(1);
+        let default = KeyedLimiter::<u64>::builder(1, second);
+        assert!(default.sip.is_some());
+        assert!(default.clone().clock(ManualClock::new()).sip.is_some());
+        assert!(default.clone().sliding_counter(4).sip.is_some());
+        let given = default.hasher(RandomState::new());
+        assert!(given.sip.is_none());
+        assert!(given.clock(ManualClock::new()).sip.is_none());
+
+        /// `Fnv`, counting the hashers built.
+        #[derive(Clone)]
+        struct Counting(Arc<AtomicUsize>);
+        impl BuildHasher for Counting {
+            type Hasher = FnvHash;
+            fn build_hasher(&self) -> FnvHash {
+                self.0.fetch_add(1, Ordering::Relaxed);
+                Fnv.build_hasher()
+            }
+        }
+        let built = Arc::new(AtomicUsize::new(0));
+        let limiter = KeyedLimiter::<u64>::builder(1, second)
+            .hasher(Counting(Arc::clone(&built)))
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        assert!(limiter.check(&7).is_ok());
+        assert!(limiter.check(&7).is_err());
+        assert!(
+            built.load(Ordering::Relaxed) >= 2,
+            "the given hasher hashed each lookup"
+        );
+    }
+
     /// Two default hashers draw different keys: a key's hash, and so a
     /// flooding attacker's collisions, are not the same across limiters.
     #[test]
