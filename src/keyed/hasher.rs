@@ -211,9 +211,9 @@ mod tests {
     /// is the one a limiter calls, whatever comes after it.
     #[test]
     fn the_builder_keeps_the_default_until_a_hasher_is_given() {
+        use crate::sync::atomic::{AtomicUsize, Ordering};
         use crate::{KeyedLimiter, ManualClock};
         use std::sync::Arc;
-        use std::sync::atomic::{AtomicUsize, Ordering};
         use std::time::Duration;
 
         let second = Duration::from_secs(1);
@@ -231,6 +231,7 @@ mod tests {
         impl BuildHasher for Counting {
             type Hasher = FnvHash;
             fn build_hasher(&self) -> FnvHash {
+                // Relaxed: a count, read on this thread after the calls.
                 self.0.fetch_add(1, Ordering::Relaxed);
                 Fnv.build_hasher()
             }
