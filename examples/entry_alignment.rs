@@ -168,18 +168,13 @@ fn limiter(base: usize, offset: usize, order: Order) -> Arc<KeyedLimiter<u64>> {
     Arc::new(limiter)
 }
 
-/// The `i`-th key of thread `me` of two (`side_by_side`'s).
-fn key(i: u64, me: usize) -> u64 {
-    common::key(i, me, 2, KEYS)
-}
-
 /// One round: two pinned threads, `CALLS / 2` calls each on their own
 /// keys; ns per call (wall time over both threads' calls).
 fn round(limiter: &Arc<KeyedLimiter<u64>>) -> f64 {
     let limiter = Arc::clone(limiter);
     let took = parallel(2, CALLS, move |me, n| {
         for i in 0..n {
-            black_box(limiter.check(&key(i, me)).is_ok());
+            black_box(limiter.check(&common::key(i, me, 2, KEYS)).is_ok());
         }
     });
     took.as_nanos() as f64 / CALLS as f64

@@ -81,7 +81,9 @@ impl<S: BuildHasher> BuildHasher for MapHasher<S> {
 }
 
 /// [`MapHasher`]'s hasher, for whoever builds one rather than calling
-/// `hash_one`: every write goes to the hasher chosen.
+/// `hash_one`: every write goes to the hasher chosen, each method to its
+/// own (a hasher may hash `write_u64(x)` otherwise than `write` of `x`'s
+/// bytes, and `hash_one` calls the one the key's `Hash` calls).
 #[derive(Clone, Debug)]
 pub(crate) enum MapHash<H> {
     Sip13(SipHasher13),
