@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 
-use super::headers::{ceil_seconds, list_headers, policy_name};
+use super::headers::{ceil_seconds, list_headers, number_value, policy_name};
 use super::service::Style;
 use crate::decision::{Denied, DenyReason};
 use crate::policy::Policy;
@@ -171,7 +171,7 @@ fn unavailable(deny: DenyStyle, status: StatusCode, denied: &Denied) -> Response
     );
     response.headers_mut().insert(
         RETRY_AFTER,
-        HeaderValue::from(ceil_seconds(denied.retry_after()).max(1)),
+        number_value(ceil_seconds(denied.retry_after()).max(1)),
     );
     response
 }
@@ -188,7 +188,7 @@ pub(super) fn denial(
         headers,
         deny,
         policies,
-        policy_value,
+        written,
         hook,
         unavailable: unavailable_status,
         name: limiter,
@@ -239,12 +239,11 @@ pub(super) fn denial(
     // so it is not asked (each question is a lookup).
     let hooked = hook.is_some();
     if !hooked || !h.contains_key(RETRY_AFTER) {
-        h.insert(RETRY_AFTER, HeaderValue::from(ceil_seconds(wait).max(1)));
+        h.insert(RETRY_AFTER, number_value(ceil_seconds(wait).max(1)));
     }
     // Nothing was counted when the store failed: no `RateLimit` fields.
     if denied.reason() != DenyReason::Unavailable {
-        list_headers(headers, policies, *policy_value, which, 0, wait, per_policy)
-            .write_to(h, hooked);
+        list_headers(headers, policies, *written, which, 0, wait, per_policy).write_to(h, hooked);
     }
     response
 }

@@ -101,9 +101,9 @@ impl Headers {
                 remaining,
                 reset,
             } => {
-                put(X_LIMIT, HeaderValue::from(limit));
-                put(X_REMAINING, HeaderValue::from(remaining));
-                put(X_RESET, HeaderValue::from(reset));
+                put(X_LIMIT, number_value(limit.into()));
+                put(X_REMAINING, number_value(remaining.into()));
+                put(X_RESET, number_value(reset));
             }
         }
     }
@@ -196,14 +196,14 @@ pub(crate) fn rate_limit_headers(
     list_headers(style, &list, None, which, remaining, wait, per_policy)
 }
 
-/// [`rate_limit_headers`], with the `RateLimit-Policy` value already
-/// written when the layer has it (`policy_value`, see
-/// [`interned_policy_value`]): per response only the `RateLimit` item(s)
-/// are, with integers through `itoa` (no `core::fmt` on the hot path).
+/// [`rate_limit_headers`], with the values the layer wrote once for its
+/// own policies when `policies` are those (`written`, see [`Written`]):
+/// per response only a `RateLimit` value the layer has not written is,
+/// with integers through `itoa` (no `core::fmt` on the hot path).
 pub(super) fn list_headers(
     style: HeaderStyle,
     policies: &PolicyList,
-    policy_value: Option<&HeaderValue>,
+    written: Option<&Written>,
     which: usize,
     remaining: u32,
     wait: Duration,
@@ -232,21 +232,30 @@ pub(super) fn list_headers(
                 state.push_str(";t=");
                 state.push_str(itoa::Buffer::new().format(ceil_seconds(t)));
             };
-            let state = scratch_value(|state| match every {
-                Some(states) => {
-                    for (i, &(r, t)) in states.iter().enumerate() {
-                        if i > 0 {
-                            state.push_str(", ");
+            // One item with nothing remaining (every denial's, and the
+            // last admission's in a window): the layer's, if it wrote it.
+            let spent = match (every, written) {
+                (None, Some(written)) if remaining == 0 => written.spent(which, ceil_seconds(wait)),
+                _ => None,
+            };
+            let state = match spent {
+                Some(value) => Ok(value),
+                None => scratch_value(|state| match every {
+                    Some(states) => {
+                        for (i, &(r, t)) in states.iter().enumerate() {
+                            if i > 0 {
+                                state.push_str(", ");
+                            }
+                            item(state, i, r, t);
                         }
-                        item(state, i, r, t);
                     }
-                }
-                None => item(state, which, remaining, wait),
-            });
+                    None => item(state, which, remaining, wait),
+                }),
+            };
             // Only digits, unit letters and fixed ASCII: always valid
             // header values.
-            let policy = match policy_value {
-                Some(value) => Ok(value.clone()),
+            let policy = match written {
+                Some(written) => Ok(written.policy.clone()),
                 None => scratch_value(|text| write_policy_text(text, policies)),
             };
             match (policy, state) {
@@ -333,6 +342,121 @@ fn intern(text: String) -> &'static str {
             value
         }
     }
+}
+
+/// How many seconds [`Written`] writes each policy's spent `RateLimit`
+/// item for: `t = 0 ..= 60` (every wait of a window up to a minute, the
+/// last minute of a longer one).
+const SPENT_SECONDS: u64 = 60;
+
+/// The values a layer writes once per configuration of its own policies,
+/// so that a response copies them (each a static string: no allocation,
+/// no copy of the text, no reference count written by every core):
+/// `RateLimit-Policy`, and each policy's `RateLimit` item with nothing
+/// remaining — `"1m";r=0;t=T` for `T` up to [`SPENT_SECONDS`], the item
+/// of every denial and of a window's last admission. Interned as
+/// `RateLimit-Policy` is ([`intern`]): each distinct text is leaked once
+/// for the life of the process (61 items of about 20 bytes per policy
+/// name, and names are windows).
+#[derive(Clone, Debug)]
+pub(super) struct Written {
+    /// The `RateLimit-Policy` value ([`interned_policy_value`]).
+    pub(super) policy: HeaderValue,
+    /// Policy `i`'s spent item at `t` seconds, at `i * (SPENT_SECONDS +
+    /// 1) + t`.
+    spent: std::sync::Arc<[&'static str]>,
+}
+
+impl Written {
+    /// The values of a layer's own policies (`list`, named).
+    pub(super) fn of(list: &PolicyList) -> Written {
+        let mut spent = Vec::with_capacity(list.len() * (SPENT_SECONDS as usize + 1));
+        let mut text = String::new();
+        for i in 0..list.len() {
+            for t in 0..=SPENT_SECONDS {
+                text.clear();
+                text.push('"');
+                list.write_name(&mut text, i);
+                text.push_str("\";r=0;t=");
+                text.push_str(itoa::Buffer::new().format(t));
+                spent.push(intern(text.clone()));
+            }
+        }
+        Written {
+            policy: interned_policy_value(list),
+            spent: spent.into(),
+        }
+    }
+
+    /// Policy `i`'s `RateLimit` item with nothing remaining, `t` seconds
+    /// until its quota grows, if written.
+    fn spent(&self, i: usize, t: u64) -> Option<HeaderValue> {
+        if t > SPENT_SECONDS {
+            return None;
+        }
+        // `t <= SPENT_SECONDS`: no truncation.
+        let text = *self
+            .spent
+            .get(i * (SPENT_SECONDS as usize + 1) + t as usize)?;
+        // A window's label, digits and fixed ASCII: a valid value.
+        Some(HeaderValue::from_static(text))
+    }
+}
+
+/// The largest number [`number_value`] takes from its table: an hour in
+/// seconds (`Retry-After`, `X-RateLimit-Reset`; and most limits and
+/// remainders of `X-RateLimit-Limit`, `-Remaining`).
+const TABLED: u64 = 3_600;
+
+/// How many digits `n` has (`n <= 9_999`).
+const fn digits_of(n: u64) -> usize {
+    match n {
+        0..=9 => 1,
+        10..=99 => 2,
+        100..=999 => 3,
+        _ => 4,
+    }
+}
+
+/// Where `n`'s digits start in [`NUMBERS`]: after every shorter number's.
+const fn number_at(n: u64) -> usize {
+    let n = n as usize;
+    match digits_of(n as u64) {
+        1 => n,
+        2 => 10 + 2 * (n - 10),
+        3 => 190 + 3 * (n - 100),
+        _ => 2_890 + 4 * (n - 1_000),
+    }
+}
+
+/// The decimal digits of `0 ..= TABLED`, one number after another
+/// (`"012…99100…3600"`), written when compiled.
+static NUMBERS: [u8; number_at(TABLED) + digits_of(TABLED)] = {
+    let mut out = [0; number_at(TABLED) + digits_of(TABLED)];
+    let mut n = 0;
+    while n <= TABLED {
+        let (at, mut rest, mut i) = (number_at(n), n, digits_of(n));
+        while i > 0 {
+            i -= 1;
+            out[at + i] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        n += 1;
+    }
+    out
+};
+
+/// `n` as a header value: a static slice of [`NUMBERS`] up to
+/// [`TABLED`] (no allocation: http's `HeaderValue::from(u64)` allocates
+/// its digits), written out above it.
+pub(super) fn number_value(n: u64) -> HeaderValue {
+    if n <= TABLED {
+        let at = number_at(n);
+        if let Ok(text) = core::str::from_utf8(&NUMBERS[at..at + digits_of(n)]) {
+            return HeaderValue::from_static(text);
+        }
+    }
+    HeaderValue::from(n)
 }
 
 /// Up to [`MAX_POLICIES`](crate::MAX_POLICIES) policies, inline: each

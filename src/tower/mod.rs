@@ -211,6 +211,116 @@ mod tests {
         assert_eq!(written[0], written[1]);
     }
 
+    /// Numbers up to an hour are static slices of one table, and read as
+    /// http's own conversion writes them; larger ones are written out.
+    #[test]
+    fn numbers_are_static_up_to_an_hour() {
+        for n in (0..=3_700).chain([9_999, 10_000, 86_400, u64::MAX]) {
+            let value = headers::number_value(n);
+            assert_eq!(value, HeaderValue::from(n), "{n}");
+            let again = headers::number_value(n);
+            let shared = value.as_bytes().as_ptr() == again.as_bytes().as_ptr();
+            assert_eq!(shared, n <= 3_600, "{n}: one static copy up to an hour");
+        }
+    }
+
+    /// A layer's spent `RateLimit` items (nothing remaining, up to a
+    /// minute to wait) are written once and read as those written per
+    /// response; the rest are written per response.
+    #[test]
+    fn spent_items_are_written_once() {
+        let one = [Policy::new(5, Duration::from_secs(3_600))];
+        let three = [
+            Policy::new(10, Duration::from_secs(1)),
+            Policy::new(100, Duration::from_secs(60)),
+            Policy::new(7, Duration::from_secs(60)),
+        ];
+        for (policies, style) in [
+            (&one[..], HeaderStyle::Ietf),
+            (&three[..], HeaderStyle::IetfClosest),
+        ] {
+            let named = headers::PolicyList::named(policies);
+            let written = headers::Written::of(&named);
+            assert_eq!(
+                written.policy,
+                headers::interned_policy_value(policies),
+                "the layer's `RateLimit-Policy`"
+            );
+            for which in 0..policies.len() {
+                for (remaining, millis) in [
+                    (0, 0),
+                    (0, 300),
+                    (0, 59_001),
+                    (0, 60_000),
+                    (0, 60_001),
+                    (1, 2_000),
+                    (0, 3_600_000),
+                ] {
+                    let wait = Duration::from_millis(millis);
+                    let (a, b) = (
+                        headers::list_headers(
+                            style,
+                            &named,
+                            Some(&written),
+                            which,
+                            remaining,
+                            wait,
+                            None,
+                        ),
+                        headers::list_headers(
+                            style,
+                            &named,
+                            Some(&written),
+                            which,
+                            remaining,
+                            wait,
+                            None,
+                        ),
+                    );
+                    let fresh = headers::list_headers(
+                        style,
+                        &headers::PolicyList::new(policies),
+                        None,
+                        which,
+                        remaining,
+                        wait,
+                        None,
+                    );
+                    assert_eq!(a, fresh, "{which} {remaining} {millis}");
+                    let (a, b) = (a.value(1).unwrap(), b.value(1).unwrap());
+                    let shared = a.as_bytes().as_ptr() == b.as_bytes().as_ptr();
+                    let expect = remaining == 0 && millis <= 60_000;
+                    assert_eq!(
+                        shared, expect,
+                        "{which} {remaining} {millis}: written once?"
+                    );
+                }
+            }
+        }
+        // Every policy's item at once (several policies' states): written
+        // per response, as before.
+        let named = headers::PolicyList::named(&three);
+        let written = headers::Written::of(&named);
+        let states = PolicyStates::new(&[
+            (0, Duration::from_secs(1)),
+            (5, Duration::ZERO),
+            (0, Duration::from_secs(30)),
+        ]);
+        let h = headers::list_headers(
+            HeaderStyle::Ietf,
+            &named,
+            Some(&written),
+            0,
+            0,
+            Duration::from_secs(1),
+            Some(&states),
+        );
+        assert_eq!(
+            h.value(1).unwrap(),
+            "\"1s\";r=0;t=1, \"1m\";r=5;t=0, \"1m-2\";r=0;t=30"
+        );
+    }
+
     proptest! {
         /// Malformed, huge or non-UTF-8 headers: a key or the fallback,
         /// never a panic.

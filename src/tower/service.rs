@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use pin_project_lite::pin_project;
 
 use super::backend::{Backend, Verdict};
 use super::body::{BodyMode, WrapBody};
 use super::deny::{Denial, DenyHook, DenyStyle, MissingKey, denial, missing_key};
 use super::extract::KeyExtractor;
-use super::headers::{HeaderStyle, Headers, PolicyList, interned_policy_value, list_headers};
+use super::headers::{HeaderStyle, Headers, PolicyList, Written, list_headers};
 use crate::decision::Admitted;
 use crate::sync::atomic::{AtomicBool, Ordering};
 
@@ -482,7 +482,7 @@ where
             headers: layer.headers,
             deny: layer.deny,
             policies: own.as_ref().unwrap_or(&described.policies),
-            policy_value: own.is_none().then_some(&described.value),
+            written: own.is_none().then_some(&described.written),
             hook: layer.on_deny.as_ref(),
             unavailable: layer.unavailable,
             name: &layer.name,
@@ -577,8 +577,9 @@ impl<L: Backend<K> + ?Sized, X, K> Options<L, X, K> {
 #[derive(Clone)]
 struct Described {
     policies: PolicyList,
-    /// Their `RateLimit-Policy` value (interned: a static string).
-    value: HeaderValue,
+    /// Their `RateLimit-Policy` value and spent items (interned: static
+    /// strings).
+    written: Written,
     generation: u64,
 }
 
@@ -588,9 +589,10 @@ impl Described {
         // met again by the next request, which describes it anew.
         let generation = backend.generation();
         let policies = backend.policies();
+        let policies = PolicyList::named(&policies);
         Described {
-            policies: PolicyList::named(&policies),
-            value: interned_policy_value(&policies),
+            written: Written::of(&policies),
+            policies,
             generation,
         }
     }
@@ -604,9 +606,10 @@ pub(super) struct Style<'a> {
     pub(super) headers: HeaderStyle,
     pub(super) deny: DenyStyle,
     pub(super) policies: &'a PolicyList,
-    /// Their `RateLimit-Policy` value when the layer has it written (a
-    /// key with policies of its own has them written per response).
-    pub(super) policy_value: Option<&'a HeaderValue>,
+    /// The values the layer wrote for its policies, when they are the
+    /// key's (a key with policies of its own has them written per
+    /// response).
+    pub(super) written: Option<&'a Written>,
     pub(super) hook: Option<&'a DenyHook>,
     /// The status when the backend cannot decide.
     pub(super) unavailable: http::StatusCode,
@@ -619,7 +622,7 @@ struct OwnedStyle {
     headers: HeaderStyle,
     deny: DenyStyle,
     policies: PolicyList,
-    policy_value: Option<HeaderValue>,
+    written: Option<Written>,
     hook: Option<DenyHook>,
     unavailable: http::StatusCode,
     name: crate::observe::Name,
@@ -631,7 +634,7 @@ impl From<&Style<'_>> for OwnedStyle {
             headers: style.headers,
             deny: style.deny,
             policies: *style.policies,
-            policy_value: style.policy_value.cloned(),
+            written: style.written.cloned(),
             hook: style.hook.cloned(),
             unavailable: style.unavailable,
             name: style.name.clone(),
@@ -645,7 +648,7 @@ impl OwnedStyle {
             headers: self.headers,
             deny: self.deny,
             policies: &self.policies,
-            policy_value: self.policy_value.as_ref(),
+            written: self.written.as_ref(),
             hook: self.hook.as_ref(),
             unavailable: self.unavailable,
             name: &self.name,
@@ -670,7 +673,7 @@ fn admitted_headers(style: &Style<'_>, verdict: &Verdict, admitted: &Admitted) -
     list_headers(
         style.headers,
         style.policies,
-        style.policy_value,
+        style.written,
         admitted.policy(),
         admitted.remaining(),
         verdict.wait,
