@@ -420,8 +420,10 @@ const fn digits_of(n: u64) -> usize {
 
 /// Where `n`'s digits start in [`NUMBERS`]: after every shorter number's.
 const fn number_at(n: u64) -> usize {
+    let digits = digits_of(n);
+    // `n <= TABLED`: no truncation.
     let n = n as usize;
-    match digits_of(n as u64) {
+    match digits {
         1 => n,
         2 => 10 + 2 * (n - 10),
         3 => 190 + 3 * (n - 100),
