@@ -257,35 +257,11 @@ mod tests {
                     (0, 3_600_000),
                 ] {
                     let wait = Duration::from_millis(millis);
-                    let (a, b) = (
-                        headers::list_headers(
-                            style,
-                            &named,
-                            Some(&written),
-                            which,
-                            remaining,
-                            wait,
-                            None,
-                        ),
-                        headers::list_headers(
-                            style,
-                            &named,
-                            Some(&written),
-                            which,
-                            remaining,
-                            wait,
-                            None,
-                        ),
-                    );
-                    let fresh = headers::list_headers(
-                        style,
-                        &headers::PolicyList::new(policies),
-                        None,
-                        which,
-                        remaining,
-                        wait,
-                        None,
-                    );
+                    let write = |list: &headers::PolicyList, written| {
+                        headers::list_headers(style, list, written, which, remaining, wait, None)
+                    };
+                    let (a, b) = (write(&named, Some(&written)), write(&named, Some(&written)));
+                    let fresh = write(&headers::PolicyList::new(policies), None);
                     assert_eq!(a, fresh, "{which} {remaining} {millis}");
                     let (a, b) = (a.value(1).unwrap(), b.value(1).unwrap());
                     let shared = a.as_bytes().as_ptr() == b.as_bytes().as_ptr();
