@@ -355,37 +355,49 @@ const SPENT_SECONDS: u64 = 60;
 /// `RateLimit-Policy`, and each policy's `RateLimit` item with nothing
 /// remaining — `"1m";r=0;t=T` for `T` up to [`SPENT_SECONDS`], the item
 /// of every denial and of a window's last admission. Interned as
-/// `RateLimit-Policy` is ([`intern`]): each distinct text is leaked once
-/// for the life of the process (61 items of about 20 bytes per policy
-/// name, and names are windows).
+/// `RateLimit-Policy` is ([`intern`]), and so is each list of policy names'
+/// table of items: each is leaked once for the life of the process (61
+/// items of about 20 bytes per policy name, and names are windows).
 #[derive(Clone, Debug)]
 pub(super) struct Written {
     /// The `RateLimit-Policy` value ([`interned_policy_value`]).
     pub(super) policy: HeaderValue,
     /// Policy `i`'s spent item at `t` seconds, at `i * (SPENT_SECONDS +
     /// 1) + t`.
-    spent: std::sync::Arc<[&'static str]>,
+    spent: &'static [&'static str],
 }
 
 impl Written {
     /// The values of a layer's own policies (`list`, named).
     pub(super) fn of(list: &PolicyList) -> Written {
-        let mut spent = Vec::with_capacity(list.len() * (SPENT_SECONDS as usize + 1));
-        let mut text = String::new();
-        for i in 0..list.len() {
-            for t in 0..=SPENT_SECONDS {
-                text.clear();
-                text.push('"');
-                list.write_name(&mut text, i);
-                text.push_str("\";r=0;t=");
-                text.push_str(itoa::Buffer::new().format(t));
-                spent.push(intern(text.clone()));
+        static TABLES: std::sync::Mutex<
+            std::collections::BTreeMap<Vec<&'static str>, &'static [&'static str]>,
+        > = std::sync::Mutex::new(std::collections::BTreeMap::new());
+        let names: Vec<&'static str> = (0..list.len())
+            .map(|i| list.name(i).unwrap_or_else(|| intern(policy_name(list, i))))
+            .collect();
+        let mut tables = TABLES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let spent = *tables.entry(names).or_insert_with_key(|names| {
+            let mut spent = Vec::with_capacity(names.len() * (SPENT_SECONDS as usize + 1));
+            for name in names {
+                for t in 0..=SPENT_SECONDS {
+                    spent.push(intern(format!("\"{name}\";r=0;t={t}")));
+                }
             }
-        }
+            Box::leak(spent.into_boxed_slice())
+        });
         Written {
             policy: interned_policy_value(list),
-            spent: spent.into(),
+            spent,
         }
+    }
+
+    /// Where its table of items lies (one per list of policy names).
+    #[cfg(test)]
+    pub(super) fn table(&self) -> *const &'static str {
+        self.spent.as_ptr()
     }
 
     /// Policy `i`'s `RateLimit` item with nothing remaining, `t` seconds

@@ -246,6 +246,13 @@ mod tests {
                 headers::interned_policy_value(policies),
                 "the layer's `RateLimit-Policy`"
             );
+            // A second layer of the same policies shares the table.
+            let again = headers::Written::of(&headers::PolicyList::named(policies));
+            assert_eq!(
+                written.table(),
+                again.table(),
+                "one table per list of names"
+            );
             for which in 0..policies.len() {
                 for (remaining, millis) in [
                     (0, 0),
@@ -277,6 +284,12 @@ mod tests {
         // per response, as before.
         let named = headers::PolicyList::named(&three);
         let written = headers::Written::of(&named);
+        let one_table = headers::Written::of(&headers::PolicyList::named(&one));
+        assert_ne!(
+            written.table(),
+            one_table.table(),
+            "other names, another table"
+        );
         let states = PolicyStates::new(&[
             (0, Duration::from_secs(1)),
             (5, Duration::ZERO),
