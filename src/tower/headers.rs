@@ -363,15 +363,15 @@ pub(super) struct Written {
     /// The `RateLimit-Policy` value ([`interned_policy_value`]).
     pub(super) policy: HeaderValue,
     /// Policy `i`'s spent item at `t` seconds, at `i * (SPENT_SECONDS +
-    /// 1) + t`.
-    spent: &'static [&'static str],
+    /// 1) + t`: values of interned text, checked once when written.
+    spent: &'static [HeaderValue],
 }
 
 impl Written {
     /// The values of a layer's own policies (`list`, named).
     pub(super) fn of(list: &PolicyList) -> Written {
         static TABLES: std::sync::Mutex<
-            std::collections::BTreeMap<Vec<&'static str>, &'static [&'static str]>,
+            std::collections::BTreeMap<Vec<&'static str>, &'static [HeaderValue]>,
         > = std::sync::Mutex::new(std::collections::BTreeMap::new());
         let names: Vec<&'static str> = (0..list.len())
             .map(|i| list.name(i).unwrap_or_else(|| intern(policy_name(list, i))))
@@ -383,7 +383,10 @@ impl Written {
             let mut spent = Vec::with_capacity(names.len() * (SPENT_SECONDS as usize + 1));
             for name in names {
                 for t in 0..=SPENT_SECONDS {
-                    spent.push(intern(format!("\"{name}\";r=0;t={t}")));
+                    // A window's label, digits and fixed ASCII: a valid
+                    // value.
+                    let text = intern(format!("\"{name}\";r=0;t={t}"));
+                    spent.push(HeaderValue::from_static(text));
                 }
             }
             Box::leak(spent.into_boxed_slice())
@@ -396,7 +399,7 @@ impl Written {
 
     /// Where its table of items lies (one per list of policy names).
     #[cfg(test)]
-    pub(super) fn table(&self) -> *const &'static str {
+    pub(super) fn table(&self) -> *const HeaderValue {
         self.spent.as_ptr()
     }
 
@@ -407,11 +410,9 @@ impl Written {
             return None;
         }
         // `t <= SPENT_SECONDS`: no truncation.
-        let text = *self
-            .spent
-            .get(i * (SPENT_SECONDS as usize + 1) + t as usize)?;
-        // A window's label, digits and fixed ASCII: a valid value.
-        Some(HeaderValue::from_static(text))
+        self.spent
+            .get(i * (SPENT_SECONDS as usize + 1) + t as usize)
+            .cloned()
     }
 }
 
