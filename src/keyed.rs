@@ -25,11 +25,17 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::tower::PolicyStates;
 
 mod hasher;
+mod pinned;
 mod reconfig;
 mod state;
 
 use hasher::{MapHasher, SipKeys};
+pub use pinned::PinnedKeys;
 use state::{KeyState, Keys, Map, Words, with_map};
+
+/// The guard a keyed call pins the map with: its own (`None`), or one a
+/// [`PinnedKeys`] holds for the calls it makes.
+type Held<'p, 'g> = Option<&'p papaya::LocalGuard<'g>>;
 
 /// What `KeyedLimiter::check_then_peek` found on a key's state (with
 /// several policies, each one's state is written where the caller asked).
@@ -710,6 +716,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.check_when(
+            None,
             key,
             #[inline(always)]
             || self.clock.now(),
@@ -740,6 +747,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.check_n_when(
+            None,
             key,
             n,
             #[inline(always)]
@@ -767,7 +775,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_when(key, || now)
+        self.check_when(None, key, || now)
     }
 
     /// Checks `n` units for `key` at `now`.
@@ -792,7 +800,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n_when(key, n, || now)
+        self.check_n_when(None, key, n, || now)
     }
 
     /// [`check_n`](Self::check_n), and for an admission how long until
@@ -870,6 +878,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_at(
+            None,
             key,
             n,
             read,
@@ -885,12 +894,18 @@ where
     /// through the one-unit path ([`Algorithm::check_one`]), whose outcome
     /// never joins the weighted path's.
     #[inline(always)]
-    fn check_when<Q>(&self, key: &Q, read: impl FnOnce() -> u64) -> Result<Admitted, Denied>
+    fn check_when<Q>(
+        &self,
+        held: Held<'_, '_>,
+        key: &Q,
+        read: impl FnOnce() -> u64,
+    ) -> Result<Admitted, Denied>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_at(
+            held,
             key,
             1,
             read,
@@ -905,6 +920,7 @@ where
     #[inline(always)]
     fn check_n_when<Q>(
         &self,
+        held: Held<'_, '_>,
         key: &Q,
         n: u32,
         read: impl FnOnce() -> u64,
@@ -914,6 +930,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_at(
+            held,
             key,
             n,
             read,
@@ -948,6 +965,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_at(
+            None,
             key,
             1,
             read,
@@ -1001,6 +1019,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.admit_when(
+            None,
             key,
             #[inline(always)]
             || self.clock.now(),
@@ -1026,7 +1045,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.admit_when(key, || now)
+        self.admit_when(None, key, || now)
     }
 
     /// Admits `n` units for `key` now, all or none, like
@@ -1055,6 +1074,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.admit_n_when(
+            None,
             key,
             n,
             #[inline(always)]
@@ -1081,17 +1101,24 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.admit_n_when(key, n, || now)
+        self.admit_n_when(None, key, n, || now)
     }
 
     /// [`admit_n`](Self::admit_n) at the time `read` returns.
     #[inline(always)]
-    fn admit_n_when<Q>(&self, key: &Q, n: u32, read: impl FnOnce() -> u64) -> Result<(), Denied>
+    fn admit_n_when<Q>(
+        &self,
+        held: Held<'_, '_>,
+        key: &Q,
+        n: u32,
+        read: impl FnOnce() -> u64,
+    ) -> Result<(), Denied>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_at(
+            held,
             key,
             n,
             read,
@@ -1104,12 +1131,18 @@ where
     /// [`admit`](Self::admit) at the time `read` returns (read once, after
     /// the key's lookup: see [`decide_at`](Self::decide_at)).
     #[inline(always)]
-    fn admit_when<Q>(&self, key: &Q, read: impl FnOnce() -> u64) -> Result<(), Denied>
+    fn admit_when<Q>(
+        &self,
+        held: Held<'_, '_>,
+        key: &Q,
+        read: impl FnOnce() -> u64,
+    ) -> Result<(), Denied>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_at(
+            held,
             key,
             1,
             read,
@@ -1136,6 +1169,7 @@ where
     #[inline(always)]
     fn decide_at<Q, R>(
         &self,
+        held: Held<'_, '_>,
         key: &Q,
         n: u32,
         read: impl FnOnce() -> u64,
@@ -1146,14 +1180,19 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        with_map!(&self.map, map => self.decide_in(map, key, n, read, &op, fresh))
+        with_map!(&self.map, map => self.decide_in(map, held, key, n, read, &op, fresh))
     }
 
     /// [`decide_at`](Self::decide_at) on the map in its representation.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "decide_at's arguments and the map it dispatched to, each used apart"
+    )]
     #[inline(always)]
     fn decide_in<W: Words, Q, R>(
         &self,
         map: &Map<K, W, S>,
+        held: Held<'_, '_>,
         key: &Q,
         n: u32,
         read: impl FnOnce() -> u64,
@@ -1164,9 +1203,17 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // Pin once per call (docs/design.md §7).
-        let guard = map.guard();
-        let mut found = map.get(key, &guard);
+        // Pin once per call (docs/design.md §7), unless a `PinnedKeys`
+        // holds a guard for the calls it makes.
+        let pinned;
+        let guard = match held {
+            Some(guard) => guard,
+            None => {
+                pinned = map.guard();
+                &pinned
+            }
+        };
+        let mut found = map.get(key, guard);
         let now = read();
         loop {
             // The floor is loaded after the lookup found (or made) this
@@ -1184,7 +1231,7 @@ where
             {
                 return decision;
             }
-            found = match self.settle(map, key, n, now, found, &guard) {
+            found = match self.settle(map, key, n, now, found, guard) {
                 Next::Ask(state) => Some(state),
                 Next::Fresh(admitted) => return Ok(fresh(admitted)),
                 Next::Deny(denied) => return Err(denied),

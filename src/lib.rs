@@ -404,7 +404,7 @@ pub use crate::decision::{Admitted, Denied, DenyReason};
 pub use crate::error::ConfigError;
 pub use crate::key_size::KeySize;
 #[cfg(not(slidelog_loom))]
-pub use crate::keyed::{KeyedBuilder, KeyedCounter, KeyedLimiter};
+pub use crate::keyed::{KeyedBuilder, KeyedCounter, KeyedLimiter, PinnedKeys};
 pub use crate::limiter::{Limiter, LimiterBuilder};
 pub use crate::policy::{MAX_POLICIES, Policy, Quota};
 

@@ -29,50 +29,101 @@ proptest! {
         (limit, window, ops, max_keys) in (prop_oneof![3 => 1..5u32, 1 => 10..14u32], 1..50u64, 1..8usize)
             .prop_flat_map(|(l, w, m)| (Just(l), Just(w), keyed_ops(l, w), Just(m)))
     ) {
-        let clock = ManualClock::new();
-        let limiter = KeyedLimiter::<u64>::builder(limit, Duration::from_nanos(window))
-            .clock(clock.clone())
-            .max_keys(max_keys)
-            .build()
-            .unwrap();
-        let mut model = KeyedModel::new(limit, window);
-        let mut driver = KeyedDriver::new(&clock, max_keys, 2 * window);
-        for op in ops {
-            let Step::Check { key, now, n } = driver.step(&op, || {
-                limiter.retain_recent();
-            }) else {
-                continue;
+        keyed_against_models(limit, window, ops, max_keys, false)?;
+    }
+
+    /// The same through a [`slidelog::PinnedKeys`]: one pin held across
+    /// the calls and the sweeps (refreshed, and now and then dropped for
+    /// a new one), answering exactly as the limiter does.
+    #[test]
+    fn pinned_equals_models(
+        (limit, window, ops, max_keys) in (prop_oneof![3 => 1..5u32, 1 => 10..14u32], 1..50u64, 1..8usize)
+            .prop_flat_map(|(l, w, m)| (Just(l), Just(w), keyed_ops(l, w), Just(m)))
+    ) {
+        keyed_against_models(limit, window, ops, max_keys, true)?;
+    }
+}
+
+/// `ops` on a keyed limiter of `limit` per `window` ns holding at most
+/// `max_keys`, each decision compared with one reference log per key;
+/// through a pin when `pinned`.
+fn keyed_against_models(
+    limit: u32,
+    window: u64,
+    ops: Vec<common::KeyedOp>,
+    max_keys: usize,
+    pinned: bool,
+) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    let limiter = KeyedLimiter::<u64>::builder(limit, Duration::from_nanos(window))
+        .clock(clock.clone())
+        .max_keys(max_keys)
+        .build()
+        .unwrap();
+    let mut model = KeyedModel::new(limit, window);
+    let mut driver = KeyedDriver::new(&clock, max_keys, 2 * window);
+    let mut pin = pinned.then(|| limiter.pin());
+    for (i, op) in ops.into_iter().enumerate() {
+        if let Some(held) = pin.as_mut() {
+            match i % 8 {
+                3 => held.refresh(),
+                // A new pin taken while the old one is held, then the
+                // old one dropped.
+                7 => pin = Some(limiter.pin()),
+                _ => {}
+            }
+        }
+        let Step::Check { key, now, n } = driver.step(&op, || {
+            limiter.retain_recent();
+        }) else {
+            continue;
+        };
+        if n == 1 && (key ^ now) & 1 == 1 {
+            // Half the single checks go through `admit`: the same
+            // decision and wait, without the count.
+            let got = match &pin {
+                Some(held) => held.admit(&key),
+                None => limiter.admit(&key),
             };
-            if n == 1 && (key ^ now) & 1 == 1 {
-                // Half the single checks go through `admit`: the same
-                // decision and wait, without the count.
-                let got = limiter.admit(&key);
-                if driver.refused(&got, now)? {
-                    continue;
-                }
-                match model.decide(&key, now, 1) {
-                    ModelDecision::Admitted { .. } => {
-                        prop_assert!(got.is_ok(), "admit of key {} at {}: {:?}", key, now, got);
-                        driver.admitted(key, now);
-                    }
-                    ModelDecision::Denied { retry_after } => prop_assert_eq!(
-                        got.map_err(|d| d.retry_after_nanos()), Err(retry_after), "admit of key {} at {}", key, now
-                    ),
-                    other => prop_assert!(false, "unexpected model answer {:?}", other),
-                }
-            } else {
-                let got = limiter.check_n(&key, n);
-                if driver.refused(&got, now)? {
-                    continue;
-                }
-                prop_assert_eq!(observed(got), model.decide(&key, now, n), "key {} at {}", key, now);
-                if got.is_ok() && n > 0 {
+            if driver.refused(&got, now)? {
+                continue;
+            }
+            match model.decide(&key, now, 1) {
+                ModelDecision::Admitted { .. } => {
+                    prop_assert!(got.is_ok(), "admit of key {} at {}: {:?}", key, now, got);
                     driver.admitted(key, now);
                 }
+                ModelDecision::Denied { retry_after } => prop_assert_eq!(
+                    got.map_err(|d| d.retry_after_nanos()),
+                    Err(retry_after),
+                    "admit of key {} at {}",
+                    key,
+                    now
+                ),
+                other => prop_assert!(false, "unexpected model answer {:?}", other),
             }
-            prop_assert!(limiter.len() <= max_keys);
+        } else {
+            let got = match &pin {
+                Some(held) => held.check_n(&key, n),
+                None => limiter.check_n(&key, n),
+            };
+            if driver.refused(&got, now)? {
+                continue;
+            }
+            prop_assert_eq!(
+                observed(got),
+                model.decide(&key, now, n),
+                "key {} at {}",
+                key,
+                now
+            );
+            if got.is_ok() && n > 0 {
+                driver.admitted(key, now);
+            }
         }
+        prop_assert!(limiter.len() <= max_keys);
     }
+    Ok(())
 }
 
 #[test]
@@ -141,6 +192,20 @@ fn eviction_does_not_change_decisions() {
 /// no window of any key holds more than `limit` admissions.
 #[test]
 fn stress_few_keys_with_eviction_racing() {
+    stress_few_keys(false);
+}
+
+/// The same with threads 1 and 3 making their calls through pins, one per
+/// 64 calls (thread 1 sweeping under its pin).
+#[test]
+fn stress_pinned_calls_with_eviction_racing() {
+    stress_few_keys(true);
+}
+
+/// Four threads on six keys of at most four live, the clock moving and
+/// sweeps racing the calls: no key admits more than its limit in any
+/// window. With `pinned`, threads 1 and 3 call through pins.
+fn stress_few_keys(pinned: bool) {
     let (limit, window) = (3u32, 1_000u64);
     let clock = ManualClock::new();
     let limiter = Arc::new(
@@ -166,8 +231,13 @@ fn stress_few_keys_with_eviction_racing() {
             );
             thread::spawn(move || {
                 let mut mine: HashMap<u64, Vec<u64>> = HashMap::new();
+                let pins = pinned && i % 2 == 1;
                 barrier.wait();
+                let mut pin = pins.then(|| limiter.pin());
                 for k in 0..ops {
+                    if pins && k % 64 == 0 {
+                        pin = Some(limiter.pin());
+                    }
                     if i == 0 && k % 5 == 0 {
                         limiter.clock().advance(Duration::from_nanos(97));
                     }
@@ -175,7 +245,11 @@ fn stress_few_keys_with_eviction_racing() {
                         limiter.retain_recent();
                     }
                     let key = (k as u64 * 7 + i) % 6;
-                    if let Ok(a) = limiter.check(&key) {
+                    let got = match &pin {
+                        Some(held) => held.check(&key),
+                        None => limiter.check(&key),
+                    };
+                    if let Ok(a) = got {
                         mine.entry(key).or_default().push(a.at());
                     }
                 }

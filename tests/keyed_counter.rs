@@ -43,7 +43,8 @@ proptest! {
     /// Identical decisions (`at`, `remaining`, `retry_after`, reason) to the
     /// plainly written counter model, one per key, and to a never-evicted
     /// `SlidingCounter` per key, while idle keys are evicted by explicit
-    /// sweeps and by the automatic sweeps a small `max_keys` forces.
+    /// sweeps and by the automatic sweeps a small `max_keys` forces; a
+    /// quarter of the checks made through a [`slidelog::PinnedKeys`].
     #[test]
     fn keyed_counter_equals_one_counter_per_key(
         (limit, window, mode, ops, max_keys) in (1..5u32, 6..60u64, mode(), 1..8usize)
@@ -66,6 +67,7 @@ proptest! {
         // A key may count admissions for its span plus the margin: at most
         // four windows.
         let mut driver = KeyedDriver::new(&clock, max_keys, 4 * window);
+        let mut pin = limiter.pin();
         for (i, op) in ops.iter().enumerate() {
             let Step::Check { key, now, n } = driver.step(op, || {
                 limiter.retain_recent();
@@ -73,9 +75,15 @@ proptest! {
                 continue;
             };
             let peeked = limiter.peek_n_at(&key, n, now);
-            // Every other check also asks when `remaining` grows.
-            let (got, grows) = if i % 2 == 0 {
+            // Every other check also asks when `remaining` grows; of the
+            // others, every other one goes through a pin (held since the
+            // previous one: a pin's guard nests with the calls' own).
+            let (got, grows) = if i % 4 == 0 {
                 (limiter.check_n(&key, n), None)
+            } else if i % 2 == 0 {
+                let got = pin.check_n(&key, n);
+                pin = limiter.pin();
+                (got, None)
             } else {
                 match limiter.check_n_with_growth(&key, n) {
                     Ok((admitted, grows)) => (Ok(admitted), Some(grows)),
