@@ -466,6 +466,49 @@ fn keyed(limit: u32, window: Duration, keys: u64, threads: usize, setup: Keys) -
     }
 }
 
+/// How many calls a pinned scenario makes under one pin ([`keyed_pinned`]).
+const PIN_BATCH: u64 = 64;
+
+/// 10,000 keys on one thread, our calls made through a
+/// [`slidelog::PinnedKeys`] taken once per [`PIN_BATCH`] calls (a caller
+/// deciding a batch of keys at once), governor's as ever. Denials: every
+/// key full at 10 per hour; admissions: L = 10, W = 1 µs.
+fn keyed_pinned(deny: bool) -> Contenders {
+    let keys = 10_000;
+    let window = window_of(Duration::from_micros(1), deny);
+    let ours = Arc::new(KeyedLimiter::<u64>::new(10, window).unwrap());
+    let theirs = Arc::new(RateLimiter::keyed(keyed_quota(10, window, deny)));
+    fill_keys(keys, 1, if deny { 10 } else { 1 }, |k| {
+        let _ = ours.check(k);
+        let _ = theirs.check_key(k);
+    });
+    // `me` is 0 on one thread.
+    let pinned = |call: fn(&slidelog::PinnedKeys<'_, u64>, &u64) -> bool| -> Round {
+        let ours = Arc::clone(&ours);
+        Box::new(move |calls| {
+            let ours = Arc::clone(&ours);
+            time(1, calls, move |me, n| {
+                let mut i = 0;
+                while i < n {
+                    let pin = ours.pin();
+                    for i in i..n.min(i + PIN_BATCH) {
+                        black_box(call(&pin, &key(i, me, 1, keys)));
+                    }
+                    i += PIN_BATCH;
+                }
+            })
+        })
+    };
+    Contenders {
+        check: pinned(|pin, k| pin.check(k).is_ok()),
+        admit: pinned(|pin, k| pin.admit(k).is_ok()),
+        governor: keyed_rounds(1, keys, move |k| theirs.check_key(k).is_ok()),
+        mutex: None,
+        remaining: None,
+        _upkeep: None,
+    }
+}
+
 /// Rounds of `call` on `threads` threads, each over its share of `keys`
 /// (see [`key`]).
 fn keyed_rounds(
@@ -651,6 +694,16 @@ fn main() {
         (
             "keyed deny 1 thread, 10k keys, 10 per hour, full",
             Box::new(move || keyed(10, us, 10_000, 1, Keys::Full)),
+            2_000_000,
+        ),
+        (
+            "keyed allow 1 thread, 10k keys, L = 10, W = 1 us, a pin per 64 calls (ours)",
+            Box::new(|| keyed_pinned(false)),
+            2_000_000,
+        ),
+        (
+            "keyed deny 1 thread, 10k keys, 10 per hour, full, a pin per 64 calls (ours)",
+            Box::new(|| keyed_pinned(true)),
             2_000_000,
         ),
         (
