@@ -37,6 +37,20 @@ use state::{KeyState, Keys, Map, Words, with_map};
 /// [`PinnedKeys`] holds for the calls it makes.
 type Held<'p, 'g> = Option<&'p papaya::LocalGuard<'g>>;
 
+/// Runs `f` under a guard of `map`: `held` (a [`PinnedKeys`]'s, taken from
+/// this map), or one pinned for the call.
+#[inline(always)]
+fn with_guard<K, W, S, T>(
+    map: &Map<K, W, S>,
+    held: Held<'_, '_>,
+    f: impl FnOnce(&papaya::LocalGuard<'_>) -> T,
+) -> T {
+    match held {
+        Some(guard) => f(guard),
+        None => f(&map.guard()),
+    }
+}
+
 /// What `KeyedLimiter::check_then_peek` found on a key's state (with
 /// several policies, each one's state is written where the caller asked).
 #[cfg(feature = "tower")]
@@ -832,7 +846,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n_growing_when(key, n, || self.clock.now())
+        self.check_n_growing_when(None, key, n, || self.clock.now())
     }
 
     /// [`check_n_with_growth`](Self::check_n_with_growth) at `now`.
@@ -861,7 +875,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.check_n_growing_when(key, n, || now)
+        self.check_n_growing_when(None, key, n, || now)
     }
 
     /// [`check_n_with_growth`](Self::check_n_with_growth) at the time
@@ -869,6 +883,7 @@ where
     #[inline(always)]
     fn check_n_growing_when<Q>(
         &self,
+        held: Held<'_, '_>,
         key: &Q,
         n: u32,
         read: impl FnOnce() -> u64,
@@ -878,7 +893,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.decide_at(
-            None,
+            held,
             key,
             n,
             read,
@@ -1180,19 +1195,24 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        with_map!(&self.map, map => self.decide_in(map, held, key, n, read, &op, fresh))
+        with_map!(&self.map, map => {
+            // Pin once per call (docs/design.md §7), unless a `PinnedKeys`
+            // holds a guard for the calls it makes.
+            with_guard(map, held, |guard| self.decide_under(map, guard, key, n, read, &op, fresh))
+        })
     }
 
-    /// [`decide_at`](Self::decide_at) on the map in its representation.
+    /// [`decide_at`](Self::decide_at) on the map in its representation,
+    /// under `guard`.
     #[expect(
         clippy::too_many_arguments,
-        reason = "decide_at's arguments and the map it dispatched to, each used apart"
+        reason = "decide_at's arguments, and the map it dispatched to with its guard"
     )]
     #[inline(always)]
-    fn decide_in<W: Words, Q, R>(
+    fn decide_under<W: Words, Q, R>(
         &self,
         map: &Map<K, W, S>,
-        held: Held<'_, '_>,
+        guard: &papaya::LocalGuard<'_>,
         key: &Q,
         n: u32,
         read: impl FnOnce() -> u64,
@@ -1203,16 +1223,6 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        // Pin once per call (docs/design.md §7), unless a `PinnedKeys`
-        // holds a guard for the calls it makes.
-        let pinned;
-        let guard = match held {
-            Some(guard) => guard,
-            None => {
-                pinned = map.guard();
-                &pinned
-            }
-        };
         let mut found = map.get(key, guard);
         let now = read();
         loop {
@@ -1378,10 +1388,24 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let live = with_map!(&self.map, map => {
-            let guard = map.guard();
-            map.get(key, &guard).and_then(|state| self.peek_state(state, n, now))
-        });
+        self.peek_held(None, key, n, now)
+    }
+
+    /// [`peek_n_at`](Self::peek_n_at), under the guard `held` if given.
+    fn peek_held<Q>(
+        &self,
+        held: Held<'_, '_>,
+        key: &Q,
+        n: u32,
+        now: u64,
+    ) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let live = with_map!(&self.map, map => with_guard(map, held, |guard| {
+            map.get(key, guard).and_then(|state| self.peek_state(state, n, now))
+        }));
         if let Some(decision) = live {
             return decision;
         }

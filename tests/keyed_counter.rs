@@ -43,8 +43,9 @@ proptest! {
     /// Identical decisions (`at`, `remaining`, `retry_after`, reason) to the
     /// plainly written counter model, one per key, and to a never-evicted
     /// `SlidingCounter` per key, while idle keys are evicted by explicit
-    /// sweeps and by the automatic sweeps a small `max_keys` forces; a
-    /// quarter of the checks made through a [`slidelog::PinnedKeys`].
+    /// sweeps and by the automatic sweeps a small `max_keys` forces; half
+    /// the checks and a third of the peeks made through a
+    /// [`slidelog::PinnedKeys`].
     #[test]
     fn keyed_counter_equals_one_counter_per_key(
         (limit, window, mode, ops, max_keys) in (1..5u32, 6..60u64, mode(), 1..8usize)
@@ -74,10 +75,14 @@ proptest! {
             }) else {
                 continue;
             };
-            let peeked = limiter.peek_n_at(&key, n, now);
-            // Every other check also asks when `remaining` grows; of the
-            // others, every other one goes through a pin (held since the
-            // previous one: a pin's guard nests with the calls' own).
+            let peeked = if i % 3 == 0 {
+                pin.peek_n_at(&key, n, now)
+            } else {
+                limiter.peek_n_at(&key, n, now)
+            };
+            // Every other check also asks when `remaining` grows; of both
+            // kinds, every other one goes through a pin (one held since
+            // earlier calls: a pin's guard nests with the calls' own).
             let (got, grows) = if i % 4 == 0 {
                 (limiter.check_n(&key, n), None)
             } else if i % 2 == 0 {
@@ -85,7 +90,12 @@ proptest! {
                 pin = limiter.pin();
                 (got, None)
             } else {
-                match limiter.check_n_with_growth(&key, n) {
+                let growing = if i % 4 == 1 {
+                    pin.check_n_with_growth(&key, n)
+                } else {
+                    limiter.check_n_with_growth(&key, n)
+                };
+                match growing {
                     Ok((admitted, grows)) => (Ok(admitted), Some(grows)),
                     Err(denied) => (Err(denied), None),
                 }

@@ -4,6 +4,7 @@
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
+use std::time::Duration;
 
 use papaya::{Guard, LocalGuard};
 
@@ -332,6 +333,128 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.limiter.admit_n_when(Some(&self.guard), key, n, || now)
+    }
+
+    /// [`KeyedLimiter::check_n_with_growth`], under this pin.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<u64>::new(2, Duration::from_secs(60))?;
+    /// let pinned = limiter.pin();
+    /// let (admitted, grows) = pinned.check_n_with_growth(&1, 2)?;
+    /// assert_eq!(admitted.remaining(), 0);
+    /// assert!(grows > Duration::from_secs(59), "the units leave the window in a minute");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn check_n_with_growth<Q>(&self, key: &Q, n: u32) -> Result<(Admitted, Duration), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let limiter = self.limiter;
+        limiter.check_n_growing_when(Some(&self.guard), key, n, || limiter.clock.now())
+    }
+
+    /// [`KeyedLimiter::check_n_with_growth_at`], under this pin.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(2, Duration::from_nanos(100), ManualClock::new())?;
+    /// let pinned = limiter.pin();
+    /// pinned.check_at(&1, 0)?;
+    /// let (admitted, grows) = pinned.check_n_with_growth_at(&1, 1, 30)?;
+    /// assert_eq!(admitted.remaining(), 0);
+    /// assert_eq!(grows, Duration::from_nanos(70), "the admission at 0 leaves at 100");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "a denied request must not go ahead: use the result"]
+    #[inline]
+    pub fn check_n_with_growth_at<Q>(
+        &self,
+        key: &Q,
+        n: u32,
+        now: u64,
+    ) -> Result<(Admitted, Duration), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.limiter
+            .check_n_growing_when(Some(&self.guard), key, n, || now)
+    }
+
+    /// [`KeyedLimiter::peek`], under this pin: what `check` would answer
+    /// now, recording nothing and creating no key.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<String>::new(1, Duration::from_secs(60))?;
+    /// let pinned = limiter.pin();
+    /// assert!(pinned.peek("alice").is_ok());
+    /// assert!(limiter.is_empty(), "a peek creates no key");
+    /// pinned.check("alice")?;
+    /// assert!(pinned.peek("alice").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek<Q>(&self, key: &Q) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.peek_n_at(key, 1, self.limiter.clock.now())
+    }
+
+    /// [`KeyedLimiter::peek_n`], under this pin.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::KeyedLimiter;
+    ///
+    /// let limiter = KeyedLimiter::<u64>::new(3, Duration::from_secs(60))?;
+    /// let pinned = limiter.pin();
+    /// pinned.admit(&1)?;
+    /// assert_eq!(pinned.peek_n(&1, 2)?.remaining(), 0);
+    /// assert!(pinned.peek_n(&1, 3).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek_n<Q>(&self, key: &Q, n: u32) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.peek_n_at(key, n, self.limiter.clock.now())
+    }
+
+    /// [`KeyedLimiter::peek_n_at`], under this pin.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    ///
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_nanos(10), ManualClock::new())?;
+    /// let pinned = limiter.pin();
+    /// pinned.admit_at(&1, 0)?;
+    /// assert_eq!(pinned.peek_n_at(&1, 1, 4).unwrap_err().retry_after_nanos(), 6);
+    /// assert!(pinned.peek_n_at(&1, 1, 10).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek_n_at<Q>(&self, key: &Q, n: u32, now: u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.limiter.peek_held(Some(&self.guard), key, n, now)
     }
 
     /// Lets the memory of states removed from the map since the pin was
