@@ -225,12 +225,7 @@ pub(super) fn list_headers(
             // `"1s";r=4;t=1` (and `"1s";q=10;w=1, "1m";q=100;w=60` when
             // the layer has no value written for the policies).
             let item = |state: &mut String, i: usize, r: u32, t: Duration| {
-                state.push('"');
-                policies.write_name(state, i);
-                state.push_str("\";r=");
-                state.push_str(itoa::Buffer::new().format(r));
-                state.push_str(";t=");
-                state.push_str(itoa::Buffer::new().format(ceil_seconds(t)));
+                write_item(state, |out| policies.write_name(out, i), r, ceil_seconds(t));
             };
             // One item with nothing remaining (every denial's, and the
             // last admission's in a window): the layer's, if it wrote it.
@@ -273,6 +268,17 @@ pub(super) fn list_headers(
         }
         HeaderStyle::None => Headers::None,
     }
+}
+
+/// One `RateLimit` item, `"name";r=R;t=T`, into `out` (`name` writes the
+/// policy's name).
+fn write_item(out: &mut String, name: impl FnOnce(&mut String), r: u32, t: u64) {
+    out.push('"');
+    name(out);
+    out.push_str("\";r=");
+    out.push_str(itoa::Buffer::new().format(r));
+    out.push_str(";t=");
+    out.push_str(itoa::Buffer::new().format(t));
 }
 
 /// A header value written by `write` into this thread's scratch buffer and
@@ -358,6 +364,11 @@ const SPENT_SECONDS: u64 = 60;
 /// `RateLimit-Policy` is ([`intern`]), and so is each list of policy names'
 /// table of items: each is leaked once for the life of the process (61
 /// items of about 20 bytes per policy name, and names are windows).
+///
+/// A spent item past the table (a longer window's wait) is written when
+/// asked for and kept as this thread's last one ([`LAST_SPENT`]): a
+/// client refused again and again within a second is answered with the
+/// value written for the first refusal, a reference count copied.
 #[derive(Clone, Debug)]
 pub(super) struct Written {
     /// The `RateLimit-Policy` value ([`interned_policy_value`]).
@@ -365,35 +376,52 @@ pub(super) struct Written {
     /// Policy `i`'s spent item at `t` seconds, at `i * (SPENT_SECONDS +
     /// 1) + t`: values of interned text, checked once when written.
     spent: &'static [HeaderValue],
+    /// The policies' names, in order (interned with the table).
+    names: &'static [&'static str],
+}
+
+/// A spent item past [`SPENT_SECONDS`]: its table's address (one per
+/// list of policy names, never freed), the policy's index, `t`.
+type SpentKey = (usize, usize, u64);
+
+thread_local! {
+    /// The last spent item this thread wrote past its table, and which
+    /// ([`Written::spent`]).
+    static LAST_SPENT: core::cell::RefCell<Option<(SpentKey, HeaderValue)>> =
+        const { core::cell::RefCell::new(None) };
 }
 
 impl Written {
     /// The values of a layer's own policies (`list`, named).
     pub(super) fn of(list: &PolicyList) -> Written {
-        static TABLES: std::sync::Mutex<
-            std::collections::BTreeMap<Vec<&'static str>, &'static [HeaderValue]>,
-        > = std::sync::Mutex::new(std::collections::BTreeMap::new());
+        type Table = (&'static [HeaderValue], &'static [&'static str]);
+        static TABLES: std::sync::Mutex<std::collections::BTreeMap<Vec<&'static str>, Table>> =
+            std::sync::Mutex::new(std::collections::BTreeMap::new());
         let names: Vec<&'static str> = (0..list.len())
             .map(|i| list.name(i).unwrap_or_else(|| intern(policy_name(list, i))))
             .collect();
         let mut tables = TABLES
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let spent = *tables.entry(names).or_insert_with_key(|names| {
+        let (spent, names) = *tables.entry(names).or_insert_with_key(|names| {
             let mut spent = Vec::with_capacity(names.len() * (SPENT_SECONDS as usize + 1));
             for name in names {
                 for t in 0..=SPENT_SECONDS {
                     // A window's label, digits and fixed ASCII: a valid
                     // value.
-                    let text = intern(format!("\"{name}\";r=0;t={t}"));
-                    spent.push(HeaderValue::from_static(text));
+                    let mut text = String::new();
+                    write_item(&mut text, |out| out.push_str(name), 0, t);
+                    spent.push(HeaderValue::from_static(intern(text)));
                 }
             }
-            Box::leak(spent.into_boxed_slice())
+            let spent: &'static [HeaderValue] = Box::leak(spent.into_boxed_slice());
+            let names: &'static [&'static str] = Box::leak(names.clone().into_boxed_slice());
+            (spent, names)
         });
         Written {
             policy: interned_policy_value(list),
             spent,
+            names,
         }
     }
 
@@ -404,15 +432,28 @@ impl Written {
     }
 
     /// Policy `i`'s `RateLimit` item with nothing remaining, `t` seconds
-    /// until its quota grows, if written.
+    /// until its quota grows: from the table, or past it this thread's
+    /// last such item if it is the one asked for, else written now and
+    /// kept as the last; `None` for a policy the layer does not have.
     fn spent(&self, i: usize, t: u64) -> Option<HeaderValue> {
-        if t > SPENT_SECONDS {
-            return None;
+        if t <= SPENT_SECONDS {
+            // `t <= SPENT_SECONDS`: no truncation.
+            return self
+                .spent
+                .get(i * (SPENT_SECONDS as usize + 1) + t as usize)
+                .cloned();
         }
-        // `t <= SPENT_SECONDS`: no truncation.
-        self.spent
-            .get(i * (SPENT_SECONDS as usize + 1) + t as usize)
-            .cloned()
+        let name = self.names.get(i)?;
+        let key = (self.spent.as_ptr() as usize, i, t);
+        LAST_SPENT.with_borrow_mut(|last| match last {
+            Some((at, value)) if *at == key => Some(value.clone()),
+            _ => {
+                let value =
+                    scratch_value(|text| write_item(text, |out| out.push_str(name), 0, t)).ok()?;
+                *last = Some((key, value.clone()));
+                Some(value)
+            }
+        })
     }
 }
 
