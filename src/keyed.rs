@@ -1167,10 +1167,13 @@ where
         )
     }
 
-    /// The lookup behind `check_at`, `check_n_at`, `admit_at` and
-    /// `admit_n_at`: finds or creates `key`'s state and asks `op` (the
-    /// state's answer, `None` if it was closed) at the time `read` returns;
-    /// `fresh` maps what an absent key answers to `n == 0`.
+    /// The lookup behind every keyed decision (`check`, `check_n`, `admit`,
+    /// `admit_n`, the growth and the layer's reads, at a time given or
+    /// read): finds or creates `key`'s state and asks `op` (the state's
+    /// answer, `None` if it was closed) at the time `read` returns;
+    /// `fresh` maps what an absent key answers to `n == 0`. Under `held`,
+    /// a [`PinnedKeys`]'s guard, if given; else under one pinned for the
+    /// call.
     ///
     /// The time is read once, after the lookup (docs/design.md §4, "Where
     /// the time is read"): the lookup's dependent loads (the table, the
