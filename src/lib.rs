@@ -39,7 +39,11 @@
 //! ```
 //!
 //! Share limiters between threads with `Arc`: [`Limiter`] and
-//! [`KeyedLimiter`] are `Send + Sync`.
+//! [`KeyedLimiter`] are `Send + Sync`. A thread deciding many keys at once
+//! (a batch of jobs, one request's client, user and route) can pin a
+//! [`KeyedLimiter`] for the batch ([`KeyedLimiter::pin`]): the
+//! [`PinnedKeys`] it returns answers as the limiter does, each call sparing
+//! the map's per-call pin.
 //!
 //! # Guarantees
 //!
