@@ -4,13 +4,13 @@
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
+
+use std::collections::hash_map::RandomState;
 use std::time::Duration;
 
 use papaya::{Guard, LocalGuard};
 
 use super::{KeyedLimiter, with_map};
-use std::collections::hash_map::RandomState;
-
 use crate::algorithm::{Algorithm, Log};
 use crate::clock::{Clock, QuantaClock};
 use crate::decision::{Admitted, Denied};
@@ -23,8 +23,8 @@ use crate::key_size::KeySize;
 ///
 /// Every keyed call pins the map while it reads a key's state, so that a
 /// state evicted or replaced meanwhile is not freed under it. Pinning and
-/// unpinning cost an atomic swap on the thread's reservation each call;
-/// a `PinnedKeys` pins once, so a caller with many keys to decide at once
+/// unpinning take a thread-local lookup, a store and an atomic swap on the
+/// thread's reservation every call; a `PinnedKeys` pins once, so a caller with many keys to decide at once
 /// — a batch of jobs, the keys of one request (client, user, route) — pays
 /// it once for all of them (BENCHMARKS.md, "Where the time goes", session
 /// 40).
