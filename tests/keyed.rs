@@ -431,3 +431,43 @@ fn remove_forgets_a_key_and_frees_its_budget() {
     assert_eq!(counter.memory_bytes(), 0);
     assert!(counter.check_n("t", 2).is_ok());
 }
+
+/// A pin held across everything else a keyed limiter does — a
+/// reconfiguration, a per-key quota, a reset, a removal, an eviction —
+/// answers as a twin limiter asked without a pin does after each.
+#[test]
+fn a_pin_held_across_reconfiguration_and_removal() {
+    let clocks = [ManualClock::new(), ManualClock::new()];
+    let [ours, twin] = [keyed(4, 1_000, &clocks[0]), keyed(4, 1_000, &clocks[1])];
+    let pinned = ours.pin();
+    // Each step on both limiters, then every key's check (and a peek)
+    // compared: through the pin on ours, plainly on the twin.
+    let step = |what: &str, on: &dyn Fn(&KeyedLimiter<u64, ManualClock>)| {
+        on(&ours);
+        on(&twin);
+        for key in 0..4u64 {
+            assert_eq!(pinned.peek(&key), twin.peek(&key), "{what}: peek {key}");
+            assert_eq!(pinned.check(&key), twin.check(&key), "{what}: check {key}");
+        }
+    };
+    step("start", &|_| {});
+    step("more", &|_| {});
+    step("a cut to two", &|l| {
+        l.reconfigure(slidelog::Quota::new(2, Duration::from_nanos(1_000)).unwrap())
+            .unwrap()
+    });
+    step("key 1 raised to ten", &|l| {
+        l.set_quota(
+            1,
+            slidelog::Quota::new(10, Duration::from_nanos(1_000)).unwrap(),
+        )
+        .unwrap()
+    });
+    step("key 0 reset", &|l| l.reset(&0));
+    step("key 2 removed", &|l| assert!(l.remove(&2)));
+    step("an hour on, idle keys evicted", &|l| {
+        l.clock().advance(Duration::from_secs(3_600));
+        assert!(l.retain_recent() > 0);
+    });
+    assert_eq!(ours.len(), twin.len());
+}
