@@ -37,23 +37,22 @@ use state::{KeyState, Keys, Map, Words, with_map};
 /// [`PinnedKeys`] holds for the calls it makes.
 type Held<'p, 'g> = Option<&'p papaya::LocalGuard<'g>>;
 
-/// Runs `f` under a guard of `map`: `held` (a [`PinnedKeys`]'s, taken from
-/// this map), or one pinned for the call.
-#[inline(always)]
-fn with_guard<K, W, S, T>(
-    map: &Map<K, W, S>,
-    held: Held<'_, '_>,
-    f: impl FnOnce(&papaya::LocalGuard<'_>) -> T,
-) -> T {
-    let pinned;
-    let guard = match held {
-        Some(guard) => guard,
-        None => {
-            pinned = map.guard();
-            &pinned
+/// The guard a keyed call runs under: `held` (a [`PinnedKeys`]'s, taken
+/// from this map) if given, else one of `map` pinned for the call and kept
+/// in `pinned` (a `let` of the caller's, so that it lives through the
+/// call). A macro, not a function taking the call as a closure: with the
+/// decision inside a closure, the unpinned keyed rows of `side_by_side`
+/// read 5-8% slower (BENCHMARKS.md, "Where the time goes", session 40).
+macro_rules! guard_for {
+    ($held:expr, $map:expr, $pinned:ident) => {
+        match $held {
+            Some(guard) => guard,
+            None => {
+                $pinned = $map.guard();
+                &$pinned
+            }
         }
     };
-    f(guard)
 }
 
 /// What `KeyedLimiter::check_then_peek` found on a key's state (with
@@ -1207,10 +1206,6 @@ where
     }
 
     /// [`decide_at`](Self::decide_at) on the map in its representation.
-    ///
-    /// The guard is chosen here, in line, not through [`with_guard`]: with
-    /// the decision in a closure, the unpinned keyed rows of `side_by_side`
-    /// read 5-8% slower (session 40).
     #[expect(
         clippy::too_many_arguments,
         reason = "decide_at's arguments and the map it dispatched to, each used apart"
@@ -1233,13 +1228,7 @@ where
         // Pin once per call (docs/design.md §7), unless a `PinnedKeys`
         // holds a guard for the calls it makes.
         let pinned;
-        let guard = match held {
-            Some(guard) => guard,
-            None => {
-                pinned = map.guard();
-                &pinned
-            }
-        };
+        let guard = guard_for!(held, map, pinned);
         let mut found = map.get(key, guard);
         let now = read();
         loop {
@@ -1420,9 +1409,11 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let live = with_map!(&self.map, map => with_guard(map, held, |guard| {
+        let live = with_map!(&self.map, map => {
+            let pinned;
+            let guard = guard_for!(held, map, pinned);
             map.get(key, guard).and_then(|state| self.peek_state(state, n, now))
-        }));
+        });
         if let Some(decision) = live {
             return decision;
         }
