@@ -253,6 +253,68 @@ fn demo_proves_itself() {
     }
 }
 
+/// A limit or window the demo cannot take is refused before any banner,
+/// and a zero duration is refused naming what it is: a window, or the
+/// run's length — while `--tolerance 0s` (no timestamp may go back) is a
+/// tolerance like any other.
+#[test]
+fn zero_and_out_of_range_values_are_refused_by_name() {
+    for (flag, value) in [("--limit", "0"), ("--window", "100000d")] {
+        let out = slidelog()
+            .args(["demo", "--duration", "200ms", "--keys", "10", flag, value])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag} {value}");
+        assert!(
+            out.stdout.is_empty(),
+            "{flag} {value}: a banner was printed"
+        );
+        assert!(!out.stderr.is_empty(), "{flag} {value}: no reason given");
+    }
+    let error = fails(slidelog().args(["demo", "--window", "0s"]));
+    assert!(error.contains("a window must be longer"), "{error}");
+    let error = fails(slidelog().args(["demo", "--duration", "0s"]));
+    assert!(
+        error.contains("is zero") && !error.contains("window"),
+        "{error}"
+    );
+    let csv = write_temp("tolerance_zero.csv", "t,k\n1,a\n2,a\n3,b\n");
+    let replay = |tolerance: &str| {
+        slidelog()
+            .arg("replay")
+            .arg(&csv)
+            .args(["--limit", "1/1h", "--time-column", "t", "--key-column", "k"])
+            .args([
+                "--time-unit",
+                "s",
+                "--format",
+                "json",
+                "--tolerance",
+                tolerance,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = replay("0s");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["admitted"], 2);
+    assert_eq!(json["denied"], 1);
+    let backwards = write_temp("tolerance_zero_back.csv", "t,k\n2,a\n1,a\n");
+    let error = fails(
+        slidelog()
+            .arg("replay")
+            .arg(&backwards)
+            .args(["--limit", "1/1h", "--time-column", "t", "--key-column", "k"])
+            .args(["--time-unit", "s", "--tolerance", "0s"]),
+    );
+    assert!(error.contains("goes back"), "{error}");
+}
+
 /// The counter in both phases, judged on its own guarantee (N consecutive
 /// slots), and far smaller per key than the log at a large limit.
 #[test]

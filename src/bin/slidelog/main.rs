@@ -27,7 +27,7 @@ mod replay;
 #[cfg(feature = "serve")]
 mod serve;
 
-use parse::duration as parse_duration;
+use parse::{duration as parse_duration, positive_duration, window as parse_window};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -188,10 +188,10 @@ struct DemoArgs {
     #[arg(long, default_value_t = 100)]
     limit: u32,
     /// The window, e.g. `10ms`, `1s`, `2m`.
-    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "10ms", value_parser = parse_window)]
     window: Duration,
     /// How long each phase runs, e.g. `2s`.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = positive_duration)]
     duration: Duration,
     /// The algorithm of both phases: `log` (exact; judged on "no window
     /// holds more than the limit") or `counter` (approximate; judged on its
@@ -341,6 +341,8 @@ fn die_quietly_on_broken_pipe() {
 fn die_quietly_on_broken_pipe() {}
 
 fn demo(args: &DemoArgs) -> Result<(), String> {
+    // A limit or window no limiter takes is refused before a banner names it.
+    slidelog::Quota::new(args.limit, args.window).map_err(|e| e.to_string())?;
     if let Some(url) = &args.redis {
         return redis_demo(args, url);
     }

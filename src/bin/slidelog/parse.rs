@@ -7,8 +7,33 @@ use std::time::Duration;
 
 use slidelog::MAX_LIMIT;
 
+/// A window (`--window`, a policy's `/1m`): a [`duration`] longer than
+/// zero, the error saying what it is.
+pub(crate) fn window(text: &str) -> Result<Duration, String> {
+    positive(text, "a window")
+}
+
+/// A length of time that must pass (`--duration`): a [`duration`] longer
+/// than zero.
+pub(crate) fn positive_duration(text: &str) -> Result<Duration, String> {
+    positive(text, "it")
+}
+
+/// [`duration`], refused when zero: "`0s` is zero: `what` must be longer
+/// than that".
+fn positive(text: &str, what: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d.is_zero() {
+        return Err(format!(
+            "`{}` is zero: {what} must be longer than that",
+            text.trim()
+        ));
+    }
+    Ok(d)
+}
+
 /// Parses `250ms`, `1s`, `1.5s`, `1m`, `1h`, `10us`, `5ns` (a bare number
-/// is seconds).
+/// is seconds), zero included (`0s`: a tolerance of none).
 pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -36,11 +61,6 @@ pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     };
     let nanos = decimal_scaled(number, scale_ns)
         .ok_or_else(|| format!("`{text}` is not a duration (try 250ms, 1s, 1m, 1h)"))?;
-    if nanos == 0 {
-        return Err(format!(
-            "`{text}` is zero: a window must be longer than that"
-        ));
-    }
     let nanos = u64::try_from(nanos).map_err(|_| format!("`{text}` is too long"))?;
     Ok(Duration::from_nanos(nanos))
 }
@@ -121,7 +141,7 @@ pub(crate) fn policy(text: &str) -> Result<Policy, String> {
     }
     Ok(Policy {
         limit,
-        window: duration(window)?,
+        window: self::window(window)?,
     })
 }
 
@@ -143,14 +163,33 @@ mod tests {
             "",
             "abc",
             "5 parsecs",
-            "0s",
             "ms",
             "1..2s",
             "-1s",
             "99999999999999999999999999999h",
         ] {
             assert!(duration(bad).is_err(), "{bad}");
+            assert!(window(bad).is_err(), "{bad}");
+            assert!(positive_duration(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Zero is a duration (a tolerance of none) but neither a window nor
+    /// a run's length, and each refusal names what it refuses.
+    #[test]
+    fn zero_is_a_tolerance_and_nothing_else() {
+        for zero in ["0s", "0", "0.0ms", " 0h "] {
+            assert_eq!(duration(zero), Ok(Duration::ZERO), "{zero}");
+            let error = window(zero).unwrap_err();
+            assert!(error.contains("a window must be longer"), "{zero}: {error}");
+            let error = positive_duration(zero).unwrap_err();
+            assert!(
+                error.contains("is zero") && !error.contains("window"),
+                "{zero}: {error}"
+            );
+        }
+        assert_eq!(window("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(positive_duration("1ns"), Ok(Duration::from_nanos(1)));
     }
 
     #[test]
@@ -197,6 +236,8 @@ mod tests {
         #[test]
         fn parsers_never_panic(s in "\\PC{0,40}") {
             let _ = duration(&s);
+            let _ = window(&s);
+            let _ = positive_duration(&s);
             let _ = policy(&s);
         }
     }

@@ -256,7 +256,7 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
                 })?;
                 let window = match (&l.unit, &l.window) {
                     (Some(unit), None) => unit.duration(),
-                    (None, Some(w)) => crate::parse::duration(w)
+                    (None, Some(w)) => crate::parse::window(w)
                         .map_err(|e| format!("descriptor `{label}`: window `{w}`: {e}"))?,
                     (Some(_), Some(_)) => {
                         return Err(format!(
