@@ -279,23 +279,13 @@ fn zero_and_out_of_range_values_are_refused_by_name() {
         "{error}"
     );
     let csv = write_temp("tolerance_zero.csv", "t,k\n1,a\n2,a\n3,b\n");
-    let replay = |tolerance: &str| {
-        slidelog()
-            .arg("replay")
-            .arg(&csv)
-            .args(["--limit", "1/1h", "--time-column", "t", "--key-column", "k"])
-            .args([
-                "--time-unit",
-                "s",
-                "--format",
-                "json",
-                "--tolerance",
-                tolerance,
-            ])
-            .output()
-            .unwrap()
-    };
-    let out = replay("0s");
+    let out = slidelog()
+        .arg("replay")
+        .arg(&csv)
+        .args(["--limit", "1/1h", "--time-column", "t", "--key-column", "k"])
+        .args(["--time-unit", "s", "--format", "json", "--tolerance", "0s"])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -152,7 +152,8 @@ struct ReplayArgs {
     /// header, comma otherwise).
     #[arg(long)]
     delimiter: Option<char>,
-    /// How far timestamps may go backwards before it is an error.
+    /// How far timestamps may go backwards before it is an error (`0s`:
+    /// not at all).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     tolerance: Duration,
     /// Slots of the approximate counter the exact log is compared with.
