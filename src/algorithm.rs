@@ -47,19 +47,69 @@ pub use per_key::{Algorithm, Counter, Log};
 pub trait RateLimit: Send + Sync {
     /// Checks `n` units at `now` (nanoseconds on the limiter's clock), all or
     /// nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock, RateLimit};
+    /// let limiter = Limiter::with_clock(3, Duration::from_secs(1), ManualClock::new())?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// assert_eq!(dynamic.check_n_at(2, 0).unwrap().remaining(), 1);
+    /// assert!(dynamic.check_n_at(2, 0).is_err()); // all or nothing: 1 fits, 2 do not
+    /// assert!(dynamic.check_n_at(1, 0).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn check_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied>;
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording
     /// nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock, RateLimit};
+    /// let limiter = Limiter::with_clock(3, Duration::from_secs(1), ManualClock::new())?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// assert_eq!(dynamic.peek_n_at(3, 0).unwrap().remaining(), 0);
+    /// assert_eq!(dynamic.peek_n_at(3, 0).unwrap().remaining(), 0); // nothing was recorded
+    /// assert!(dynamic.peek_n_at(4, 0).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn peek_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied>;
 
-    /// The limiter's current time.
+    /// The limiter's current time: nanoseconds on its clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock, RateLimit};
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(3, Duration::from_secs(1), clock.clone())?;
+    /// clock.advance(Duration::from_millis(5));
+    /// assert_eq!((&limiter as &dyn RateLimit).now(), 5_000_000);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn now(&self) -> u64;
 
-    /// Admissions allowed per window.
+    /// Admissions allowed per window (the first policy's, with several).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, RateLimit, SlidingCounter};
+    /// let exact = Limiter::new(10, Duration::from_secs(1))?;
+    /// let approx = SlidingCounter::new(1_000_000, Duration::from_secs(60), 60)?;
+    /// assert_eq!((&exact as &dyn RateLimit).limit(), 10);
+    /// assert_eq!((&approx as &dyn RateLimit).limit(), 1_000_000);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn limit(&self) -> u32;
 
-    /// The window.
+    /// The window (the first policy's, with several).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, RateLimit};
+    /// let limiter = Limiter::builder(10, Duration::from_secs(1)).and(100, Duration::from_secs(60)).build()?;
+    /// assert_eq!((&limiter as &dyn RateLimit).window(), Duration::from_secs(1));
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn window(&self) -> Duration;
 
     /// Every policy checked (by default the one of
@@ -80,16 +130,50 @@ pub trait RateLimit: Send + Sync {
     /// A number that changes when the policies change at run time (a
     /// reconfiguration), so that a cache of [`policies`](Self::policies)
     /// knows to refresh; 0 by default (never changes).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, Quota, RateLimit};
+    /// let limiter = Limiter::new(10, Duration::from_secs(1))?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// let seen = dynamic.generation();
+    /// limiter.reconfigure(Quota::new(5, Duration::from_secs(1))?)?;
+    /// assert_ne!(dynamic.generation(), seen);
+    /// assert_eq!(dynamic.limit(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn generation(&self) -> u64 {
         0
     }
 
     /// Checks one request now.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, RateLimit, SlidingCounter};
+    /// let exact = Limiter::new(1, Duration::from_secs(60))?;
+    /// let approx = SlidingCounter::new(1, Duration::from_secs(60), 10)?;
+    /// for limiter in [&exact as &dyn RateLimit, &approx] {
+    ///     assert_eq!(limiter.check().unwrap().remaining(), 0);
+    ///     assert!(limiter.check().unwrap_err().retry_after() > Duration::ZERO);
+    /// }
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn check(&self) -> Result<Admitted, Denied> {
         self.check_n_at(1, self.now())
     }
 
-    /// Checks `n` units now.
+    /// Checks `n` units now, all or nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, RateLimit};
+    /// let limiter = Limiter::new(5, Duration::from_secs(60))?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// assert_eq!(dynamic.check_n(3).unwrap().remaining(), 2);
+    /// assert!(dynamic.check_n(3).is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn check_n(&self, n: u32) -> Result<Admitted, Denied> {
         self.check_n_at(n, self.now())
     }
@@ -117,6 +201,17 @@ pub trait RateLimit: Send + Sync {
         Ok((admitted, grows))
     }
     /// [`check_n_with_growth_at`](Self::check_n_with_growth_at) now.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, RateLimit};
+    /// let limiter = Limiter::new(2, Duration::from_secs(60))?;
+    /// let (admitted, grows) = (&limiter as &dyn RateLimit).check_n_with_growth(1)?;
+    /// // One more fits now; the window next frees a unit when this admission leaves it.
+    /// assert_eq!(admitted.remaining(), 1);
+    /// assert!(grows <= Duration::from_secs(60));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn check_n_with_growth(&self, n: u32) -> Result<(Admitted, Duration), Denied> {
         self.check_n_with_growth_at(n, self.now())
     }
@@ -139,16 +234,48 @@ pub trait RateLimit: Send + Sync {
     }
 
     /// [`admit_at`](Self::admit_at) now.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, RateLimit};
+    /// let limiter = Limiter::new(1, Duration::from_secs(60))?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// assert!(dynamic.admit().is_ok());
+    /// assert!(dynamic.admit().is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn admit(&self) -> Result<(), Denied> {
         self.admit_at(self.now())
     }
 
     /// What [`check`](Self::check) would answer now, recording nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, RateLimit};
+    /// let limiter = Limiter::new(1, Duration::from_secs(60))?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// assert!(dynamic.peek().is_ok());
+    /// assert!(dynamic.check().is_ok()); // the peek took nothing
+    /// assert!(dynamic.peek().is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn peek(&self) -> Result<Admitted, Denied> {
         self.peek_n_at(1, self.now())
     }
 
     /// What [`check_n`](Self::check_n) would answer now, recording nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, RateLimit};
+    /// let limiter = Limiter::new(4, Duration::from_secs(60))?;
+    /// let dynamic: &dyn RateLimit = &limiter;
+    /// assert_eq!(dynamic.peek_n(4).unwrap().remaining(), 0);
+    /// assert!(dynamic.peek_n(5).is_err());
+    /// assert_eq!(dynamic.check().unwrap().remaining(), 3); // nothing was recorded
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     fn peek_n(&self, n: u32) -> Result<Admitted, Denied> {
         self.peek_n_at(n, self.now())
     }

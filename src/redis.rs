@@ -906,6 +906,16 @@ impl RedisLimiter {
     /// # Errors
     ///
     /// As for [`check`](Self::check).
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// // Would a batch of 5 fit now? Nothing is recorded either way.
+    /// match limiter.peek_n("user:42", 5).await? {
+    ///     Ok(_) => println!("the batch fits"),
+    ///     Err(denied) => println!("retry the batch in {:?}", denied.retry_after()),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn peek_n(
         &self,
         key: &str,
@@ -955,6 +965,13 @@ impl RedisLimiter {
     /// # Errors
     ///
     /// As for [`remove`](Self::remove).
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), slidelog::redis::RedisLimitError> {
+    /// // A password reset went through: the lockout starts over.
+    /// limiter.reset("login:alice").await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn reset(&self, key: &str) -> Result<(), RedisLimitError> {
         self.remove(key).await.map(drop)
     }

@@ -51,6 +51,14 @@ pub const SNAPSHOT_VERSION: u32 = 1;
 /// A clock reading and the wall-clock time (nanoseconds since the Unix
 /// epoch) it corresponds to: the bridge between a limiter's clock and a
 /// snapshot's wall-clock times.
+///
+/// ```
+/// use slidelog::snapshot::Anchor;
+/// // The clock read 5 s when the wall clock read 1_700_000_000 s.
+/// let anchor = Anchor::new(5_000_000_000, 1_700_000_000_000_000_000);
+/// assert_eq!(anchor.to_unix(7_000_000_000), 1_700_000_002_000_000_000);
+/// assert_eq!(anchor.to_clock(1_700_000_002_000_000_000), 7_000_000_000);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Anchor {
     /// A reading of the limiter's clock.
@@ -61,6 +69,12 @@ pub struct Anchor {
 
 impl Anchor {
     /// `clock_nanos` on the limiter's clock is `unix_nanos` since the epoch.
+    ///
+    /// ```
+    /// use slidelog::snapshot::Anchor;
+    /// const BOOT: Anchor = Anchor::new(0, 1_700_000_000_000_000_000);
+    /// assert_eq!(BOOT.clock_nanos, 0);
+    /// ```
     pub const fn new(clock_nanos: u64, unix_nanos: u64) -> Anchor {
         Anchor {
             clock_nanos,
@@ -83,7 +97,15 @@ impl Anchor {
         Anchor::new(clock.now(), unix)
     }
 
-    /// The Unix time of clock reading `t`.
+    /// The Unix time of clock reading `t` (nanoseconds; saturating at
+    /// `u64::MAX`).
+    ///
+    /// ```
+    /// use slidelog::snapshot::Anchor;
+    /// let anchor = Anchor::new(10, 1_000);
+    /// assert_eq!(anchor.to_unix(15), 1_005);
+    /// assert_eq!(anchor.to_unix(0), 990); // before the anchor's reading
+    /// ```
     pub fn to_unix(&self, t: u64) -> u64 {
         shift(t, self.clock_nanos, self.unix_nanos)
     }
@@ -93,6 +115,13 @@ impl Anchor {
     /// which can only deny more; [`QuantaClock`](crate::QuantaClock) starts
     /// 417 days after its origin, so this concerns only longer windows or
     /// hand-set clocks).
+    ///
+    /// ```
+    /// use slidelog::snapshot::Anchor;
+    /// let anchor = Anchor::new(1_000, 1_700_000_000_000_000_000);
+    /// assert_eq!(anchor.to_clock(1_700_000_000_000_000_500), 1_500);
+    /// assert_eq!(anchor.to_clock(1_600_000_000_000_000_000), 0); // before the clock's origin
+    /// ```
     pub fn to_clock(&self, unix: u64) -> u64 {
         shift(unix, self.unix_nanos, self.clock_nanos)
     }
@@ -106,6 +135,19 @@ fn shift(t: u64, from: u64, to: u64) -> u64 {
 
 /// The live admissions of a [`Limiter`](crate::Limiter), taken with
 /// [`Limiter::snapshot`](crate::Limiter::snapshot).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+/// use slidelog::snapshot::{Anchor, SNAPSHOT_VERSION};
+///
+/// let limiter = Limiter::builder(3, Duration::from_secs(10)).clock(ManualClock::new()).build()?;
+/// limiter.check_n_at(2, 1_000).unwrap();
+/// let snapshot = limiter.snapshot_at(Anchor::new(0, 1_700_000_000_000_000_000));
+/// assert_eq!(snapshot.version, SNAPSHOT_VERSION);
+/// assert_eq!(snapshot.admissions, [1_700_000_000_000_001_000; 2]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Snapshot {
     /// [`SNAPSHOT_VERSION`] when written.
@@ -123,6 +165,21 @@ pub struct Snapshot {
 /// The live admissions of every key of a
 /// [`KeyedLimiter`](crate::KeyedLimiter), taken with
 /// [`KeyedLimiter::snapshot`](crate::KeyedLimiter::snapshot).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{KeyedLimiter, ManualClock};
+/// use slidelog::snapshot::Anchor;
+///
+/// let limiter = KeyedLimiter::<String, _>::with_clock(3, Duration::from_secs(10), ManualClock::new())?;
+/// limiter.check_at("alice", 0).unwrap();
+/// limiter.check_n_at("bob", 2, 0).unwrap();
+/// let mut snapshot = limiter.snapshot_at(Anchor::new(0, 1_000));
+/// snapshot.keys.sort_by(|a, b| a.key.cmp(&b.key));
+/// assert_eq!(snapshot.keys[0].key, "alice");
+/// assert_eq!(snapshot.keys[1].admissions, [1_000, 1_000]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KeyedSnapshot<K> {
     /// [`SNAPSHOT_VERSION`] when written.
@@ -135,7 +192,26 @@ pub struct KeyedSnapshot<K> {
     pub keys: Vec<KeyAdmissions<K>>,
 }
 
-/// One key's live admissions in a [`KeyedSnapshot`].
+/// One key's live admissions in a [`KeyedSnapshot`]: written by hand, it
+/// seeds a limiter with a history (say, from another system's log).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{KeyedLimiter, ManualClock};
+/// use slidelog::snapshot::{Anchor, KeyAdmissions, KeyedSnapshot, SNAPSHOT_VERSION};
+///
+/// let snapshot = KeyedSnapshot {
+///     version: SNAPSHOT_VERSION,
+///     taken_at_unix_nanos: 0,
+///     policies: Vec::new(), // informative only
+///     keys: vec![KeyAdmissions { key: "alice".to_string(), admissions: vec![0, 0] }],
+/// };
+/// let mut limiter = KeyedLimiter::<String, _>::with_clock(2, Duration::from_secs(10), ManualClock::new())?;
+/// limiter.restore_at(&snapshot, Anchor::new(0, 0))?;
+/// assert!(limiter.check_at("alice", 1).is_err()); // both units already taken
+/// assert!(limiter.check_at("bob", 1).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KeyAdmissions<K> {
     /// The key.
@@ -145,6 +221,27 @@ pub struct KeyAdmissions<K> {
 }
 
 /// What a restore did.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Limiter, ManualClock};
+/// use slidelog::snapshot::{Anchor, SNAPSHOT_VERSION, Snapshot};
+///
+/// // Two admissions at Unix 0 s and one at 9 s, restored at Unix 10 s into a 5 s window
+/// // (the new process's clock then reads 100 s).
+/// let snapshot = Snapshot {
+///     version: SNAPSHOT_VERSION,
+///     taken_at_unix_nanos: 9_000_000_000,
+///     policies: Vec::new(),
+///     admissions: vec![0, 0, 9_000_000_000],
+/// };
+/// let clock = ManualClock::new();
+/// clock.set(100_000_000_000);
+/// let mut limiter = Limiter::builder(3, Duration::from_secs(5)).clock(clock).build()?;
+/// let restored = limiter.restore_at(&snapshot, Anchor::new(100_000_000_000, 10_000_000_000))?;
+/// assert_eq!((restored.admissions, restored.expired), (1, 2));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Restored {
@@ -161,6 +258,20 @@ pub struct Restored {
 }
 
 /// Why a snapshot could not be restored.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::Limiter;
+/// use slidelog::snapshot::{RestoreError, SNAPSHOT_VERSION};
+///
+/// let mut limiter = Limiter::new(3, Duration::from_secs(5))?;
+/// let mut snapshot = limiter.snapshot();
+/// snapshot.version = SNAPSHOT_VERSION + 1; // from a later release
+/// let err = limiter.restore(&snapshot).unwrap_err();
+/// assert!(matches!(err, RestoreError::Version { found, .. } if found == SNAPSHOT_VERSION + 1));
+/// println!("{err}"); // snapshot version 2 cannot be restored by this version (reads 1)
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RestoreError {
