@@ -60,8 +60,9 @@ impl ForwardedHeader {
 /// [`trusted_hops`](Self::trusted_hops) (the peer is the nearest) or its
 /// address is in a [`trusted_network`](Self::trusted_network). If every
 /// address is trusted the leftmost is the key; a malformed entry reached on
-/// the walk (garbage, an obfuscated `Forwarded` identifier) makes the key
-/// the peer address, never a client-chosen entry. Only the one header named
+/// the walk (garbage, bytes that are not text, an obfuscated `Forwarded`
+/// identifier) makes the key the peer address, never a client-chosen entry,
+/// and nothing left of the first untrusted address is read at all. Only the one header named
 /// by [`forwarded_by`](Self::forwarded_by) is read; a client-sent
 /// `Forwarded` is ignored behind an `X-Forwarded-For` proxy.
 ///
@@ -274,10 +275,7 @@ impl PeerIp {
         // The header's lines from the last, each one's entries from the right.
         let mut from_right = 1;
         for line in headers.get_all(self.header.name()).iter().rev() {
-            let Ok(text) = line.to_str() else {
-                return peer;
-            };
-            for entry in forwarded_entries(self.header, text) {
+            for entry in forwarded_entries(self.header, line.as_bytes()) {
                 let Some(ip) = entry else {
                     return peer;
                 };
@@ -293,9 +291,15 @@ impl PeerIp {
 }
 
 /// The addresses of one header line, from the right (`None`: malformed).
+///
+/// Split as bytes, and each entry read as text on its own: a line may
+/// carry bytes that are not text (HTTP allows obs-text in a field value,
+/// and proxies pass a client's bytes on), and only an entry the walk
+/// reaches may decide anything — bytes a client put left of its own
+/// address must not (test `a_client_cannot_choose_its_key`).
 fn forwarded_entries(
     header: ForwardedHeader,
-    text: &str,
+    line: &[u8],
 ) -> impl Iterator<Item = Option<IpAddr>> + '_ {
     // `X-Real-IP` holds one address: the whole line is one entry.
     let most = if header == ForwardedHeader::XRealIp {
@@ -303,9 +307,12 @@ fn forwarded_entries(
     } else {
         usize::MAX
     };
-    text.rsplitn(most, ',').map(move |entry| match header {
-        ForwardedHeader::Forwarded => forwarded_for(entry),
-        _ => parse_node(entry.trim()),
+    line.rsplitn(most, |&b| b == b',').map(move |entry| {
+        let entry = std::str::from_utf8(entry).ok()?;
+        match header {
+            ForwardedHeader::Forwarded => forwarded_for(entry),
+            _ => parse_node(entry.trim()),
+        }
     })
 }
 
@@ -502,6 +509,67 @@ mod tests {
             ),
             "10.1.2.3"
         );
+    }
+
+    /// One hop of a request's way to the server: who sent it on.
+    fn node(header: ForwardedHeader, ip: IpAddr) -> String {
+        match (header, ip) {
+            (ForwardedHeader::Forwarded, IpAddr::V6(v6)) => format!("for=\"[{v6}]:4711\""),
+            (ForwardedHeader::Forwarded, ip) => format!("for={ip};proto=https"),
+            (_, ip) => ip.to_string(),
+        }
+    }
+
+    proptest::proptest! {
+        /// **A client cannot choose its key.** Whatever bytes a client
+        /// sends in the forwarding header (any lines a proxy would pass on:
+        /// garbage, addresses, obs-text, commas, quotes), behind proxies
+        /// that each append the address they received the request from —
+        /// into the last line, as nginx's `$proxy_add_x_forwarded_for`
+        /// does, or as a line of their own — the key is the client's own
+        /// address, whether the proxies are trusted by count or by network.
+        #[test]
+        fn a_client_cannot_choose_its_key(
+            sent in proptest::collection::vec(
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 0..3),
+            client in proptest::prelude::any::<[u8; 16]>(),
+            v4 in proptest::prelude::any::<bool>(),
+            proxies in proptest::collection::vec(proptest::prelude::any::<[u8; 3]>(), 1..4),
+            joined in proptest::prelude::any::<bool>(),
+            forwarded in proptest::prelude::any::<bool>(),
+        ) {
+            let header = if forwarded { ForwardedHeader::Forwarded } else { ForwardedHeader::XForwardedFor };
+            // Clients outside 10.0.0.0/8, proxies inside it.
+            let client = if v4 {
+                IpAddr::from([client[0] % 9 + 1, client[1], client[2], client[3]])
+            } else {
+                IpAddr::from(client.map(|b| b | 0x20))
+            };
+            let proxies: Vec<IpAddr> = proxies.iter().map(|p| IpAddr::from([10, p[0], p[1], p[2]])).collect();
+            let mut lines: Vec<Vec<u8>> = sent
+                .into_iter()
+                .filter(|line| http::HeaderValue::from_bytes(line).is_ok())
+                .collect();
+            // Proxy `i` received the request from the client (`i = 0`) or
+            // from proxy `i - 1`; the server's peer is the last proxy.
+            for from in std::iter::once(client).chain(proxies[..proxies.len() - 1].iter().copied()) {
+                let entry = node(header, from);
+                match lines.last_mut() {
+                    Some(last) if joined => last.extend_from_slice(format!(", {entry}").as_bytes()),
+                    _ => lines.push(entry.into_bytes()),
+                }
+            }
+            let mut request = Request::new(());
+            request.extensions_mut().insert(SocketAddr::new(*proxies.last().unwrap(), 443));
+            for line in &lines {
+                request.headers_mut().append(header.name(), http::HeaderValue::from_bytes(line).unwrap());
+            }
+            let hops = u8::try_from(proxies.len()).unwrap();
+            let by_count = PeerIp::new().forwarded_by(header).trusted_hops(hops);
+            let by_network = PeerIp::new().forwarded_by(header).trusted_network("10.0.0.0/8".parse().unwrap());
+            proptest::prop_assert_eq!(by_count.extract(&request), Some(client), "{:?}", request.headers());
+            proptest::prop_assert_eq!(by_network.extract(&request), Some(client), "{:?}", request.headers());
+        }
     }
 
     #[test]
