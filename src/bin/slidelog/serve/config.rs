@@ -396,4 +396,65 @@ descriptors:
         assert!(e.contains("twice"), "{e}");
         assert!(parse(": : :").is_err());
     }
+
+    /// Hostile files: nesting deeper than any tree needs, and aliases that
+    /// expand exponentially ("billion laughs"), are refused with a message,
+    /// not a stack overflow or an endless expansion.
+    #[test]
+    fn hostile_files_are_refused() {
+        let depth = 1_000;
+        let deep = format!(
+            "domain: d\ndescriptors: {}{}",
+            "[{key: a, descriptors: ".repeat(depth),
+            "[]}]".repeat(depth)
+        );
+        let e = parse(&deep).unwrap_err();
+        assert!(e.contains("recursion"), "{e}");
+        // Each level's two children hold the level before: 2^30 descriptors.
+        let mut laughs = String::from(
+            "domain: d\ndescriptors:\n  - key: k0\n    descriptors: &d0\n      - {key: a}\n      - {key: b}\n",
+        );
+        for i in 1..30 {
+            let p = i - 1;
+            laughs.push_str(&format!(
+                "  - key: k{i}\n    descriptors: &d{i}\n      - {{key: a, descriptors: *d{p}}}\n      - {{key: b, descriptors: *d{p}}}\n"
+            ));
+        }
+        let e = parse(&laughs).unwrap_err();
+        assert!(e.contains("repetition limit"), "{e}");
+        // A few levels of the same are a tree like any other.
+        let few: String = laughs
+            .lines()
+            .take(6 + 3 * 4)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let (_, rules) = parse(&few).unwrap();
+        assert_eq!(rules.len(), 4);
+    }
+
+    proptest::proptest! {
+        /// Any text, and any few edits of a valid file: a configuration
+        /// or an error, never a panic.
+        #[test]
+        fn parse_never_panics(
+            text in "\\PC{0,200}",
+            edits in proptest::collection::vec(
+                (proptest::prelude::any::<proptest::sample::Index>(), 0..3u8,
+                 proptest::sample::select(vec![' ', '\n', ':', '-', '{', '}', '[', ']', ',', '&', '*', '!', '0', '9', 'a', '"', '#', '|'])),
+                1..6),
+        ) {
+            let _ = parse(&text);
+            let mut yaml: Vec<char> = "domain: d\ndescriptors:\n  - key: a\n    value: b\n    rate_limits:\n      - {unit: second, requests_per_unit: 2}\n      - {window: 90s, requests_per_unit: 10}\n    descriptors:\n      - key: c\n        rate_limit: {unlimited: true}\n".chars().collect();
+            for (at, op, c) in edits {
+                let i = at.index(yaml.len() + 1);
+                match op {
+                    0 => yaml.insert(i, c),
+                    1 if i < yaml.len() => { yaml.remove(i); }
+                    _ if i < yaml.len() => yaml[i] = c,
+                    _ => {}
+                }
+            }
+            let _ = parse(&yaml.into_iter().collect::<String>());
+        }
+    }
 }
