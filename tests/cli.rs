@@ -711,6 +711,69 @@ fn replay_refuses_a_plot_with_no_directory_before_it_reads() {
     );
 }
 
+/// The report's key line: a table of offenders when some key was denied,
+/// one line saying none was otherwise, and a count that agrees in number.
+#[test]
+fn replay_says_when_no_key_was_denied() {
+    let calm = write_temp("calm.csv", "when,client\n1,a\n2,b\n3,a\n");
+    let run = |path: &std::path::Path, limit: &str| {
+        succeeds(
+            slidelog()
+                .args(["replay", path.to_str().unwrap(), "--limit", limit])
+                .args(["--time-column", "when", "--key-column", "client"]),
+        )
+    };
+    let out = run(&calm, "2/1h");
+    assert!(out.contains("2 keys; none was denied"), "{out}");
+    assert!(!out.contains("top offenders"), "{out}");
+    let out = run(&calm, "1/1h");
+    assert!(out.contains("2 keys; top offenders:"), "{out}");
+    let lonely = write_temp("lonely.csv", "when,client\n1,a\n2,a\n");
+    let out = run(&lonely, "1/1h");
+    assert!(out.contains("1 key; top offenders:"), "{out}");
+    let row = out.lines().last().unwrap();
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["a", "2", "1", "1"],
+        "{out}"
+    );
+}
+
+/// `--skip-malformed` takes an optional value, so a log named after it is
+/// taken for the value: the error says so, and how to write it instead.
+#[test]
+fn a_log_after_skip_malformed_is_explained() {
+    let path = write_temp("after.log", "when,client\n1,a\n");
+    let err = fails(
+        slidelog()
+            .args([
+                "replay",
+                "--limit",
+                "1/1s",
+                "--time-column",
+                "when",
+                "--key-column",
+                "client",
+            ])
+            .arg("--skip-malformed")
+            .arg(&path),
+    );
+    assert!(
+        err.contains("is it the log?") && err.contains("--skip-malformed=1%"),
+        "{err}"
+    );
+    // A value that is neither a limit nor a file: no such hint.
+    let err = fails(
+        slidelog()
+            .args(["replay", path.to_str().unwrap(), "--limit", "1/1s"])
+            .args(["--skip-malformed", "lots"]),
+    );
+    assert!(
+        err.contains("a number of lines") && !err.contains("is it the log?"),
+        "{err}"
+    );
+}
+
 /// The demo's progress is plain lines when stderr is not a terminal.
 #[test]
 fn demo_progress_is_plain_off_a_terminal() {

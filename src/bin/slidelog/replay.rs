@@ -63,10 +63,18 @@ pub(crate) fn parse_malformed_limit(text: &str) -> Result<MalformedLimit, String
             .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
             .map(MalformedLimit::Percent)
             .ok_or_else(|| format!("`{text}`: a share from 0% to 100%")),
-        None => text
-            .parse::<u64>()
-            .map(MalformedLimit::Count)
-            .map_err(|_| format!("`{text}`: a number of lines, or a share such as 1%")),
+        None => text.parse::<u64>().map(MalformedLimit::Count).map_err(|_| {
+            // `--skip-malformed access.log`: the flag's optional value
+            // took the log's name.
+            let file = text == "-" || std::path::Path::new(text).is_file();
+            let hint = if file {
+                " (is it the log? put the log before --skip-malformed, or write \
+                     --skip-malformed=1%)"
+            } else {
+                ""
+            };
+            format!("`{text}`: a number of lines, or a share such as 1%{hint}")
+        }),
     }
 }
 
@@ -549,23 +557,27 @@ fn print_table(s: &Summary, options: &Options) {
         println!("policy {policy}: decided {denied} denials");
     }
     println!();
-    println!("{} keys; top offenders:", s.keys.len());
+    let keys = match s.keys.len() {
+        1 => "1 key".to_string(),
+        n => format!("{n} keys"),
+    };
+    let top = top_keys(s, options);
+    if top.is_empty() {
+        println!("{keys}; none was denied");
+        return;
+    }
+    println!("{keys}; top offenders:");
     println!(
         "{:<32} {:>12} {:>12} {:>12}",
         "key", "requests", "admitted", "denied"
     );
-    for (key, k) in s
-        .keys
-        .iter()
-        .take(options.top)
-        .filter(|(_, k)| k.denied > 0)
-    {
+    for (key, admitted, denied) in top {
         println!(
             "{:<32} {:>12} {:>12} {:>12}",
-            shorten(key, 32),
-            k.admitted + k.denied,
-            k.admitted,
-            k.denied
+            shorten(&key, 32),
+            admitted + denied,
+            admitted,
+            denied
         );
     }
 }
