@@ -415,6 +415,76 @@ async fn reloads_keep_history_and_refuse_invalid_files() {
     }
 }
 
+/// Reloads as files are really replaced: an editor writing a new file and
+/// renaming it over the old one, and a Kubernetes ConfigMap volume, whose
+/// file is a link through `..data`, a link to a timestamped directory that
+/// an update swaps for another (a new link renamed over `..data`).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_follow_renames_and_configmap_swaps() {
+    use std::os::unix::fs::symlink;
+    let config = |limit: u32| {
+        format!(
+            "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {{unit: minute, requests_per_unit: {limit}}}\n"
+        )
+    };
+    let limit_now = |client: &mut RateLimitServiceClient<Channel>, who: &'static str| {
+        let mut client = client.clone();
+        async move {
+            one(&mut client, "api", &[("client", who)], None)
+                .await
+                .current_limit
+                .unwrap()
+                .requests_per_unit
+        }
+    };
+
+    // An editor's save: write beside, rename over.
+    let dir = temp_dir("rename");
+    let file = dir.join("api.yaml");
+    std::fs::write(&file, config(5)).unwrap();
+    let server = Server::start(&file);
+    let mut client = server.client().await;
+    assert_eq!(limit_now(&mut client, "a").await, 5);
+    let swap = dir.join(".api.yaml.swp");
+    std::fs::write(&swap, config(7)).unwrap();
+    std::fs::rename(&swap, &file).unwrap();
+    server.wait_for("reloaded");
+    assert_eq!(limit_now(&mut client, "a").await, 7);
+    drop(server);
+
+    // A ConfigMap volume: dir/api.yaml -> ..data/api.yaml, ..data -> ..v1.
+    let dir = temp_dir("configmap");
+    let version = |name: &str, limit: u32| {
+        std::fs::create_dir_all(dir.join(name)).unwrap();
+        std::fs::write(dir.join(name).join("api.yaml"), config(limit)).unwrap();
+    };
+    version("..v1", 3);
+    symlink("..v1", dir.join("..data")).unwrap();
+    symlink("..data/api.yaml", dir.join("api.yaml")).unwrap();
+    // What editors leave beside a file being edited: a lock (a dangling
+    // link) and a hidden copy of the same domain. Hidden files are not read.
+    symlink("user@host.1234", dir.join(".#api.yaml")).unwrap();
+    std::fs::write(dir.join(".api.yaml"), config(99)).unwrap();
+    for config_path in [dir.join("api.yaml"), dir.clone()] {
+        let server = Server::start(&config_path);
+        let mut client = server.client().await;
+        let now = limit_now(&mut client, "b").await;
+        let next = now + 1;
+        let name = format!("..v{next}");
+        version(&name, next);
+        symlink(&name, dir.join("..data_tmp")).unwrap();
+        std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+        server.wait_for("reloaded");
+        assert_eq!(
+            limit_now(&mut client, "b").await,
+            next,
+            "{}",
+            config_path.display()
+        );
+    }
+}
+
 /// The example configuration in `examples/envoy/` loads and serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_config_serves() {

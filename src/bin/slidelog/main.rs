@@ -61,8 +61,8 @@ enum Command {
 #[derive(Args, Debug)]
 struct ServeArgs {
     /// The configuration: a YAML file, or a directory of them (one domain
-    /// each), in envoyproxy/ratelimit's format; re-read on change and on
-    /// SIGHUP.
+    /// each; hidden files skipped), in envoyproxy/ratelimit's format;
+    /// re-read on change and on SIGHUP.
     #[arg(long, value_name = "PATH")]
     config: std::path::PathBuf,
     /// Where to serve gRPC, e.g. `0.0.0.0:8081`.

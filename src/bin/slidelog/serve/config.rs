@@ -134,8 +134,10 @@ pub(crate) struct Config {
 
 impl Config {
     /// Loads `path`: a YAML file, or every `.yaml`/`.yml` file of a
-    /// directory (one domain each). Errors name the file, the line and
-    /// what is wrong.
+    /// directory (one domain each) but hidden ones — an editor's lock or
+    /// backup (`.#api.yaml`), a Kubernetes ConfigMap's `..data` — which are
+    /// no one's configuration. Errors name the file, the line and what is
+    /// wrong.
     pub(crate) fn load(path: &Path) -> Result<Config, String> {
         let files = if path.is_dir() {
             let mut files: Vec<PathBuf> = std::fs::read_dir(path)
@@ -143,6 +145,10 @@ impl Config {
                 .filter_map(Result::ok)
                 .map(|entry| entry.path())
                 .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|name| !name.as_encoded_bytes().starts_with(b"."))
+                })
                 .collect();
             files.sort();
             if files.is_empty() {
