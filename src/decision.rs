@@ -354,7 +354,7 @@ impl fmt::Display for Denied {
             ),
             DenyReason::KeyCapacity => write!(
                 f,
-                "too many live keys: new key refused, retry after {:?}",
+                "no room for a new key (the key cap or memory budget is full): retry after {:?}",
                 self.retry_after()
             ),
             DenyReason::Unavailable => write!(

@@ -45,6 +45,24 @@ pub enum ConfigError {
     ZeroMaxKeys,
     /// A keyed limiter's `max_bytes` was 0: no key would ever fit.
     ZeroMaxBytes,
+    /// A keyed limiter's `max_bytes` is less than one key takes with no
+    /// heap bytes of its own (its map entry and log; with per-key quotas,
+    /// the least any key can take), so no key would ever fit. The budget
+    /// counts bytes: `max_bytes(64)` is 64 bytes, not 64 MiB.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{ConfigError, KeyedLimiter};
+    /// let err = KeyedLimiter::<u64>::builder(10, Duration::from_secs(1)).max_bytes(64).build().unwrap_err();
+    /// assert_eq!(err, ConfigError::MaxBytesBelowOneKey { max_bytes: 64, per_key: 144 });
+    /// ```
+    MaxBytesBelowOneKey {
+        /// The budget asked for.
+        max_bytes: usize,
+        /// What one key takes at the least
+        /// ([`KeyedLimiter::bytes_per_key`](crate::KeyedLimiter::bytes_per_key)).
+        per_key: usize,
+    },
     /// More policies than [`MAX_POLICIES`](crate::MAX_POLICIES).
     TooManyPolicies {
         /// The number of policies given.
@@ -94,6 +112,10 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::ZeroMaxKeys => f.write_str("max_keys must be at least 1"),
             ConfigError::ZeroMaxBytes => f.write_str("max_bytes must be at least 1"),
+            ConfigError::MaxBytesBelowOneKey { max_bytes, per_key } => write!(
+                f,
+                "max_bytes {max_bytes} is less than one key takes ({per_key} bytes): no key would ever fit (the budget is in bytes)"
+            ),
             ConfigError::TooManyPolicies { count, max } => {
                 write!(f, "{count} policies is more than the maximum of {max}")
             }

@@ -645,8 +645,9 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     ///
     /// [`ConfigError`] for a bad limit, window or counter mode (as for
     /// [`Limiter::new`](crate::Limiter::new) and
-    /// [`SlidingCounter::new`](crate::SlidingCounter::new)), or
-    /// `max_keys == 0`.
+    /// [`SlidingCounter::new`](crate::SlidingCounter::new)),
+    /// `max_keys == 0`, or a `max_bytes` too small for one key
+    /// ([`ConfigError::MaxBytesBelowOneKey`]).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -668,6 +669,13 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
             .unwrap_or(0);
         let width = state::width_for(algorithm.words(None));
         let per_key = KeyedLimiter::<K, C, S, A>::bytes_per_key_for(algorithm.words(None), width);
+        // The least a key takes: with per-key quotas, one whose log fits
+        // the entry inline.
+        let least = if self.quota.is_some() {
+            KeyedLimiter::<K, C, S, A>::bytes_per_key_for(0, width)
+        } else {
+            per_key
+        };
         let max_keys = match self.max_keys {
             Some(0) => return Err(ConfigError::ZeroMaxKeys),
             Some(n) => n,
@@ -675,6 +683,12 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         };
         let max_bytes = match self.max_bytes {
             Some(0) => return Err(ConfigError::ZeroMaxBytes),
+            Some(max_bytes) if max_bytes < least => {
+                return Err(ConfigError::MaxBytesBelowOneKey {
+                    max_bytes,
+                    per_key: least,
+                });
+            }
             Some(n) => n,
             None => DEFAULT_BUDGET_BYTES.max(max_keys.saturating_mul(per_key)),
         };

@@ -401,6 +401,50 @@ fn zero_byte_budget_is_a_config_error() {
     assert!(err.to_string().contains("max_bytes"));
 }
 
+/// A byte budget smaller than one key (`max_bytes(64)` meant as 64 MiB) is
+/// a configuration error too, naming what one key takes; a budget of
+/// exactly one key holds one key. With per-key quotas the bar is the least
+/// any key can take: a quota whose log fits the entry inline.
+#[test]
+fn a_budget_below_one_key_is_a_config_error() {
+    let builder = || KeyedLimiter::<String>::builder(10, Duration::from_secs(60));
+    let per_key = builder().build().unwrap().bytes_per_key();
+    let err = builder().max_bytes(per_key - 1).build().unwrap_err();
+    assert_eq!(
+        err,
+        slidelog::ConfigError::MaxBytesBelowOneKey {
+            max_bytes: per_key - 1,
+            per_key
+        }
+    );
+    assert!(err.to_string().contains(&per_key.to_string()), "{err}");
+    let one = builder().max_bytes(per_key).build().unwrap();
+    assert!(one.check("").is_ok());
+    let refused = one.check("b").unwrap_err();
+    assert_eq!(refused.reason(), slidelog::DenyReason::KeyCapacity);
+    assert!(refused.to_string().contains("memory budget"), "{refused}");
+
+    // A boxed default log (L = 1,000) with a per-key quota of 2: a budget
+    // below the default's key, above the small one's, holds small keys.
+    let small = slidelog::Quota::new(2, Duration::from_secs(60)).unwrap();
+    let boxed = || {
+        let small = small.clone();
+        KeyedLimiter::<String>::builder(1_000, Duration::from_secs(60))
+            .quota(move |key: &String| key.starts_with("small").then(|| small.clone()))
+    };
+    let big_key = boxed().build().unwrap().bytes_per_key();
+    let limiter = boxed().max_bytes(big_key - 1).build().unwrap();
+    assert!(limiter.check("small").is_ok());
+    assert_eq!(
+        limiter.check("other").unwrap_err().reason(),
+        slidelog::DenyReason::KeyCapacity
+    );
+    assert!(matches!(
+        boxed().max_bytes(1).build().unwrap_err(),
+        slidelog::ConfigError::MaxBytesBelowOneKey { max_bytes: 1, .. }
+    ));
+}
+
 /// `remove` forgets a key (its next request starts with the whole quota)
 /// and gives its memory back to the budget; `reset` is the same; removing
 /// an absent key changes nothing. Log and counter per key.
