@@ -739,6 +739,43 @@ fn replay_says_when_no_key_was_denied() {
     );
 }
 
+/// A line longer than 1 MiB (a corrupt or hostile log) is one malformed
+/// line: named, with the way past it, and skipped and counted with
+/// `--skip-malformed`, the lines after it read as ever.
+#[test]
+fn a_line_over_a_mib_is_malformed() {
+    let huge = "k".repeat((1 << 20) + 1);
+    let path = write_temp(
+        "huge.csv",
+        &format!("when,client\n1,a\n2,{huge}\n3,a\n4,b\n"),
+    );
+    let columns = ["--time-column", "when", "--key-column", "client"];
+    let err = fails(
+        slidelog()
+            .args(["replay", path.to_str().unwrap(), "--limit", "1/1h"])
+            .args(columns),
+    );
+    assert!(
+        err.contains("line 3: longer than 1 MiB") && err.contains("--skip-malformed skips"),
+        "{err}"
+    );
+    let json = replay_json(
+        &path,
+        &[
+            "--limit",
+            "1/1h",
+            "--skip-malformed=1",
+            "--time-column",
+            "when",
+            "--key-column",
+            "client",
+        ],
+    );
+    assert_eq!(json_number(&json, "malformed"), 1, "{json}");
+    assert_eq!(json_number(&json, "requests"), 3, "{json}");
+    assert_eq!(json_number(&json, "denied"), 1, "{json}");
+}
+
 /// `--skip-malformed` takes an optional value, so a log named after it is
 /// taken for the value: the error says so, and how to write it instead.
 #[test]

@@ -2,7 +2,7 @@
 //! nginx/Apache combined log format, streamed one request at a time, and
 //! timestamps (with `jiff`).
 
-use std::io::{BufRead, Read};
+use std::io::{self, BufRead, Read};
 
 use jiff::tz::TimeZone;
 
@@ -177,10 +177,172 @@ impl<R: Read> Read for QuoteCount<R> {
     }
 }
 
+/// The longest line a log may have, in bytes (without its newline).
+/// Longer ones are malformed: no web server writes them, and a reader that
+/// held one whole would let one line of a hostile or corrupt file take any
+/// amount of memory.
+pub(crate) const MAX_LINE: usize = 1 << 20;
+
+/// What [`LineCap`] reports, once, for a line over its cap.
+#[derive(Debug)]
+struct LineTooLong {
+    line: u64,
+    max: usize,
+}
+
+impl core::fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let max = self.max;
+        if max % (1 << 20) == 0 {
+            write!(f, "line {}: longer than {} MiB", self.line, max >> 20)
+        } else {
+            write!(f, "line {}: longer than {max} bytes", self.line)
+        }
+    }
+}
+
+impl std::error::Error for LineTooLong {}
+
+/// Whether a reader's error is [`LineTooLong`]'s (a line a reader moves past,
+/// so `--skip-malformed` can skip it).
+pub(crate) fn is_line_too_long(error: &str) -> bool {
+    error.starts_with("line ") && error.contains(": longer than ") && !error.contains('\n')
+}
+
+/// The line-too-long error inside a reader's error, if that is what it is.
+fn line_too_long(e: &io::Error) -> Option<String> {
+    e.get_ref()?
+        .downcast_ref::<LineTooLong>()
+        .map(ToString::to_string)
+}
+
+/// Passes its input on a line at a time (a `fill_buf` never reaches past a
+/// newline), and no line longer than `max` bytes: at a line's first byte
+/// past the cap it fails once with [`LineTooLong`], then drops the rest of
+/// that line unread into any buffer and goes on from the next. So a reader
+/// on top holds at most `max` bytes of a line, whatever the file holds.
+pub(crate) struct LineCap<R> {
+    inner: R,
+    max: usize,
+    /// Lines passed or dropped whole.
+    lines: u64,
+    /// Bytes of the current line passed on.
+    len: usize,
+    /// The last `fill_buf`'s bytes not yet consumed, and whether they end
+    /// their line.
+    filled: usize,
+    ends_line: bool,
+    /// Past a line's cap: its rest is dropped before anything else.
+    dropping: bool,
+}
+
+impl<R: BufRead> LineCap<R> {
+    fn new(inner: R, max: usize) -> Self {
+        LineCap {
+            inner,
+            max,
+            lines: 0,
+            len: 0,
+            filled: 0,
+            ends_line: false,
+            dropping: false,
+        }
+    }
+
+    /// Drops the rest of an overlong line, through its newline.
+    fn drop_rest(&mut self) -> io::Result<()> {
+        loop {
+            let buf = self.inner.fill_buf()?;
+            if buf.is_empty() {
+                break;
+            }
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.inner.consume(i + 1);
+                    break;
+                }
+                None => {
+                    let n = buf.len();
+                    self.inner.consume(n);
+                }
+            }
+        }
+        self.dropping = false;
+        self.lines += 1;
+        self.len = 0;
+        Ok(())
+    }
+}
+
+impl<R: BufRead> BufRead for LineCap<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.dropping {
+            self.drop_rest()?;
+        }
+        let buf = self.inner.fill_buf()?;
+        let (n, ends_line) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let content = n - usize::from(ends_line);
+        if self.len + content > self.max {
+            self.dropping = true;
+            self.filled = 0;
+            let too_long = LineTooLong {
+                line: self.lines + 1,
+                max: self.max,
+            };
+            return Err(io::Error::new(io::ErrorKind::InvalidData, too_long));
+        }
+        self.filled = n;
+        self.ends_line = ends_line;
+        Ok(&buf[..n])
+    }
+
+    fn consume(&mut self, amt: usize) {
+        let amt = amt.min(self.filled);
+        self.inner.consume(amt);
+        self.filled -= amt;
+        if self.ends_line && self.filled == 0 {
+            self.lines += 1;
+            self.len = 0;
+            self.ends_line = false;
+        } else {
+            self.len += amt;
+        }
+    }
+}
+
+impl<R: BufRead> Read for LineCap<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let buf = self.fill_buf()?;
+        let n = buf.len().min(out.len());
+        out[..n].copy_from_slice(&buf[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+/// The CSV/TSV reader over the capped input.
+type CsvReader<R> = csv::Reader<QuoteCount<LineCap<R>>>;
+
+/// A CSV/TSV reader on `input`, headers read by the caller.
+fn csv_reader<R: BufRead>(input: QuoteCount<LineCap<R>>, delimiter: u8) -> CsvReader<R> {
+    csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(input)
+}
+
 /// A stream of requests.
-pub(crate) enum Requests<R: Read> {
+pub(crate) enum Requests<R: BufRead> {
     Delimited {
-        reader: csv::Reader<QuoteCount<R>>,
+        /// `None` only while a reader is rebuilt past an overlong line.
+        reader: Option<CsvReader<R>>,
+        delimiter: u8,
+        /// Lines before the reader's first (it numbers its own from 1).
+        base: u64,
         /// Where the last record started (for the open-quote error).
         last_line: u64,
         record: csv::StringRecord,
@@ -188,7 +350,7 @@ pub(crate) enum Requests<R: Read> {
         key: usize,
     },
     Combined {
-        input: R,
+        input: LineCap<R>,
         line: u64,
         buf: Vec<u8>,
         key: usize,
@@ -203,10 +365,21 @@ const COMBINED_FIELDS: [&str; 9] = [
 impl<R: BufRead> Requests<R> {
     /// Opens `input` as `format` (`delimiter`: for CSV/TSV).
     pub(crate) fn open(
+        input: R,
+        format: InputFormat,
+        delimiter: u8,
+        columns: &Columns,
+    ) -> Result<Self, String> {
+        Requests::open_capped(input, format, delimiter, columns, MAX_LINE)
+    }
+
+    /// [`open`](Self::open), with lines capped at `max_line` bytes.
+    fn open_capped(
         mut input: R,
         format: InputFormat,
         delimiter: u8,
         columns: &Columns,
+        max_line: usize,
     ) -> Result<Self, String> {
         // A UTF-8 byte-order mark is not part of the first field.
         let bom = input
@@ -238,7 +411,7 @@ impl<R: BufRead> Requests<R> {
                     )
                 })?;
             return Ok(Requests::Combined {
-                input,
+                input: LineCap::new(input, max_line),
                 line: 0,
                 buf: Vec::new(),
                 key,
@@ -247,14 +420,13 @@ impl<R: BufRead> Requests<R> {
         let (Some(time_name), Some(key_name)) = (&columns.time, &columns.key) else {
             return Err("--time-column and --key-column are required for CSV/TSV input".into());
         };
-        let mut reader = csv::ReaderBuilder::new()
-            .delimiter(delimiter)
-            .has_headers(false)
-            .flexible(true)
-            .from_reader(QuoteCount {
-                inner: input,
+        let mut reader = csv_reader(
+            QuoteCount {
+                inner: LineCap::new(input, max_line),
                 quotes: 0,
-            });
+            },
+            delimiter,
+        );
         let mut record = csv::StringRecord::new();
         let (time, key) = if columns.no_header {
             let index = |name: &str, flag: &str| {
@@ -277,7 +449,12 @@ impl<R: BufRead> Requests<R> {
         } else {
             let read = reader
                 .read_record(&mut record)
-                .map_err(|e| format!("line 1: {}", csv_error(&e)))?;
+                .map_err(|e| match &e.kind() {
+                    csv::ErrorKind::Io(io) if line_too_long(io).is_some() => {
+                        line_too_long(io).unwrap_or_default()
+                    }
+                    _ => format!("line 1: {}", csv_error(&e)),
+                })?;
             if !read {
                 return Err("the input is empty: expected a header row".into());
             }
@@ -302,7 +479,9 @@ impl<R: BufRead> Requests<R> {
             (find(time_name)?, find(key_name)?)
         };
         Ok(Requests::Delimited {
-            reader,
+            reader: Some(reader),
+            delimiter,
+            base: 0,
             last_line: 1,
             record,
             time,
@@ -314,16 +493,39 @@ impl<R: BufRead> Requests<R> {
     pub(crate) fn next_request(&mut self, columns: &Columns) -> Result<Option<Request>, String> {
         match self {
             Requests::Delimited {
-                reader,
+                reader: slot,
+                delimiter,
+                base,
                 last_line,
                 record,
                 time,
                 key,
             } => loop {
-                let line = reader.position().line() + 1;
-                let read = reader
-                    .read_record(record)
-                    .map_err(|e| format!("line {line}: {}", csv_error(&e)))?;
+                let reader = slot.as_mut().expect("rebuilt after each overlong line");
+                let line = *base + reader.position().line() + 1;
+                let read = match reader.read_record(record) {
+                    Ok(read) => read,
+                    Err(e) => {
+                        let csv::ErrorKind::Io(io) = e.kind() else {
+                            return Err(format!("line {line}: {}", csv_error(&e)));
+                        };
+                        let Some(too_long) = line_too_long(io) else {
+                            return Err(format!("line {line}: {}", csv_error(&e)));
+                        };
+                        // Go on from the line after it, with a reader of
+                        // its own: the record cut short is dropped, quotes
+                        // and all.
+                        let mut input = slot.take().expect("taken once").into_inner();
+                        input
+                            .inner
+                            .drop_rest()
+                            .map_err(|e| format!("{too_long}; {e}"))?;
+                        input.quotes = 0;
+                        *base = input.inner.lines;
+                        *slot = Some(csv_reader(input, *delimiter));
+                        return Err(too_long);
+                    }
+                };
                 if !read {
                     if reader.get_ref().quotes % 2 == 1 {
                         return Err(format!(
@@ -332,7 +534,7 @@ impl<R: BufRead> Requests<R> {
                     }
                     return Ok(None);
                 }
-                let line = record.position().map_or(line, |p| p.line());
+                let line = record.position().map_or(line, |p| *base + p.line());
                 *last_line = line;
                 if record.len() == 1 && record[0].trim().is_empty() {
                     continue;
@@ -360,9 +562,9 @@ impl<R: BufRead> Requests<R> {
             } => loop {
                 buf.clear();
                 *line += 1;
-                let read = input
-                    .read_until(b'\n', buf)
-                    .map_err(|e| format!("line {line}: read error: {e}"))?;
+                let read = input.read_until(b'\n', buf).map_err(|e| {
+                    line_too_long(&e).unwrap_or_else(|| format!("line {line}: read error: {e}"))
+                })?;
                 if read == 0 {
                     return Ok(None);
                 }
@@ -543,6 +745,128 @@ mod tests {
         assert_eq!(f[8], "curl/8");
         assert!(combined_fields("just words").is_err());
         assert!(combined_fields("h - - [30/Nov/2026").is_err());
+    }
+
+    /// Every request, or the error in its place, until the end.
+    fn drain(
+        input: &str,
+        format: InputFormat,
+        columns: &Columns,
+        cap: usize,
+    ) -> Vec<Result<(u64, String), String>> {
+        let delimiter = if format == InputFormat::Tsv {
+            b'\t'
+        } else {
+            b','
+        };
+        let mut requests = match Requests::open_capped(
+            std::io::Cursor::new(input.as_bytes().to_vec()),
+            format,
+            delimiter,
+            columns,
+            cap,
+        ) {
+            Ok(requests) => requests,
+            Err(e) => return vec![Err(e)],
+        };
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            match requests.next_request(columns) {
+                Ok(Some(r)) => out.push(Ok((r.line, r.key))),
+                Ok(None) => return out,
+                Err(e) => out.push(Err(e)),
+            }
+        }
+        panic!("no end: {out:?}");
+    }
+
+    /// A line over the cap is one malformed line, named, and reading goes
+    /// on at the next, in every format: an overlong field, an overlong
+    /// field whose quote never closes (the record is dropped, not read
+    /// into the lines after it), an overlong last line with no newline,
+    /// and an overlong header (an error at the start).
+    #[test]
+    fn lines_over_the_cap_are_dropped_and_named() {
+        let long = "x".repeat(100);
+        let csv = Columns {
+            time: Some("t".into()),
+            key: Some("k".into()),
+            no_header: false,
+        };
+        let ok = |line: u64, key: &str| Ok((line, key.to_string()));
+        let too_long = |line: u64| Err(format!("line {line}: longer than 50 bytes"));
+        assert_eq!(
+            drain(
+                &format!("t,k\n1,a\n2,{long}\n3,c\n"),
+                InputFormat::Csv,
+                &csv,
+                50
+            ),
+            [ok(2, "a"), too_long(3), ok(4, "c")]
+        );
+        assert_eq!(
+            drain(
+                &format!("t,k\n1,a\n2,\"{long}\n3,c\n4,d\n"),
+                InputFormat::Csv,
+                &csv,
+                50
+            ),
+            [ok(2, "a"), too_long(3), ok(4, "c"), ok(5, "d")]
+        );
+        assert_eq!(
+            drain(
+                &format!("t\tk\n1\ta\n2\t{long}"),
+                InputFormat::Tsv,
+                &csv,
+                50
+            ),
+            [ok(2, "a"), too_long(3)]
+        );
+        assert_eq!(
+            drain(&format!("t,k{long}\n1,a\n"), InputFormat::Csv, &csv, 50),
+            [too_long(1)]
+        );
+        // A line of exactly the cap is a line.
+        let exact = "y".repeat(48);
+        assert_eq!(
+            drain(&format!("t,k\n1,{exact}\n"), InputFormat::Csv, &csv, 50),
+            [ok(2, &exact)]
+        );
+
+        let combined = Columns {
+            time: None,
+            key: None,
+            no_header: false,
+        };
+        let line = |ip: &str, agent: &str| {
+            format!(
+                "{ip} - - [30/Nov/2026:12:00:00 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"{agent}\"\n"
+            )
+        };
+        let log = [
+            line("1.1.1.1", "a"),
+            line("2.2.2.2", &long),
+            "\n".into(),
+            line("3.3.3.3", "c"),
+        ]
+        .concat();
+        assert_eq!(
+            drain(&log, InputFormat::Combined, &combined, 90),
+            [
+                ok(1, "1.1.1.1"),
+                Err("line 2: longer than 90 bytes".into()),
+                ok(4, "3.3.3.3")
+            ]
+        );
+        // The default cap, in MiB.
+        assert_eq!(
+            LineTooLong {
+                line: 7,
+                max: MAX_LINE
+            }
+            .to_string(),
+            "line 7: longer than 1 MiB"
+        );
     }
 
     proptest! {

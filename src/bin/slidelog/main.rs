@@ -136,7 +136,7 @@ struct ReplayArgs {
     /// Shorthand for `--format json`.
     #[arg(long, conflicts_with = "format")]
     json: bool,
-    /// Skip lines that cannot be read (bad fields, bad timestamps): count
+    /// Skip lines that cannot be read (bad fields, bad timestamps, lines over 1 MiB): count
     /// them, show the first few, and fail only above LIMIT, a count (`100`)
     /// or a share of the lines (`0.5%`; the default without a value: `1%`).
     #[arg(long, value_name = "LIMIT", num_args = 0..=1, default_missing_value = "1%",

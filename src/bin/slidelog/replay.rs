@@ -357,6 +357,11 @@ pub(crate) fn replay<R: BufRead>(
                 }
                 last_error_line = line;
                 lines += 1;
+                if options.skip_malformed.is_none() && input::is_line_too_long(&error) {
+                    return Err(format!(
+                        "{error}; --skip-malformed skips and counts such lines"
+                    ));
+                }
                 skip(&mut summary, error)?;
                 continue;
             }
