@@ -193,7 +193,7 @@ struct LineTooLong {
 impl core::fmt::Display for LineTooLong {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let max = self.max;
-        if max % (1 << 20) == 0 {
+        if max.is_multiple_of(1 << 20) {
             write!(f, "line {}: longer than {} MiB", self.line, max >> 20)
         } else {
             write!(f, "line {}: longer than {max} bytes", self.line)
