@@ -9,7 +9,10 @@
 //! through an [`Anchor`] (a clock reading and the wall time it was taken
 //! at); restoring converts back through the new process's anchor. Restored
 //! admissions are judged exactly as if the limiter had never stopped: those
-//! that no policy counts any more are dropped, the rest fill the ring.
+//! that no policy counts any more are dropped, the rest fill the ring. One
+//! dated after the restore itself (a snapshot from a host whose wall clock
+//! ran ahead, or a corrupt file) counts as made at the restore, which denies
+//! no less than the truth and for at most one window.
 //!
 //! ```
 //! use std::time::Duration;
@@ -313,6 +316,13 @@ pub(crate) fn check_version(version: u32) -> Result<(), RestoreError> {
 /// of the ring (`geometry`) still counts at `now` (`t + longest window >
 /// now`), and at most the newest `L`, sorted; returns them and how many
 /// were left out.
+///
+/// A restored time after `now` (a snapshot from a host whose wall clock ran
+/// ahead, or a corrupt file) counts as made at `now`: whenever it truly
+/// happened, that was before the restore, so it leaves the window no
+/// earlier than it would have (nothing is admitted that the log would
+/// deny), and no later than one window from now (a time years ahead would
+/// otherwise refuse everything for years).
 pub(crate) fn live_times(
     mut existing: Vec<u64>,
     restored: impl IntoIterator<Item = u64>,
@@ -322,7 +332,7 @@ pub(crate) fn live_times(
     // Whatever no policy counts any more has left the longest window.
     let longest = geometry.window() + geometry.linger();
     let limit = geometry.limit() as usize;
-    existing.extend(restored);
+    existing.extend(restored.into_iter().map(|t| t.min(now)));
     let total = existing.len();
     existing.retain(|&t| t.saturating_add(longest) > now);
     existing.sort_unstable();

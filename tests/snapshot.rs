@@ -187,6 +187,48 @@ fn expired_admissions_are_dropped_and_versions_checked() {
     assert!(err.to_string().contains("99"));
 }
 
+/// Admissions after the restore's own time (a snapshot from a host whose
+/// wall clock ran ahead, or a corrupt file) count as made at the restore:
+/// they deny for one window from then, never for the years they name.
+/// Single and keyed limiters alike.
+#[test]
+fn admissions_from_the_future_count_as_now() {
+    let clock = ManualClock::new();
+    let snapshot = Snapshot {
+        version: slidelog::snapshot::SNAPSHOT_VERSION,
+        taken_at_unix_nanos: UNIX,
+        policies: Vec::new(),
+        admissions: vec![UNIX + 50, UNIX + 86_400_000_000_000, u64::MAX],
+    };
+    let mut single = limiter(&[(4, 100)], &clock);
+    let restored = single
+        .restore_at(&snapshot, Anchor::new(10, UNIX + 10))
+        .unwrap();
+    assert_eq!((restored.admissions, restored.expired), (3, 0));
+    assert_eq!(single.check_at(10).unwrap().remaining(), 0);
+    let denied = single.check_at(10).unwrap_err();
+    assert_eq!(denied.retry_after_nanos(), 100);
+    assert_eq!(single.check_n_at(4, 110).unwrap().remaining(), 0);
+
+    let keyed_snapshot = KeyedSnapshot {
+        version: slidelog::snapshot::SNAPSHOT_VERSION,
+        taken_at_unix_nanos: UNIX,
+        policies: Vec::new(),
+        keys: vec![slidelog::snapshot::KeyAdmissions {
+            key: 7u64,
+            admissions: snapshot.admissions.clone(),
+        }],
+    };
+    let mut keyed =
+        KeyedLimiter::<u64, ManualClock>::with_clock(3, Duration::from_nanos(100), clock.clone())
+            .unwrap();
+    keyed
+        .restore_at(&keyed_snapshot, Anchor::new(10, UNIX + 10))
+        .unwrap();
+    assert_eq!(keyed.check_at(&7, 109).unwrap_err().retry_after_nanos(), 1);
+    assert_eq!(keyed.check_n_at(&7, 3, 110).unwrap().remaining(), 0);
+}
+
 /// A restore with the system clock: the snapshot of one QuantaClock limiter
 /// restored into another (different origins) keeps the window full.
 #[test]
