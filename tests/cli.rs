@@ -394,6 +394,25 @@ fn bench_refuses_a_budget_out_of_range() {
     // No threads for the contended rows is refused too, not run on one.
     let stderr = fails(slidelog().args(["bench", "--threads", "0", "--seconds", "1"]));
     assert!(stderr.contains("--threads must be at least 1"), "{stderr}");
+    // Nor a hundred thousand threads (a typo), in bench or demo: refused
+    // before any starts.
+    for command in ["bench", "demo"] {
+        let out = slidelog()
+            .args([command, "--threads", "100000"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command}: {stderr}");
+        assert!(
+            stderr.contains("--threads 100000 is more than 1024"),
+            "{command}: {stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{command} started: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
 }
 
 /// The model's admitted and denied counts for `events` at `limit` per `window_ns`.

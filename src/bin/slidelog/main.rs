@@ -272,9 +272,11 @@ fn redis_demo(args: &DemoArgs, url: &str) -> Result<(), String> {
     } else {
         args.window
     };
+    let clients = args.threads.unwrap_or(4);
+    check_threads(clients)?;
     redis_demo::run(&redis_demo::Options {
         url,
-        clients: args.threads.unwrap_or(4),
+        clients,
         limit: args.limit,
         window,
         duration: args.duration,
@@ -356,6 +358,7 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
     if threads == 0 || args.keys == 0 {
         return Err("--threads and --keys must be at least 1".into());
     }
+    check_threads(threads)?;
     let window_ns = args.window.as_nanos() as u64;
     println!(
         "slidelog demo: {threads} {}, limit {} per {:?}, {:?} per phase",
@@ -503,6 +506,21 @@ fn keyed_phase<A: Algorithm>(
 struct Judge {
     window: u64,
     slots: Option<(u64, u64)>,
+}
+
+/// The most threads `demo` and `bench` start.
+const MAX_THREADS: usize = 1024;
+
+/// Refuses more than [`MAX_THREADS`] threads, before anything starts:
+/// beyond that a run times the scheduler, not the limiter, and a typo
+/// (`--threads 100000`) would start a hundred thousand threads.
+fn check_threads(threads: usize) -> Result<(), String> {
+    if threads > MAX_THREADS {
+        return Err(format!(
+            "--threads {threads} is more than {MAX_THREADS}: more threads than cores time the scheduler, not the limiter"
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `check(worker, i)` on `threads` threads for `duration`, with a live
