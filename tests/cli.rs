@@ -251,6 +251,17 @@ fn demo_proves_itself() {
     ] {
         assert!(text.contains(word), "missing {word}: {text}");
     }
+    // A key space far beyond memory: the run touches only the keys its
+    // calls reach (a table made up front for them all cannot be allocated).
+    let text = succeeds(
+        slidelog()
+            .args(["demo", "--duration", "100ms", "--threads", "2"])
+            .args(["--keys", "1000000000000"]),
+    );
+    assert!(
+        text.contains("1000000000000 keys") && text.contains("exact: yes"),
+        "{text}"
+    );
 }
 
 /// A limit or window the demo cannot take is refused before any banner,

@@ -392,9 +392,13 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
         move |_, _| one.check().ok().map(|a| (0, a.at()))
     });
 
+    // Room for the keys made up front, up to a million: a run touches only
+    // the keys its calls reach, and `--keys 1000000000` must not allocate a
+    // table for a billion before the first call.
+    let keys = usize::try_from(args.keys).unwrap_or(usize::MAX);
     let builder = KeyedLimiter::<u64>::builder(args.limit, args.window)
-        .max_keys(args.keys as usize)
-        .capacity(args.keys as usize);
+        .max_keys(keys)
+        .capacity(keys.min(1 << 20));
     let (many, keyed_bytes) = match args.algorithm {
         Algo::Log => keyed_phase(
             builder.build().map_err(|e| e.to_string())?,
