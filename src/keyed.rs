@@ -440,7 +440,8 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         self
     }
 
-    /// Pre-sizes the map for `capacity` keys (avoids resizes while warming up).
+    /// Pre-sizes the map for `capacity` keys (avoids resizes while warming
+    /// up), at most as many as `max_keys` and the memory budget hold.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -701,7 +702,8 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         let map = Keys::new(
             algorithm.words(None),
             MapHasher::new(self.hasher, self.sip),
-            self.capacity.min(max_keys),
+            // No more room up front than the cap and the budget can hold.
+            self.capacity.min(max_keys).min(max_bytes / least),
         );
         Ok(KeyedLimiter {
             map,

@@ -445,6 +445,23 @@ fn a_budget_below_one_key_is_a_config_error() {
     ));
 }
 
+/// Room asked for up front is at most what the budget holds: a capacity
+/// beyond any memory, with the key cap lifted, builds a limiter (instead
+/// of aborting on the allocation) whose keys work as ever.
+#[test]
+fn capacity_is_bounded_by_the_budget() {
+    let limiter = KeyedLimiter::<u64>::builder(2, Duration::from_secs(1))
+        .max_keys(usize::MAX)
+        .max_bytes(1 << 20)
+        .capacity(usize::MAX)
+        .build()
+        .unwrap();
+    for key in 0..100u64 {
+        assert_eq!(limiter.check(&key).unwrap().remaining(), 1);
+    }
+    assert_eq!(limiter.len(), 100);
+}
+
 /// `remove` forgets a key (its next request starts with the whole quota)
 /// and gives its memory back to the budget; `reset` is the same; removing
 /// an absent key changes nothing. Log and counter per key.
