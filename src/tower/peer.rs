@@ -62,9 +62,9 @@ impl ForwardedHeader {
 /// address is trusted the leftmost is the key; a malformed entry reached on
 /// the walk (garbage, bytes that are not text, an obfuscated `Forwarded`
 /// identifier) makes the key the peer address, never a client-chosen entry,
-/// and nothing left of the first untrusted address is read at all. Only the one header named
-/// by [`forwarded_by`](Self::forwarded_by) is read; a client-sent
-/// `Forwarded` is ignored behind an `X-Forwarded-For` proxy.
+/// and nothing left of the first untrusted address is read at all. Only the
+/// one header named by [`forwarded_by`](Self::forwarded_by) is read; a
+/// client-sent `Forwarded` is ignored behind an `X-Forwarded-For` proxy.
 ///
 /// * **nginx** in front (`proxy_set_header X-Forwarded-For
 ///   $proxy_add_x_forwarded_for;`): `PeerIp::new().trust_forwarded()` (one
@@ -539,7 +539,8 @@ mod tests {
             forwarded in proptest::prelude::any::<bool>(),
         ) {
             let header = if forwarded { ForwardedHeader::Forwarded } else { ForwardedHeader::XForwardedFor };
-            // Clients outside 10.0.0.0/8, proxies inside it.
+            // Clients outside 10.0.0.0/8, proxies inside it (an IPv6 client
+            // with no zero byte is not an IPv4-mapped 10.x address either).
             let client = if v4 {
                 IpAddr::from([client[0] % 9 + 1, client[1], client[2], client[3]])
             } else {
