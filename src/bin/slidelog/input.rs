@@ -216,6 +216,14 @@ fn line_too_long(e: &io::Error) -> Option<String> {
         .map(ToString::to_string)
 }
 
+/// [`line_too_long`] for the CSV reader's errors.
+fn csv_line_too_long(e: &csv::Error) -> Option<String> {
+    match e.kind() {
+        csv::ErrorKind::Io(io) => line_too_long(io),
+        _ => None,
+    }
+}
+
 /// Passes its input on a line at a time (a `fill_buf` never reaches past a
 /// newline), and no line longer than `max` bytes: at a line's first byte
 /// past the cap it fails once with [`LineTooLong`], then drops the rest of
@@ -447,14 +455,9 @@ impl<R: BufRead> Requests<R> {
                 index(key_name, "--key-column")?,
             )
         } else {
-            let read = reader
-                .read_record(&mut record)
-                .map_err(|e| match &e.kind() {
-                    csv::ErrorKind::Io(io) if line_too_long(io).is_some() => {
-                        line_too_long(io).unwrap_or_default()
-                    }
-                    _ => format!("line 1: {}", csv_error(&e)),
-                })?;
+            let read = reader.read_record(&mut record).map_err(|e| {
+                csv_line_too_long(&e).unwrap_or_else(|| format!("line 1: {}", csv_error(&e)))
+            })?;
             if !read {
                 return Err("the input is empty: expected a header row".into());
             }
@@ -506,10 +509,7 @@ impl<R: BufRead> Requests<R> {
                 let read = match reader.read_record(record) {
                     Ok(read) => read,
                     Err(e) => {
-                        let csv::ErrorKind::Io(io) = e.kind() else {
-                            return Err(format!("line {line}: {}", csv_error(&e)));
-                        };
-                        let Some(too_long) = line_too_long(io) else {
+                        let Some(too_long) = csv_line_too_long(&e) else {
                             return Err(format!("line {line}: {}", csv_error(&e)));
                         };
                         // Go on from the line after it, with a reader of
