@@ -633,6 +633,63 @@ async fn request_limit_overrides_are_honoured() {
     }
 }
 
+/// A descriptor's entries are the client's text: no key or value, whatever
+/// characters it carries, names another descriptor's log or a limit of its
+/// own. (A value with the key's own separators in it once did both: a
+/// value ending `\u{1f}\u{0}1000/Second` was limited to 1,000 a second, and
+/// shared its log with the address's `3/Second` override.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_cannot_forge_a_limit_or_a_log() {
+    let dir = temp_dir("forged");
+    let file = dir.join("edge.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let server = Server::start(&file);
+    let mut client = server.client().await;
+    const SECOND: i32 = 1;
+    // The configured 3 per second, whatever the value says.
+    for forged in [
+        "10.9.0.2\u{1f}\u{0}1000/Second",
+        "\u{0}1000/Second\u{1f}",
+        "\u{1b}\u{1f}\u{1e}\u{0}",
+    ] {
+        let me = [("remote_address", forged)];
+        for i in 0..4 {
+            let s = one(&mut client, "edge", &me, None).await;
+            if i < 3 {
+                assert_eq!(
+                    (code(&s), s.limit_remaining),
+                    (Code::Ok, 2 - i),
+                    "{forged:?}, call {i}"
+                );
+            } else {
+                assert_eq!(
+                    code(&s),
+                    Code::OverLimit,
+                    "{forged:?}: more than 3 a second"
+                );
+            }
+        }
+    }
+    // A value spelling the override of another address: its own log, not
+    // the override's.
+    let forged = [("remote_address", "10.9.0.3\u{1f}\u{0}3/Second")];
+    for _ in 0..3 {
+        assert_eq!(
+            code(&one(&mut client, "edge", &forged, None).await),
+            Code::Ok
+        );
+    }
+    let address = [("remote_address", "10.9.0.3")];
+    let r = ask(&mut client, "edge", vec![overridden(&address, 3, SECOND)]).await;
+    assert_eq!(
+        (code(&r.statuses[0]), r.statuses[0].limit_remaining),
+        (Code::Ok, 2)
+    );
+    // Keys carrying the separators are entries like any other.
+    let s = one(&mut client, "edge", &[("remote_address\u{1e}x", "1")], None).await;
+    assert_eq!(code(&s), Code::Ok);
+}
+
 /// Two replicas of the service sharing one real `redis-server` stay exact
 /// together: one limit of 5 per minute per address, asked alternately
 /// through both, admits exactly 5; a reload on one replica (cut to 3)

@@ -11,6 +11,7 @@
 //! line and reason, and the previous one stays in force.
 
 mod config;
+mod key;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -152,60 +153,21 @@ impl Store {
     }
 }
 
-/// Separators of a limiter key: domain, then `key value` pairs.
-const FIELD: char = '\u{1f}';
-const PAIR: char = '\u{1e}';
-
-/// The limiter key of a matched descriptor (its own quota is found again
-/// from the key, so a reload re-evaluates it).
-fn limiter_key(domain: &str, entries: &[(String, String)], over: Option<(u32, Unit)>) -> String {
-    let mut key = String::with_capacity(domain.len() + 32);
-    key.push_str(domain);
-    for (k, v) in entries {
-        key.push(FIELD);
-        key.push_str(k);
-        key.push(PAIR);
-        key.push_str(v);
-    }
-    if let Some((rpu, unit)) = over {
-        key.push(FIELD);
-        key.push_str(&format!("\u{0}{rpu}/{unit:?}"));
-    }
-    key
-}
-
-/// The quota of a limiter key under `config` (the inverse of `limiter_key`).
+/// The quota of a limiter key under `config`: the override it was made
+/// with, or its descriptor's configured limit now.
 fn quota_of(config: &Config, key: &str) -> Option<Quota> {
-    let mut fields = key.split(FIELD);
-    let domain = fields.next()?;
-    let mut entries = Vec::new();
-    for field in fields {
-        if let Some(over) = field.strip_prefix('\u{0}') {
-            let (rpu, unit) = over.split_once('/')?;
-            let unit = parse_unit(unit)?;
-            return Quota::new(rpu.parse().ok()?, unit.duration()).ok();
-        }
-        let (k, v) = field.split_once(PAIR)?;
-        entries.push((k.to_string(), v.to_string()));
+    let key::Decoded {
+        domain,
+        entries,
+        over,
+    } = key::decode(key)?;
+    if let Some((requests, unit)) = over {
+        return Quota::new(requests, unit.duration()).ok();
     }
-    match &config.matching(domain, &entries)?.limit {
+    match &config.matching(&domain, &entries)?.limit {
         Limit::Quota(quota, _) => Some(quota.clone()),
         _ => None,
     }
-}
-
-fn parse_unit(text: &str) -> Option<Unit> {
-    [
-        Unit::Second,
-        Unit::Minute,
-        Unit::Hour,
-        Unit::Day,
-        Unit::Week,
-        Unit::Month,
-        Unit::Year,
-    ]
-    .into_iter()
-    .find(|u| format!("{u:?}") == text)
 }
 
 fn pb_unit(unit: Option<Unit>) -> PbUnit {
@@ -440,7 +402,7 @@ impl Service {
             return Ok(None);
         };
         Ok(Some(Matched {
-            key: limiter_key(domain, &entries, over),
+            key: key::encode(domain, &entries, over),
             rule,
             hits,
             over,
