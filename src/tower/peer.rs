@@ -191,7 +191,9 @@ impl PeerIp {
     /// Trusts every proxy whose address lies in `network` (for example
     /// `"10.0.0.0/8".parse()?`), wherever it stands in the chain. Unlike a
     /// hop count, this stays right when a request reaches the server
-    /// without passing every proxy.
+    /// without passing every proxy. An IPv4 address lies in a network
+    /// written in either form (`10.0.0.0/8` or IPv4-mapped
+    /// `::ffff:10.0.0.0/104`), from an IPv4 socket or a dual-stack one.
     ///
     /// # Panics
     ///
@@ -258,11 +260,21 @@ impl PeerIp {
 
     /// Whether the address `from_right` places from the right of the chain
     /// (0: the peer) was added by a trusted proxy.
+    /// An IPv4 address is looked up in both of its forms, so that a
+    /// network written either way (`10.0.0.0/8`, `::ffff:10.0.0.0/104`)
+    /// holds it whether it arrived from an IPv4 or a dual-stack socket.
     fn trusted(&self, from_right: usize, ip: IpAddr) -> bool {
-        from_right < usize::from(self.hops)
-            || self.networks[..usize::from(self.len)]
-                .iter()
-                .any(|network| network.contains(&ip.to_canonical()))
+        if from_right < usize::from(self.hops) {
+            return true;
+        }
+        let ip = ip.to_canonical();
+        let mapped = match ip {
+            IpAddr::V4(v4) => Some(IpAddr::V6(v4.to_ipv6_mapped())),
+            IpAddr::V6(_) => None,
+        };
+        self.networks[..usize::from(self.len)]
+            .iter()
+            .any(|network| network.contains(&ip) || mapped.is_some_and(|m| network.contains(&m)))
     }
 
     /// The client's address, before masking: the rightmost untrusted
@@ -419,6 +431,28 @@ mod tests {
             ("x-forwarded-for", "1.1.1.1, 10.0.0.1"),
         ];
         assert_eq!(key(&private, peer, &lines), "1.1.1.1");
+    }
+
+    /// An IPv4 proxy is trusted whichever way its network is written and
+    /// its address arrives: `10.0.0.0/8` or IPv4-mapped `::ffff:10.0.0.0/104`,
+    /// from an IPv4 socket or a dual-stack one (`::ffff:10.0.0.2`).
+    #[test]
+    fn ipv4_networks_match_in_either_form() {
+        let xff = [("x-forwarded-for", "1.1.1.1, ::ffff:10.0.0.1")];
+        for network in ["10.0.0.0/8", "::ffff:10.0.0.0/104"] {
+            let trusting = PeerIp::new().trusted_network(network.parse().unwrap());
+            for peer in ["10.0.0.2", "::ffff:10.0.0.2"] {
+                assert_eq!(
+                    key(&trusting, peer, &xff),
+                    "1.1.1.1",
+                    "{network}, peer {peer}"
+                );
+            }
+            assert_eq!(key(&trusting, "8.8.8.8", &xff), "8.8.8.8", "{network}");
+        }
+        // A mapped network holds only the mapped addresses.
+        let mapped = PeerIp::new().trusted_network("::ffff:10.0.0.0/104".parse().unwrap());
+        assert_eq!(key(&mapped, "2001:db8::1", &xff), "2001:db8::1");
     }
 
     #[test]
