@@ -635,9 +635,9 @@ async fn request_limit_overrides_are_honoured() {
 
 /// A descriptor's entries are the client's text: no key or value, whatever
 /// characters it carries, names another descriptor's log or a limit of its
-/// own. (A value with the key's own separators in it once did both: a
-/// value ending `\u{1f}\u{0}1000/Second` was limited to 1,000 a second, and
-/// shared its log with the address's `3/Second` override.)
+/// own: a value ending `\u{1f}\u{0}1000/Second` is limited by its rule's 3 a
+/// second, and one spelling another address's `3/Second` override keeps a
+/// log apart from that override's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_cannot_forge_a_limit_or_a_log() {
     let dir = temp_dir("forged");

@@ -7,12 +7,11 @@
 //! **injective**: the separators below are written escaped wherever they
 //! occur inside a domain, key or value, and [`decode`] gives back exactly
 //! what [`encode`] was given. Two descriptors share a log only if they are
-//! equal, and a key's quota is the one its own descriptor matches.
-//! (Unescaped, a value ending `\u{1f}\u{0}1000/Second` read back as a
-//! limit override of its own choosing.)
+//! equal, and a key's quota is the one its own descriptor matches (a
+//! value ending `\u{1f}\u{0}1000/Second` is a value, not an override).
 //!
 //! Text without the four special characters is written as it is, so the
-//! keys of ordinary descriptors (and their Redis names) are what they were.
+//! key of an ordinary descriptor (and its Redis name) is its plain text.
 
 use super::config::Unit;
 

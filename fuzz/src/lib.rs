@@ -1,0 +1,412 @@
+//! The fuzz targets' bodies: each takes libFuzzer's bytes, drives one of
+//! slidelog's untrusted inputs with them, and checks what must hold for
+//! every input (no panic, and the property named on each).
+//!
+//! The `slidelog` binary's parsers are compiled in from its sources (they
+//! are not part of the library), so the fuzzed code is the shipped code.
+
+#![allow(dead_code)]
+
+#[path = "../../src/bin/slidelog/parse.rs"]
+mod parse;
+
+#[path = "../../src/bin/slidelog/input.rs"]
+mod input;
+
+mod serve;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use libfuzzer_sys::arbitrary::{Arbitrary, Result as ArbitraryResult, Unstructured};
+use slidelog::snapshot::{Anchor, KeyAdmissions, KeyedSnapshot, Snapshot};
+use slidelog::tower::{ForwardedHeader, IpNet, KeyExtractor, PeerIp};
+use slidelog::{KeyedLimiter, Limiter, ManualClock};
+
+/// `slidelog serve`'s configuration file: any text is refused with a
+/// message or parsed, never a panic; a parsed tree answers any lookup.
+pub fn serve_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match serve::config::parse(text) {
+        Ok((domain, rules)) => {
+            let mut config = serve::config::Config::default();
+            config.domains.insert(domain.clone(), rules);
+            // Look up the paths the file's own words spell.
+            let words: Vec<String> = text
+                .split(|c: char| c.is_whitespace() || c == ':' || c == ',')
+                .take(8)
+                .map(str::to_string)
+                .collect();
+            for pair in words.chunks(2) {
+                let entries = vec![(pair[0].clone(), pair.get(1).cloned().unwrap_or_default())];
+                let _ = config.matching(&domain, &entries);
+            }
+        }
+        Err(message) => assert!(!message.is_empty(), "an empty error for {text:?}"),
+    }
+}
+
+/// What users type for a duration or a policy (`250ms`, `100/1m`: the
+/// command line's flags, and `window:` in `slidelog serve`'s config): any
+/// text is refused with a message or parsed, and what is parsed is shown
+/// as text that parses back to the same value.
+pub fn durations(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match parse::duration(text) {
+        Ok(d) => {
+            let shown = parse::show_duration(d);
+            assert_eq!(
+                parse::duration(&shown),
+                Ok(d),
+                "{text:?} shown as {shown:?}"
+            );
+            assert_eq!(parse::window(text).is_ok(), !d.is_zero());
+        }
+        Err(message) => {
+            assert!(!message.is_empty());
+            assert!(parse::window(text).is_err());
+        }
+    }
+    if let Ok(policy) = parse::policy(text) {
+        let shown = policy.to_string();
+        assert_eq!(
+            parse::policy(&shown),
+            Ok(policy),
+            "{text:?} shown as {shown:?}"
+        );
+        assert!(policy.limit >= 1 && !policy.window.is_zero());
+    }
+}
+
+/// A descriptor as the key encoding sees it.
+#[derive(Debug, PartialEq, Eq)]
+struct Descriptor {
+    domain: String,
+    entries: Vec<(String, String)>,
+    over: Option<(u32, serve::config::Unit)>,
+}
+
+impl<'a> Arbitrary<'a> for Descriptor {
+    fn arbitrary(u: &mut Unstructured<'a>) -> ArbitraryResult<Self> {
+        use serve::config::Unit;
+        let units = [
+            Unit::Second,
+            Unit::Minute,
+            Unit::Hour,
+            Unit::Day,
+            Unit::Week,
+            Unit::Month,
+            Unit::Year,
+        ];
+        let over = Option::<(u32, u8)>::arbitrary(u)?
+            .map(|(requests, unit)| (requests, units[usize::from(unit) % units.len()]));
+        Ok(Descriptor {
+            domain: String::arbitrary(u)?,
+            entries: Vec::arbitrary(u)?,
+            over,
+        })
+    }
+}
+
+impl Descriptor {
+    fn key(&self) -> String {
+        serve::key::encode(&self.domain, &self.entries, self.over)
+    }
+}
+
+/// `slidelog serve`'s limiter keys, built from a client's descriptor
+/// entries: a key reads back as exactly what was written, two descriptors
+/// share a key only if they are equal, and any other string is no key or
+/// its own.
+pub fn serve_key(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Some(d) = serve::key::decode(text)
+    {
+        let back = serve::key::encode(&d.domain, &d.entries, d.over);
+        assert_eq!(back, text, "{d:?} read from a string it does not write");
+    }
+    let mut u = Unstructured::new(data);
+    let (Ok(a), Ok(b)) = (Descriptor::arbitrary(&mut u), Descriptor::arbitrary(&mut u)) else {
+        return;
+    };
+    let key = a.key();
+    let decoded = serve::key::decode(&key).expect("a written key reads back");
+    assert_eq!(
+        (&decoded.domain, &decoded.entries, decoded.over),
+        (&a.domain, &a.entries, a.over)
+    );
+    assert_eq!(key == b.key(), a == b, "{a:?} and {b:?}");
+}
+
+/// `slidelog replay`'s input in every format: any bytes are read as
+/// requests or refused line by line with a message naming the line, never
+/// a panic; each request's time is parsed or refused.
+pub fn replay_input(data: &[u8]) {
+    let Some((&choice, input)) = data.split_first() else {
+        return;
+    };
+    let format = match choice % 3 {
+        0 => input::InputFormat::Csv,
+        1 => input::InputFormat::Tsv,
+        _ => input::InputFormat::Combined,
+    };
+    let delimiter = if format == input::InputFormat::Tsv {
+        b'\t'
+    } else {
+        b','
+    };
+    let columns = input::Columns {
+        time: (choice & 4 != 0 && format != input::InputFormat::Combined).then(|| "time".into()),
+        key: (choice & 8 != 0).then(|| {
+            if format == input::InputFormat::Combined {
+                "user"
+            } else {
+                "key"
+            }
+            .into()
+        }),
+        no_header: choice & 16 != 0,
+    };
+    let clock = input::Clock {
+        unit: None,
+        tz: jiff::tz::TimeZone::UTC,
+        tz_name: "UTC".into(),
+    };
+    let Ok(mut requests) = input::Requests::open(input, format, delimiter, &columns) else {
+        return;
+    };
+    // Each call moves past at least one line, or fails again on the line it
+    // failed on (which `replay` takes as the end); a bound against a loop
+    // that never ends.
+    let mut last_error = None;
+    for _ in 0..=input.len() + 1 {
+        match requests.next_request(&columns) {
+            Ok(Some(request)) => {
+                assert!(request.line >= 1);
+                let _ = clock.parse(&request.time);
+            }
+            Ok(None) => return,
+            Err(message) => {
+                let line = message
+                    .strip_prefix("line ")
+                    .and_then(|rest| rest.split([':', ',']).next())
+                    .and_then(|n| n.parse::<u64>().ok());
+                // An error for the whole input, or the same line again, ends
+                // the read.
+                if line.is_none() || line == last_error {
+                    return;
+                }
+                last_error = line;
+            }
+        }
+    }
+    panic!("more requests than lines in {} bytes", input.len());
+}
+
+/// An address from two fuzz bytes' worth of choice.
+fn address(u: &mut Unstructured<'_>) -> ArbitraryResult<IpAddr> {
+    Ok(if bool::arbitrary(u)? {
+        IpAddr::V4(Ipv4Addr::from(u32::arbitrary(u)?))
+    } else {
+        IpAddr::V6(Ipv6Addr::from(u128::arbitrary(u)?))
+    })
+}
+
+/// How a proxy writes the address it saw.
+fn node(header: ForwardedHeader, ip: IpAddr) -> String {
+    match (header, ip) {
+        (ForwardedHeader::XForwardedFor, ip) => ip.to_string(),
+        (_, IpAddr::V4(v4)) => format!("for={v4}"),
+        (_, IpAddr::V6(v6)) => format!("for=\"[{v6}]\""),
+    }
+}
+
+/// The request an application behind `proxies` sees: the client's own
+/// forwarding lines (any bytes a header value may hold), then each proxy
+/// appending the address it received from, into the last line or as a
+/// line of its own.
+fn forwarded_request(
+    header: ForwardedHeader,
+    client_lines: &[Vec<u8>],
+    client: IpAddr,
+    proxies: &[IpAddr],
+    own_lines: bool,
+) -> Option<http::Request<()>> {
+    let name = match header {
+        ForwardedHeader::XForwardedFor => "x-forwarded-for",
+        _ => "forwarded",
+    };
+    let mut lines: Vec<Vec<u8>> = client_lines.to_vec();
+    let mut from = client;
+    for &proxy in proxies {
+        let entry = node(header, from).into_bytes();
+        match lines.last_mut() {
+            Some(last) if !own_lines => {
+                last.extend_from_slice(b", ");
+                last.extend_from_slice(&entry);
+            }
+            _ => lines.push(entry),
+        }
+        from = proxy;
+    }
+    let mut request = http::Request::new(());
+    for line in lines {
+        let value = http::HeaderValue::from_bytes(&line).ok()?;
+        request.headers_mut().append(name, value);
+    }
+    request.extensions_mut().insert(SocketAddr::new(from, 443));
+    Some(request)
+}
+
+/// `ip` as `PeerIp::ipv6_prefix(prefix)` keys it.
+fn masked(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u32::from(prefix.min(128));
+            let mask = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - bits)
+            };
+            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+        }
+        v4 => v4,
+    }
+}
+
+/// `tower::PeerIp` behind trusted proxies: whatever bytes a client puts in
+/// its own forwarding header, its key is the address the first proxy saw
+/// (masked as configured), never anything the client wrote; and any
+/// header lines at all give a key without a panic.
+pub fn forwarded(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let Ok(()) = forwarded_inner(&mut u) else {
+        return;
+    };
+}
+
+fn forwarded_inner(u: &mut Unstructured<'_>) -> ArbitraryResult<()> {
+    let header = if bool::arbitrary(u)? {
+        ForwardedHeader::XForwardedFor
+    } else {
+        ForwardedHeader::Forwarded
+    };
+    let client_lines: Vec<Vec<u8>> = Vec::arbitrary(u)?;
+    let client = address(u)?;
+    let proxies: Vec<IpAddr> = (0..u.int_in_range(1..=3)?)
+        .map(|_| address(u))
+        .collect::<ArbitraryResult<_>>()?;
+    let own_lines = bool::arbitrary(u)?;
+    let by_network = bool::arbitrary(u)?;
+    let prefix = u.int_in_range(0..=128)?;
+    let mut peer_ip = PeerIp::new().forwarded_by(header).ipv6_prefix(prefix);
+    if by_network {
+        for &proxy in &proxies {
+            // A proxy's own address, as a /32 or /128 network.
+            peer_ip = peer_ip.trusted_network(IpNet::from(proxy));
+        }
+    } else {
+        peer_ip = peer_ip.trusted_hops(proxies.len() as u8);
+    }
+    let Some(request) = forwarded_request(header, &client_lines, client, &proxies, own_lines)
+    else {
+        return Ok(());
+    };
+    let key = KeyExtractor::<()>::extract(&peer_ip, &request).expect("a peer address");
+    // The key of `client` alone: the same chain with no client bytes.
+    let alone = forwarded_request(header, &[], client, &proxies, own_lines).expect("valid lines");
+    let expected = KeyExtractor::<()>::extract(&peer_ip, &alone).expect("a peer address");
+    let client_is_a_proxy = by_network
+        && proxies
+            .iter()
+            .any(|p| p.to_canonical() == client.to_canonical());
+    if !client_is_a_proxy {
+        assert_eq!(
+            expected,
+            masked(client, prefix),
+            "the chain alone: {header:?}, client {client}, proxies {proxies:?}, own lines \
+             {own_lines}, by network {by_network}, prefix {prefix}"
+        );
+        assert_eq!(
+            key, expected,
+            "the client's own bytes {client_lines:?} chose its key"
+        );
+    }
+    // Raw lines with no chain around them: any key, no panic.
+    let mut raw = http::Request::new(());
+    for line in &client_lines {
+        if let Ok(value) = http::HeaderValue::from_bytes(line) {
+            raw.headers_mut().append("x-forwarded-for", value.clone());
+            raw.headers_mut().append("forwarded", value);
+        }
+    }
+    raw.extensions_mut().insert(SocketAddr::new(proxies[0], 80));
+    let _ = KeyExtractor::<()>::extract(&peer_ip, &raw);
+    Ok(())
+}
+
+/// A snapshot file is untrusted input: any bytes are refused with an error
+/// or restored, and a restored history never lets a window hold more than
+/// its limit.
+pub fn snapshot(data: &[u8]) {
+    let _ = serde_json::from_slice::<Snapshot>(data);
+    let _ = serde_json::from_slice::<KeyedSnapshot<String>>(data);
+    let mut u = Unstructured::new(data);
+    let Ok((limit, window, times, keys, anchor)) =
+        <(u8, u32, Vec<u64>, Vec<u8>, (u64, u64))>::arbitrary(&mut u)
+    else {
+        return;
+    };
+    let limit = u32::from(limit % 16) + 1;
+    let window = Duration::from_nanos(u64::from(window) + 1);
+    let anchor = Anchor::new(anchor.0, anchor.1);
+    let clock = ManualClock::new();
+    clock.set(anchor.clock_nanos);
+    let mut one = Limiter::builder(limit, window)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let snapshot = Snapshot {
+        version: slidelog::snapshot::SNAPSHOT_VERSION,
+        taken_at_unix_nanos: anchor.unix_nanos,
+        policies: Vec::new(),
+        admissions: times.clone(),
+    };
+    if one.restore_at(&snapshot, anchor).is_ok() {
+        let admitted = (0..=limit)
+            .filter(|_| one.check_at(anchor.clock_nanos).is_ok())
+            .count();
+        assert!(
+            admitted as u32 <= limit,
+            "{admitted} admitted under a limit of {limit}"
+        );
+    }
+    let mut keyed = KeyedLimiter::<u8, ManualClock>::with_clock(limit, window, clock).unwrap();
+    let keyed_snapshot = KeyedSnapshot {
+        version: slidelog::snapshot::SNAPSHOT_VERSION,
+        taken_at_unix_nanos: anchor.unix_nanos,
+        policies: Vec::new(),
+        keys: keys
+            .iter()
+            .map(|&key| KeyAdmissions {
+                key,
+                admissions: times.clone(),
+            })
+            .collect(),
+    };
+    if keyed.restore_at(&keyed_snapshot, anchor).is_ok() {
+        for &key in &keys {
+            let admitted = (0..=limit)
+                .filter(|_| keyed.check_at(&key, anchor.clock_nanos).is_ok())
+                .count();
+            assert!(
+                admitted as u32 <= limit,
+                "key {key}: {admitted} admitted under {limit}"
+            );
+        }
+    }
+}
