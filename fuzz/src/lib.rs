@@ -15,6 +15,10 @@ mod input;
 
 mod serve;
 
+/// The reference model of docs/design.md §1 (the tests' own).
+#[path = "../../tests/common/multi.rs"]
+mod multi;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
@@ -409,4 +413,129 @@ pub fn snapshot(data: &[u8]) {
             );
         }
     }
+}
+
+/// One call of the `model` target.
+#[derive(Clone, Copy, Debug)]
+enum Call {
+    Check,
+    Admit,
+    Peek,
+}
+
+/// The lock-free ring against the reference model (docs/design.md §1), one
+/// key and keyed, on sequences of calls the fuzzer steers: 1 to 3 policies
+/// (limits up to 12, or one of 64 to 70, where a ring keeps more words),
+/// clock moves forwards, onto window edges and backwards, weighted calls
+/// up to past the limit, `check_n`, `admit_n` and `peek_n`. Every answer
+/// equals the model's: admitted or denied alike, with the same `at`,
+/// `remaining`, policy and retry time.
+pub fn model(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let _ = model_inner(&mut u);
+}
+
+fn model_inner(u: &mut Unstructured<'_>) -> ArbitraryResult<()> {
+    use multi::{MultiDecision, MultiModel, observed_multi};
+    let count = u.int_in_range(1..=3)?;
+    let mut policies = Vec::with_capacity(count);
+    for _ in 0..count {
+        let limit = if u.ratio(1, 8)? {
+            u.int_in_range(64..=70)?
+        } else {
+            u.int_in_range(1..=12)?
+        };
+        let window = u.int_in_range(1..=60u64)?;
+        policies.push((limit, window));
+    }
+    let smallest = policies.iter().map(|p| p.0).min().unwrap_or(1);
+    let mut b = Limiter::builder(policies[0].0, Duration::from_nanos(policies[0].1));
+    for &(limit, window) in &policies[1..] {
+        b = b.and(limit, Duration::from_nanos(window));
+    }
+    let one = b.clock(ManualClock::new()).build().expect("valid policies");
+    let mut b = KeyedLimiter::<u8>::builder(policies[0].0, Duration::from_nanos(policies[0].1));
+    for &(limit, window) in &policies[1..] {
+        b = b.and(limit, Duration::from_nanos(window));
+    }
+    let keyed = b.clock(ManualClock::new()).build().expect("valid policies");
+    // Model 0 is the one-key limiter's, 1 and 2 the keyed limiter's keys.
+    let mut models = [
+        MultiModel::new(&policies),
+        MultiModel::new(&policies),
+        MultiModel::new(&policies),
+    ];
+    let mut now: u64 = 100;
+    for step in 0..200 {
+        if u.is_empty() {
+            break;
+        }
+        let choice = u8::arbitrary(u)?;
+        now = match choice % 8 {
+            0..=2 => now,
+            3..=5 => now + u64::from(choice >> 4),
+            6 => now + policies[usize::from(choice >> 3) % policies.len()].1,
+            _ => now.saturating_sub(u64::from(choice >> 4)),
+        };
+        let n = if u.ratio(3, 4)? {
+            1
+        } else {
+            u.int_in_range(0..=smallest + 1)?
+        };
+        let call = match u8::arbitrary(u)? % 3 {
+            0 => Call::Check,
+            1 => Call::Admit,
+            _ => Call::Peek,
+        };
+        let which = usize::from(u8::arbitrary(u)? % 3);
+        let model = &mut models[which];
+        let key = which as u8;
+        let ask = |peek: bool| match (which, peek) {
+            (0, false) => one.check_n_at(n, now),
+            (0, true) => one.peek_n_at(n, now),
+            (_, false) => keyed.check_n_at(&key, n, now),
+            (_, true) => keyed.peek_n_at(&key, n, now),
+        };
+        let context = || {
+            format!("step {step}, {call:?} {n} at {now}, limiter {which}, policies {policies:?}")
+        };
+        match call {
+            Call::Peek => {
+                let mut shadow = model.clone();
+                assert_eq!(
+                    observed_multi(now, ask(true)),
+                    shadow.decide(now, n),
+                    "{}",
+                    context()
+                );
+            }
+            Call::Check => {
+                assert_eq!(
+                    observed_multi(now, ask(false)),
+                    model.decide(now, n),
+                    "{}",
+                    context()
+                );
+            }
+            Call::Admit => {
+                let admitted = if which == 0 {
+                    one.admit_n_at(n, now)
+                } else {
+                    keyed.admit_n_at(&key, n, now)
+                };
+                let want = model.decide(now, n);
+                match admitted {
+                    Ok(()) => assert!(
+                        matches!(want, MultiDecision::Admitted { .. }),
+                        "{}: admitted, the model says {want:?}",
+                        context()
+                    ),
+                    Err(denied) => {
+                        assert_eq!(observed_multi(now, Err(denied)), want, "{}", context());
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
