@@ -267,12 +267,16 @@ impl PeerIp {
         if from_right < usize::from(self.hops) {
             return true;
         }
+        let networks = &self.networks[..usize::from(self.len)];
+        if networks.is_empty() {
+            return false;
+        }
         let ip = ip.to_canonical();
         let mapped = match ip {
             IpAddr::V4(v4) => Some(IpAddr::V6(v4.to_ipv6_mapped())),
             IpAddr::V6(_) => None,
         };
-        self.networks[..usize::from(self.len)]
+        networks
             .iter()
             .any(|network| network.contains(&ip) || mapped.is_some_and(|m| network.contains(&m)))
     }
