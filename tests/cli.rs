@@ -769,6 +769,63 @@ fn replay_says_when_no_key_was_denied() {
     );
 }
 
+/// A log's text reaches the terminal and the chart escaped: a key or a
+/// field carrying ESC, a carriage return, BEL or Unicode's direction
+/// overrides cannot clear the screen, retitle the window, overwrite a line
+/// or reorder what is shown, in the offenders table, in the malformed
+/// lines' summary, in an error, or in the SVG (where such characters make
+/// the file unreadable).
+#[test]
+fn log_text_is_shown_escaped() {
+    let evil = "\u{1b}[2J\rX\u{202e}\u{7}";
+    let log = format!("when,client\n1,\"{evil}\"\n2,\"{evil}\"\n\"9\u{1b}]0;pwned\u{7}\",a\n");
+    let path = write_temp("evil.csv", &log);
+    let dir = std::env::temp_dir().join(format!("slidelog-evil-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let plot = dir.join("evil.svg");
+    let out = slidelog()
+        .args(["replay", path.to_str().unwrap(), "--limit", "1/1h"])
+        .args(["--time-column", "when", "--key-column", "client"])
+        .args(["--skip-malformed=50%", "--plot", plot.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr), ("svg", &svg)] {
+        for hidden in ['\u{1b}', '\r', '\u{7}', '\u{202e}'] {
+            assert!(
+                !text.contains(hidden),
+                "{what} shows {hidden:?} raw:\n{text:?}"
+            );
+        }
+    }
+    assert!(
+        stdout.contains("\\u{1b}[2J\\u{d}X\\u{202e}\\u{7}"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("\\u{1b}]0;pwned\\u{7}"), "{stderr}");
+    assert!(svg.contains("\\u{1b}[2J"), "{svg}");
+    // Stopping at the bad timestamp: the error shows it escaped too.
+    let err = fails(
+        slidelog()
+            .args(["replay", path.to_str().unwrap(), "--limit", "1/1h"])
+            .args(["--time-column", "when", "--key-column", "client"]),
+    );
+    assert!(
+        !err.contains('\u{1b}') && err.contains("\\u{1b}]0;pwned"),
+        "{err:?}"
+    );
+}
+
 /// A line longer than 1 MiB (a corrupt or hostile log) is one malformed
 /// line: named, with the way past it, and skipped and counted with
 /// `--skip-malformed`, the lines after it read as ever.

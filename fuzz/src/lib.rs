@@ -148,7 +148,8 @@ pub fn serve_key(data: &[u8]) {
 
 /// `slidelog replay`'s input in every format: any bytes are read as
 /// requests or refused line by line with a message naming the line, never
-/// a panic; each request's time is parsed or refused.
+/// a panic; each request's time is parsed or refused; and no message
+/// shows the log's control characters or direction overrides raw.
 pub fn replay_input(data: &[u8]) {
     let Some((&choice, input)) = data.split_first() else {
         return;
@@ -191,10 +192,19 @@ pub fn replay_input(data: &[u8]) {
         match requests.next_request(&columns) {
             Ok(Some(request)) => {
                 assert!(request.line >= 1);
-                let _ = clock.parse(&request.time);
+                if let Err(message) = clock.parse(&request.time) {
+                    assert!(
+                        !message.contains(input::is_hidden),
+                        "a timestamp's error shows it raw: {message:?}"
+                    );
+                }
             }
             Ok(None) => return,
             Err(message) => {
+                assert!(
+                    !message.contains(input::is_hidden),
+                    "an error shows the log's text raw: {message:?}"
+                );
                 let line = message
                     .strip_prefix("line ")
                     .and_then(|rest| rest.split([':', ',']).next())

@@ -2,6 +2,7 @@
 //! nginx/Apache combined log format, streamed one request at a time, and
 //! timestamps (with `jiff`).
 
+use std::borrow::Cow;
 use std::io::{self, BufRead, Read};
 
 use jiff::tz::TimeZone;
@@ -55,14 +56,41 @@ impl TimeUnit {
     }
 }
 
-/// At most ~100 characters of `text`, for an error message (a 10 MB field
-/// must not become a 10 MB error).
+/// At most ~100 characters of `text`, [`printable`], for an error message
+/// (a 10 MB field must not become a 10 MB error).
 pub(crate) fn quote(text: &str) -> String {
     const MAX: usize = 100;
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("`{}…` ({} bytes)", &text[..cut], text.len()),
-        None => format!("`{text}`"),
+    let shown = printable(text);
+    match shown.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("`{}…` ({} bytes)", &shown[..cut], text.len()),
+        None => format!("`{shown}`"),
     }
+}
+
+/// Whether `c` is kept from a terminal or a chart: control characters
+/// (ESC, CR, BEL, …) and Unicode's invisible direction marks and overrides.
+pub(crate) fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` (a log's key or field) as it may be shown on a terminal or in a
+/// chart: hidden characters ([`is_hidden`]) written as escapes
+/// (`\u{1b}`), so that a log cannot clear the screen, retitle the window,
+/// overwrite a line or reorder what is shown, nor make an SVG unreadable.
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
+    if !text.contains(is_hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_hidden(c) {
+            shown.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            shown.push(c);
+        }
+    }
+    Cow::Owned(shown)
 }
 
 /// How timestamps are read.
@@ -662,6 +690,18 @@ mod tests {
             tz: TimeZone::UTC,
             tz_name: "UTC".into(),
         }
+    }
+
+    /// Hidden characters are escaped, everything else (any script, emoji,
+    /// spaces) shown as it is, and text with nothing hidden not copied.
+    #[test]
+    fn printable_escapes_only_what_hides() {
+        assert!(matches!(printable("ünïcödé 名前 🚀 a b"), Cow::Borrowed(_)));
+        assert_eq!(
+            printable("a\u{1b}[31mb\r\u{7}\u{202e}c\u{2066}\u{9}"),
+            "a\\u{1b}[31mb\\u{d}\\u{7}\\u{202e}c\\u{2066}\\u{9}"
+        );
+        assert_eq!(quote("\u{1b}"), "`\\u{1b}`");
     }
 
     #[test]

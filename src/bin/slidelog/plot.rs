@@ -83,7 +83,7 @@ pub(crate) fn draw(
     let (label_w, bar_w) = (320i32, width as i32 - 320 - 140);
     for (i, (key, admitted, denied)) in top.iter().enumerate() {
         let y = 26 + 24 * i as i32;
-        let shown: String = key.chars().take(40).collect();
+        let shown: String = crate::input::printable(key).chars().take(40).collect();
         lower.draw(&Text::new(shown, (12, y + 2), text.clone()))?;
         let a = (*admitted as f64 / most as f64 * bar_w as f64).round() as i32;
         let d = (*denied as f64 / most as f64 * bar_w as f64).round() as i32;

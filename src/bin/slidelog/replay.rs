@@ -511,11 +511,12 @@ fn key_of(key: String, prefix: u8) -> String {
     }
 }
 
-/// A key shortened to `width` characters for the table (the JSON keeps it
-/// whole).
+/// A key, [`input::printable`], shortened to `width` characters for the
+/// table (the JSON keeps it whole, escaped as JSON).
 fn shorten(key: &str, width: usize) -> String {
+    let key = input::printable(key);
     if key.chars().count() <= width {
-        return key.to_string();
+        return key.into_owned();
     }
     let mut short: String = key.chars().take(width.saturating_sub(1)).collect();
     short.push('…');
