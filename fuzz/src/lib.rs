@@ -96,16 +96,7 @@ struct Descriptor {
 
 impl<'a> Arbitrary<'a> for Descriptor {
     fn arbitrary(u: &mut Unstructured<'a>) -> ArbitraryResult<Self> {
-        use serve::config::Unit;
-        let units = [
-            Unit::Second,
-            Unit::Minute,
-            Unit::Hour,
-            Unit::Day,
-            Unit::Week,
-            Unit::Month,
-            Unit::Year,
-        ];
+        let units = serve::config::Unit::ALL;
         let over = Option::<(u32, u8)>::arbitrary(u)?
             .map(|(requests, unit)| (requests, units[usize::from(unit) % units.len()]));
         Ok(Descriptor {

@@ -79,6 +79,17 @@ pub(crate) enum Unit {
 }
 
 impl Unit {
+    /// Every unit, shortest first.
+    pub(crate) const ALL: [Unit; 7] = [
+        Unit::Second,
+        Unit::Minute,
+        Unit::Hour,
+        Unit::Day,
+        Unit::Week,
+        Unit::Month,
+        Unit::Year,
+    ];
+
     pub(crate) fn duration(self) -> Duration {
         let day = 86_400;
         Duration::from_secs(match self {

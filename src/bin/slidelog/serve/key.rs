@@ -131,17 +131,7 @@ fn unescape(written: &str) -> Option<String> {
 }
 
 fn unit_named(text: &str) -> Option<Unit> {
-    [
-        Unit::Second,
-        Unit::Minute,
-        Unit::Hour,
-        Unit::Day,
-        Unit::Week,
-        Unit::Month,
-        Unit::Year,
-    ]
-    .into_iter()
-    .find(|u| format!("{u:?}") == text)
+    Unit::ALL.into_iter().find(|u| format!("{u:?}") == text)
 }
 
 #[cfg(test)]
@@ -171,15 +161,7 @@ mod tests {
     }
 
     fn unit() -> impl Strategy<Value = Unit> {
-        prop_oneof![
-            Just(Unit::Second),
-            Just(Unit::Minute),
-            Just(Unit::Hour),
-            Just(Unit::Day),
-            Just(Unit::Week),
-            Just(Unit::Month),
-            Just(Unit::Year),
-        ]
+        proptest::sample::select(&Unit::ALL[..])
     }
 
     fn decoded() -> impl Strategy<Value = Decoded> {
