@@ -33,13 +33,18 @@ fn json_number(json: &str, name: &str) -> u64 {
 
 /// Runs `command`, which must succeed; its stdout.
 fn succeeds(command: &mut Command) -> String {
+    String::from_utf8(succeeded(command).stdout).unwrap()
+}
+
+/// Runs `command`, which must succeed; its output.
+fn succeeded(command: &mut Command) -> std::process::Output {
     let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).unwrap()
+    out
 }
 
 /// Runs `command`, which must fail; its stderr.
@@ -290,17 +295,12 @@ fn zero_and_out_of_range_values_are_refused_by_name() {
         "{error}"
     );
     let csv = write_temp("tolerance_zero.csv", "t,k\n1,a\n2,a\n3,b\n");
-    let out = slidelog()
-        .arg("replay")
-        .arg(&csv)
-        .args(["--limit", "1/1h", "--time-column", "t", "--key-column", "k"])
-        .args(["--time-unit", "s", "--format", "json", "--tolerance", "0s"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        slidelog()
+            .arg("replay")
+            .arg(&csv)
+            .args(["--limit", "1/1h", "--time-column", "t", "--key-column", "k"])
+            .args(["--time-unit", "s", "--format", "json", "--tolerance", "0s"]),
     );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["admitted"], 2);
@@ -784,16 +784,11 @@ fn log_text_is_shown_escaped() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let plot = dir.join("evil.svg");
-    let out = slidelog()
-        .args(["replay", path.to_str().unwrap(), "--limit", "1/1h"])
-        .args(["--time-column", "when", "--key-column", "client"])
-        .args(["--skip-malformed=50%", "--plot", plot.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        slidelog()
+            .args(["replay", path.to_str().unwrap(), "--limit", "1/1h"])
+            .args(["--time-column", "when", "--key-column", "client"])
+            .args(["--skip-malformed=50%", "--plot", plot.to_str().unwrap()]),
     );
     let (stdout, stderr) = (
         String::from_utf8(out.stdout).unwrap(),
