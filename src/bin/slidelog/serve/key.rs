@@ -205,7 +205,8 @@ mod tests {
         }
     }
 
-    /// Ordinary descriptors keep the keys they always had.
+    /// An ordinary descriptor's key is its plain text; the special
+    /// characters inside its text are escaped.
     #[test]
     fn plain_text_is_written_as_it_is() {
         let entries = [("remote_address".to_string(), "10.0.0.1".to_string())];
