@@ -260,6 +260,7 @@ impl PeerIp {
 
     /// Whether the address `from_right` places from the right of the chain
     /// (0: the peer) was added by a trusted proxy.
+    ///
     /// An IPv4 address is looked up in both of its forms, so that a
     /// network written either way (`10.0.0.0/8`, `::ffff:10.0.0.0/104`)
     /// holds it whether it arrived from an IPv4 or a dual-stack socket.
