@@ -3,6 +3,7 @@
 //! timestamps (with `jiff`).
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::{self, BufRead, Read};
 
 use jiff::tz::TimeZone;
@@ -85,7 +86,8 @@ pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     let mut shown = String::with_capacity(text.len() + 16);
     for c in text.chars() {
         if is_hidden(c) {
-            shown.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+            // Writing to a `String` cannot fail.
+            let _ = write!(shown, "\\u{{{:x}}}", u32::from(c));
         } else {
             shown.push(c);
         }

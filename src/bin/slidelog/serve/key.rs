@@ -13,6 +13,8 @@
 //! Text without the four special characters is written as it is, so the
 //! key of an ordinary descriptor (and its Redis name) is its plain text.
 
+use std::fmt::Write as _;
+
 use super::config::Unit;
 
 /// Before each entry, and before the override.
@@ -53,7 +55,8 @@ pub(crate) fn encode(
     if let Some((requests, unit)) = over {
         key.push(FIELD);
         key.push(OVER);
-        key.push_str(&format!("{requests}/{unit:?}"));
+        // Writing to a `String` cannot fail.
+        let _ = write!(key, "{requests}/{unit:?}");
     }
     key
 }
