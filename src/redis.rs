@@ -17,7 +17,10 @@
 //! key` in the ring layout: the two layouts store different Redis types, so
 //! a deployment that switches layouts (same prefix) starts each key afresh
 //! in its own name instead of failing with `WRONGTYPE` until the old keys
-//! expire (the old keys expire on their own). Each check touches one Redis key, so every
+//! expire (the old keys expire on their own). A sorted-set key that itself
+//! begins with `ring:` or `log:` is stored as `prefix + "log:" + key`, so
+//! that no key of one layout names a key of the other
+//! ([`RedisLimiter::redis_key`]). Each check touches one Redis key, so every
 //! script runs in one cluster slot; to keep several keys in one slot, put a
 //! hash tag in them: `rl:{user42}:search`, `rl:{user42}:upload`. On Redis
 //! Cluster, connect with [`RedisLimiter::cluster_builder`]: checks are
@@ -550,10 +553,7 @@ impl RedisBuilder {
             Layout::SortedSet => SORTED_SET,
             Layout::Ring => RING,
         });
-        let prefix = match self.layout {
-            Layout::SortedSet => self.prefix,
-            Layout::Ring => self.prefix + "ring:",
-        };
+        let prefix = self.prefix;
         Ok(RedisLimiter {
             conn,
             shared: std::sync::Arc::new(Shared::new(
@@ -1099,7 +1099,7 @@ impl RedisLimiter {
                 Denied::exceeds_limit(n, rules.min_limit).with_policy(rules.min_policy)
             )));
         }
-        let full_key = format!("{}{}", self.shared.prefix, key);
+        let full_key = self.redis_key(key);
         let local_now = self.shared.clock.now();
         if let Some(map) = &self.shared.precheck
             && now_us.is_none()
@@ -1376,15 +1376,35 @@ impl RedisLimiter {
         self.shared.layout
     }
 
-    /// The Redis key for `key` (prefix, and `ring:` in the ring layout,
-    /// included), e.g. for `MEMORY USAGE`.
+    /// The Redis key for `key`, e.g. for `MEMORY USAGE`: the prefix, then
+    /// in the ring layout `ring:` and the key; in the sorted-set layout the
+    /// key, after `log:` when the key itself begins with `ring:` or `log:`.
+    ///
+    /// So the two layouts never name the same Redis key, whatever the keys
+    /// (the sorted-set key `ring:u` is not the ring layout's `u`), and
+    /// each layout names distinct keys distinctly; the marker goes before
+    /// the key, so a hash tag in the prefix or the key still decides the
+    /// cluster slot.
     ///
     /// ```
     /// # fn f(limiter: &slidelog::redis::RedisLimiter) { assert!(limiter.redis_key("u").ends_with('u')); }
     /// ```
     pub fn redis_key(&self, key: &str) -> String {
-        format!("{}{}", self.shared.prefix, key)
+        redis_name(&self.shared.prefix, self.shared.layout, key)
     }
+}
+
+/// The Redis key of `key` under `prefix` in `layout`
+/// ([`RedisLimiter::redis_key`]). Ring names begin `prefix + "ring:"`;
+/// sorted-set names never do, since a key that begins `ring:` (or `log:`,
+/// which keeps the escape one to one) is written after `log:`.
+fn redis_name(prefix: &str, layout: Layout, key: &str) -> String {
+    let marker = match layout {
+        Layout::Ring => "ring:",
+        Layout::SortedSet if key.starts_with("ring:") || key.starts_with("log:") => "log:",
+        Layout::SortedSet => "",
+    };
+    [prefix, marker, key].concat()
 }
 
 #[cfg(feature = "tower")]
@@ -1433,5 +1453,61 @@ impl crate::tower::Backend<String> for RedisLimiter {
 
     fn generation(&self) -> u64 {
         RedisLimiter::generation(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Layout, redis_name};
+    use proptest::prelude::*;
+
+    /// Keys built from the markers' pieces, so that prefixes of one
+    /// another and spellings of the other layout's names are common.
+    fn key() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof!["ring:", "log:", "ring", "log", ":", "x", ""],
+            0..4,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    fn layout() -> impl Strategy<Value = Layout> {
+        prop_oneof![Just(Layout::Ring), Just(Layout::SortedSet)]
+    }
+
+    proptest! {
+        /// Two keys name one Redis key only if they are the same key in the
+        /// same layout.
+        /// `b` is drawn at random or from `a` with a marker put before it
+        /// or taken off it, where collisions would be.
+        #[test]
+        fn names_are_one_to_one(
+            a in key(),
+            other in key(),
+            derive in 0..5usize,
+            la in layout(),
+            lb in layout(),
+        ) {
+            let b = match derive {
+                0 => format!("ring:{a}"),
+                1 => format!("log:{a}"),
+                2 => a.strip_prefix("ring:").unwrap_or(&other).to_owned(),
+                3 => a.strip_prefix("log:").unwrap_or(&other).to_owned(),
+                _ => other,
+            };
+            let (x, y) = (redis_name("p:", la, &a), redis_name("p:", lb, &b));
+            prop_assert_eq!(x == y, (la, &a) == (lb, &b), "{:?} {:?} / {:?} {:?}", la, a, lb, b);
+        }
+    }
+
+    #[test]
+    fn plain_keys_keep_their_names() {
+        assert_eq!(redis_name("p:", Layout::SortedSet, "user42"), "p:user42");
+        assert_eq!(redis_name("p:", Layout::Ring, "user42"), "p:ring:user42");
+        assert_eq!(
+            redis_name("p:", Layout::SortedSet, "ring:u"),
+            "p:log:ring:u"
+        );
+        assert_eq!(redis_name("p:", Layout::Ring, "ring:u"), "p:ring:ring:u");
     }
 }

@@ -625,6 +625,57 @@ fn precheck_denials_name_the_policy_and_layouts_switch_cleanly() {
     });
 }
 
+/// Both layouts on one prefix at once, with sorted-set keys that spell the
+/// ring layout's names (`ring:k`) and the escape's (`log:k`, `log:ring:k`):
+/// every key has a Redis key of its own, so none fails with `WRONGTYPE` or
+/// shares another's log.
+#[test]
+fn keys_of_both_layouts_never_share_a_redis_key() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let ring = limiter(
+            &server.url,
+            2,
+            Duration::from_secs(10),
+            Layout::Ring,
+            "both:",
+        )
+        .await;
+        let set = limiter(
+            &server.url,
+            2,
+            Duration::from_secs(10),
+            Layout::SortedSet,
+            "both:",
+        )
+        .await;
+        let keys = ["k", "ring:k", "log:k", "log:ring:k", "ring:log:k"];
+        let mut names = std::collections::HashSet::new();
+        for key in keys {
+            assert!(names.insert(ring.redis_key(key)), "ring {key}");
+            assert!(names.insert(set.redis_key(key)), "sorted set {key}");
+        }
+        // Each key's log fills on its own: two admissions each, then a
+        // denial, in both layouts, interleaved.
+        for round in 0..3 {
+            for key in keys {
+                for (layout, l) in [("ring", &ring), ("sorted set", &set)] {
+                    let decision = l.check(key).await;
+                    assert!(
+                        matches!(decision, Ok(Ok(_)) if round < 2)
+                            || matches!(decision, Ok(Err(_)) if round == 2),
+                        "{layout} {key} round {round}: {decision:?}"
+                    );
+                }
+            }
+        }
+        // Keys without the markers keep their names.
+        assert_eq!(set.redis_key("user42"), "both:user42");
+        assert_eq!(ring.redis_key("user42"), "both:ring:user42");
+    });
+}
+
 /// A ring written before the ring kept its size and window in a header
 /// (head, then the deadlines) is read as written under the current
 /// configuration and carried over: a full ring stays full.
