@@ -634,22 +634,12 @@ fn keys_of_both_layouts_never_share_a_redis_key() {
     let Some(server) = server() else { return };
     let rt = runtime();
     rt.block_on(async {
-        let ring = limiter(
-            &server.url,
-            2,
-            Duration::from_secs(10),
-            Layout::Ring,
-            "both:",
-        )
-        .await;
-        let set = limiter(
-            &server.url,
-            2,
-            Duration::from_secs(10),
-            Layout::SortedSet,
-            "both:",
-        )
-        .await;
+        let on_one_prefix =
+            |layout| limiter(&server.url, 2, Duration::from_secs(10), layout, "both:");
+        let (ring, set) = (
+            on_one_prefix(Layout::Ring).await,
+            on_one_prefix(Layout::SortedSet).await,
+        );
         let keys = ["k", "ring:k", "log:k", "log:ring:k", "ring:log:k"];
         let mut names = std::collections::HashSet::new();
         for key in keys {
