@@ -580,6 +580,47 @@ fn overridden(entries: &[(&str, &str)], requests_per_unit: u32, unit: i32) -> Ra
     }
 }
 
+/// A refill (`is_negative_hits`) is answered `OK` with the room left and
+/// records nothing: it neither takes room (as an ordinary hit would) nor
+/// gives any back (an exact log keeps each admission for its window).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refills_are_answered_and_change_nothing() {
+    let dir = temp_dir("refills");
+    let file = dir.join("edge.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let server = Server::start(&file);
+    let mut client = server.client().await;
+    let me = [("user", "u1"), ("action", "login")]; // 2 a minute
+    let refill = |hits: u64| RateLimitDescriptor {
+        is_negative_hits: true,
+        ..descriptor(&me, Some(hits))
+    };
+    let s = one(&mut client, "edge", &me, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1));
+    for (hits, left) in [(1, 1), (5, 1)] {
+        let r = ask(&mut client, "edge", vec![refill(hits)]).await;
+        let s = &r.statuses[0];
+        assert_eq!(
+            (code(s), s.limit_remaining),
+            (Code::Ok, left),
+            "refill {hits}"
+        );
+        assert_eq!(s.current_limit.as_ref().unwrap().requests_per_unit, 2);
+    }
+    let s = one(&mut client, "edge", &me, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 0));
+    // Full: a refill is still OK, and gives nothing back.
+    let r = ask(&mut client, "edge", vec![refill(1)]).await;
+    assert_eq!(
+        (code(&r.statuses[0]), r.overall_code),
+        (Code::Ok, Code::Ok as i32)
+    );
+    assert_eq!(
+        code(&one(&mut client, "edge", &me, None).await),
+        Code::OverLimit
+    );
+}
+
 /// A request's own limit is honoured: the descriptor is checked by it (in
 /// a log of its own, apart from the configured limit's), and its status
 /// names it; a zero or unit-less override is `INVALID_ARGUMENT`. Only a
@@ -619,7 +660,16 @@ async fn request_limit_overrides_are_honoured() {
     )
     .await;
     assert_eq!(code(&r.statuses[0]), Code::Ok);
-    for (rpu, unit, why) in [(0, MINUTE, "0 requests"), (3, 0, "without a unit")] {
+    for (rpu, unit, why) in [
+        (0, MINUTE, "0 requests"),
+        (3, 0, "without a unit"),
+        (
+            slidelog::MAX_LIMIT + 1,
+            MINUTE,
+            "above the maximum of 1048576",
+        ),
+        (u32::MAX, HOUR, "above the maximum of 1048576"),
+    ] {
         let refused = client
             .should_rate_limit(RateLimitRequest {
                 domain: "edge".into(),

@@ -4,7 +4,8 @@
 //!
 //! Each matched descriptor value is one key of an exact sliding-window log
 //! (a `KeyedLimiter` whose per-key quotas come from the configuration);
-//! `hits_addend` is a weighted check; several limits on one descriptor are
+//! `hits_addend` is a weighted check (a refill, `is_negative_hits`, is
+//! answered with the room left and records nothing); several limits on one descriptor are
 //! one ring, all or nothing. The configuration is re-read when its files
 //! change and on SIGHUP: a valid one takes effect with every key's history
 //! kept (live reconfiguration), an invalid one is refused with the file,
@@ -220,24 +221,22 @@ pub(crate) struct Service {
     metrics: bool,
 }
 
+/// Whether a refill (`is_negative_hits`) has been reported.
+static REFILLS: std::sync::Once = std::sync::Once::new();
+
 /// One descriptor of a request, matched.
 struct Matched<'c> {
     key: String,
     rule: &'c Rule,
     hits: u32,
+    /// A refill (`is_negative_hits`): answered from a look, recording
+    /// nothing and returning nothing (see [`Service::matched`]).
+    refill: bool,
     /// A request's own limit (`RateLimitDescriptor.limit`), honoured.
     over: Option<(u32, Unit)>,
-}
-
-impl Matched<'_> {
-    /// The policies this descriptor is checked by (`None`: not limited).
-    fn quota(&self) -> Option<Quota> {
-        match (self.over, &self.rule.limit) {
-            (Some((rpu, unit)), _) => Quota::new(rpu, unit.duration()).ok(),
-            (None, Limit::Quota(quota, _)) => Some(quota.clone()),
-            (None, Limit::None | Limit::Unlimited) => None,
-        }
-    }
+    /// The policies this descriptor is checked by (`None`: not limited):
+    /// the request's own limit, else its rule's.
+    quota: Option<Quota>,
 }
 
 impl Service {
@@ -316,10 +315,10 @@ impl Service {
         let mut dry = false;
         if self.all_or_nothing {
             for m in matched.iter().flatten() {
-                if let (false, Some(quota)) = (m.rule.shadow, m.quota()) {
+                if let (false, Some(quota)) = (m.rule.shadow, &m.quota) {
                     dry |= self
                         .store
-                        .check(&m.key, &quota, m.hits, true)
+                        .check(&m.key, quota, m.hits, true)
                         .await?
                         .is_err();
                 }
@@ -382,6 +381,22 @@ impl Service {
             None => request_hits,
         }
         .max(1);
+        // A refill gives back hits an earlier call counted. The log cannot:
+        // its ring only records admissions, each kept until it leaves its
+        // window. So a refill is answered as envoyproxy/ratelimit answers
+        // one — OK, with the room left — and changes nothing; the first
+        // one is reported.
+        let refill = descriptor.is_negative_hits;
+        if refill {
+            REFILLS.call_once(|| {
+                eprintln!(
+                    "slidelog serve: a descriptor with is_negative_hits (a refill) is answered OK \
+                     and changes nothing: an exact log keeps each admission until it leaves its \
+                     window (reported once)"
+                );
+            });
+        }
+        let hits = if refill { 0 } else { hits };
         let over = match &descriptor.limit {
             None => None,
             Some(limit) => {
@@ -401,11 +416,22 @@ impl Service {
         let Some(rule) = config.matching(domain, &entries) else {
             return Ok(None);
         };
+        let quota = match (over, &rule.limit) {
+            (Some((rpu, unit)), _) => Some(Quota::new(rpu, unit.duration()).map_err(|e| {
+                Status::invalid_argument(format!(
+                    "descriptor {index}: a limit override of {rpu} per {unit:?}: {e}"
+                ))
+            })?),
+            (None, Limit::Quota(quota, _)) => Some(quota.clone()),
+            (None, Limit::None | Limit::Unlimited) => None,
+        };
         Ok(Some(Matched {
             key: key::encode(domain, &entries, over),
             rule,
             hits,
+            refill,
             over,
+            quota,
         }))
     }
 
@@ -437,8 +463,11 @@ impl Service {
         if let Some(labels) = &labels {
             metrics::counter!("slidelog_rls_hits_total", labels).increment(u64::from(m.hits));
         }
-        let quota = m.quota().expect("a limited descriptor has a quota");
-        let decision = self.store.check(&m.key, &quota, m.hits, dry).await?;
+        let Some(quota) = &m.quota else {
+            return Ok(ok);
+        };
+        let dry = dry || m.refill;
+        let decision = self.store.check(&m.key, quota, m.hits, dry).await?;
         let limit_of = |policy: usize| {
             let s = &shown[policy.min(shown.len() - 1)];
             RateLimit {
@@ -464,7 +493,8 @@ impl Service {
                 }
             }
             // A dry run of an all-or-nothing request that another
-            // descriptor refused: nothing was recorded for this one.
+            // descriptor refused, or a refill (no hits): nothing was
+            // recorded for this one.
             Ok((admitted, _)) => DescriptorStatus {
                 code: Code::Ok as i32,
                 current_limit: Some(limit_of(admitted.policy())),
@@ -706,4 +736,122 @@ fn describe() {
         Unit::Seconds,
         "Time to decide one ShouldRateLimit call."
     );
+}
+
+#[cfg(test)]
+mod tests {
+    //! Any request a client can send is answered — a status per
+    //! descriptor, or `INVALID_ARGUMENT` — never a panic, and no status
+    //! shows more room than its limit.
+
+    use super::*;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+        Entry, RateLimitOverride,
+    };
+    use envoy_types::pb::google::protobuf::UInt64Value;
+    use proptest::prelude::*;
+
+    const CONFIG: &str = r#"
+domain: edge
+descriptors:
+  - key: client
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: tenant
+    rate_limits:
+      - {unit: minute, requests_per_unit: 2}
+      - {window: 90s, requests_per_unit: 4, name: burst}
+    descriptors:
+      - key: path
+        value: /free
+        rate_limit: {unlimited: true}
+  - key: canary
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+"#;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            Just("client".to_string()),
+            Just("tenant".to_string()),
+            Just("path".to_string()),
+            Just("/free".to_string()),
+            Just("canary".to_string()),
+            Just("a\u{1f}\u{0}9/Second".to_string()),
+            ".{0,6}",
+        ]
+    }
+
+    fn descriptor() -> impl Strategy<Value = RateLimitDescriptor> {
+        (
+            proptest::collection::vec((text(), text()), 0..3),
+            proptest::option::of((prop_oneof![0..8u32, any::<u32>()], -1..9i32)),
+            proptest::option::of(prop_oneof![0..6u64, any::<u64>()]),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(entries, limit, hits, is_negative_hits)| RateLimitDescriptor {
+                    entries: entries
+                        .into_iter()
+                        .map(|(key, value)| Entry { key, value })
+                        .collect(),
+                    limit: limit.map(|(requests_per_unit, unit)| RateLimitOverride {
+                        requests_per_unit,
+                        unit,
+                    }),
+                    hits_addend: hits.map(|value| UInt64Value { value }),
+                    is_negative_hits,
+                },
+            )
+    }
+
+    fn request() -> impl Strategy<Value = RateLimitRequest> {
+        (
+            prop_oneof![Just("edge".to_string()), Just(String::new()), text()],
+            proptest::collection::vec(descriptor(), 0..4),
+            prop_oneof![0..4u32, any::<u32>()],
+        )
+            .prop_map(|(domain, descriptors, hits_addend)| RateLimitRequest {
+                domain,
+                descriptors,
+                hits_addend,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn any_request_is_answered(
+            requests in proptest::collection::vec(request(), 1..6),
+            all_or_nothing in any::<bool>(),
+        ) {
+            let (domain, rules) = config::parse(CONFIG).unwrap();
+            let mut config = Config::default();
+            config.domains.insert(domain, rules);
+            let service = Service::new(config, all_or_nothing, false, None).unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            for request in &requests {
+                match rt.block_on(service.decide(request)) {
+                    Ok(response) => {
+                        prop_assert_eq!(response.statuses.len(), request.descriptors.len());
+                        let over = response
+                            .statuses
+                            .iter()
+                            .any(|s| s.code == Code::OverLimit as i32);
+                        prop_assert_eq!(response.overall_code == Code::OverLimit as i32, over);
+                        for s in &response.statuses {
+                            if let Some(limit) = &s.current_limit {
+                                prop_assert!(
+                                    s.limit_remaining <= limit.requests_per_unit,
+                                    "{:?} for {:?}", s, request
+                                );
+                            }
+                        }
+                    }
+                    Err(status) => {
+                        prop_assert_eq!(status.code(), tonic::Code::InvalidArgument, "{:?}", status);
+                    }
+                }
+            }
+        }
+    }
 }
