@@ -580,6 +580,103 @@ fn overridden(entries: &[(&str, &str)], requests_per_unit: u32, unit: i32) -> Ra
     }
 }
 
+/// envoyproxy/ratelimit's own examples load unchanged and mean what its
+/// README says: a zero limit blocks (example 3), a value ending in `*`
+/// matches by prefix, after an exact value and before no value (example
+/// 9; each value its own log), an unlimited descriptor reports
+/// `u32::MAX` remaining (example 5), and `replaces` drops the named limit
+/// when both match one request (example 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_examples_mean_what_upstream_says() {
+    const UPSTREAM: &str = r#"
+domain: upstream
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: path
+    value: /api/special
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: path
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: ldap
+    rate_limit: {unlimited: true}
+  - key: key_1
+    value: value_1
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          name: specific_limit
+          requests_per_unit: 5
+          unit: minute
+  - key: key_2
+    value: value_2
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          replaces:
+            - name: specific_limit
+          requests_per_unit: 10
+          unit: minute
+"#;
+    const SECOND: i32 = 1;
+    let dir = temp_dir("upstream");
+    let file = dir.join("upstream.yaml");
+    std::fs::write(&file, UPSTREAM).unwrap();
+    let server = Server::start(&file);
+    let mut client = server.client().await;
+    let d = "upstream";
+    // Example 3: blocked, whatever the other addresses get.
+    for _ in 0..3 {
+        let s = one(&mut client, d, &[("remote_address", "50.0.0.5")], None).await;
+        assert_eq!((code(&s), s.limit_remaining), (Code::OverLimit, 0));
+        let limit = s.current_limit.unwrap();
+        assert_eq!((limit.requests_per_unit, limit.unit), (0, SECOND));
+        assert_eq!(s.duration_until_reset.unwrap().seconds, 1);
+    }
+    let s = one(&mut client, d, &[("remote_address", "50.0.0.6")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 9));
+    // Example 9: the wildcard, between the exact value and no value.
+    let path = |p: &'static str| [("path", p)];
+    for (value, left) in [("/api/a", 1), ("/api/a", 0), ("/api/b", 1)] {
+        let s = one(&mut client, d, &path(value), None).await;
+        assert_eq!((code(&s), s.limit_remaining), (Code::Ok, left), "{value}");
+    }
+    let s = one(&mut client, d, &path("/api/a"), None).await;
+    assert_eq!(code(&s), Code::OverLimit);
+    let s = one(&mut client, d, &path("/api/special"), None).await;
+    assert_eq!(s.limit_remaining, 4, "the exact value first");
+    let s = one(&mut client, d, &path("/apiary"), None).await;
+    assert_eq!(s.limit_remaining, 2, "no match by prefix: the key alone");
+    // Example 5.
+    let s = one(&mut client, d, &[("ldap", "x")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, u32::MAX));
+    // Example 7: both match, so `specific_limit` is replaced (not checked,
+    // not counted); alone, it applies.
+    let first = [("key_1", "value_1"), ("user", "bkthomps")];
+    let second = [("key_2", "value_2"), ("user", "bkthomps")];
+    let r = ask(
+        &mut client,
+        d,
+        vec![descriptor(&first, None), descriptor(&second, None)],
+    )
+    .await;
+    assert_eq!(
+        (code(&r.statuses[0]), r.statuses[0].current_limit.as_ref()),
+        (Code::Ok, None)
+    );
+    assert_eq!(r.statuses[1].limit_remaining, 9);
+    let s = one(&mut client, d, &first, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 4));
+}
+
 /// A refill (`is_negative_hits`) is answered `OK` with the room left and
 /// records nothing: it neither takes room (as an ordinary hit would) nor
 /// gives any back (an exact log keeps each admission for its window).

@@ -1,7 +1,9 @@
 //! The service's configuration: envoyproxy/ratelimit's YAML format, so
-//! existing files load unchanged, plus two documented extensions (`window`
-//! for any duration instead of `unit`, and `rate_limits` for several limits
-//! on one descriptor, checked all or nothing on one ring).
+//! existing files load unchanged (its zero limits, which block, its
+//! wildcard values ending in `*`, `replaces` and `detailed_metric`
+//! included), plus two documented extensions (`window` for any duration
+//! instead of `unit`, and `rate_limits` for several limits on one
+//! descriptor, checked all or nothing on one ring).
 //!
 //! ```yaml
 //! domain: edge
@@ -63,6 +65,16 @@ struct RateLimitConfig {
     #[serde(default)]
     unlimited: bool,
     name: Option<String>,
+    /// The named limits this one replaces when both match one request.
+    #[serde(default)]
+    replaces: Vec<Replace>,
+}
+
+/// `replaces: [{name: ..}]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Replace {
+    name: String,
 }
 
 /// envoyproxy/ratelimit's units.
@@ -122,6 +134,20 @@ pub(crate) enum Limit {
     Unlimited,
     /// The policies, and how each is reported.
     Quota(Quota, Vec<Shown>),
+    /// `requests_per_unit: 0` (envoyproxy/ratelimit's block list): every
+    /// request is over, none counted. How each limit is reported, which
+    /// of them is the zero, and its window.
+    Blocked(Vec<Shown>, usize, Duration),
+}
+
+impl Limit {
+    /// How the limits are reported (empty for none or unlimited).
+    pub(crate) fn shown(&self) -> &[Shown] {
+        match self {
+            Limit::Quota(_, shown) | Limit::Blocked(shown, ..) => shown,
+            Limit::None | Limit::Unlimited => &[],
+        }
+    }
 }
 
 /// One node of a domain's descriptor tree.
@@ -132,6 +158,9 @@ pub(crate) struct Rule {
     pub(crate) value: Option<String>,
     pub(crate) limit: Limit,
     pub(crate) shadow: bool,
+    /// The names of the limits this one replaces (`replaces`): when a
+    /// request matches both, those are not checked.
+    pub(crate) replaces: Vec<String>,
     /// For metrics: the path of keys (and values where given) to here.
     pub(crate) label: String,
     pub(crate) children: Vec<Rule>,
@@ -185,8 +214,10 @@ impl Config {
     }
 
     /// The rule that limits `entries` of `domain`: at each level the
-    /// descriptor with this key and this value, else the one with this key
-    /// and no value; `None` if the tree has no such path.
+    /// descriptor with this key and this value, else the first with this
+    /// key and a wildcard value (`value: api/*`, envoyproxy/ratelimit's: the
+    /// value up to the `*` begins the request's), else the one with this
+    /// key and no value; `None` if the tree has no such path.
     pub(crate) fn matching(&self, domain: &str, entries: &[(String, String)]) -> Option<&Rule> {
         let mut level = self.domains.get(domain)?;
         let mut found = None;
@@ -194,6 +225,15 @@ impl Config {
             let rule = level
                 .iter()
                 .find(|r| r.key == *key && r.value.as_deref() == Some(value))
+                .or_else(|| {
+                    level.iter().find(|r| {
+                        r.key == *key
+                            && r.value
+                                .as_deref()
+                                .and_then(|v| v.strip_suffix('*'))
+                                .is_some_and(|prefix| value.starts_with(prefix))
+                    })
+                })
                 .or_else(|| level.iter().find(|r| r.key == *key && r.value.is_none()))?;
             found = Some(rule);
             level = &rule.children;
@@ -267,7 +307,8 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
         } else {
             let mut quota: Option<Quota> = None;
             let mut shown = Vec::new();
-            for l in limits {
+            let mut blocked = None;
+            for l in &limits {
                 let rpu = l.requests_per_unit.ok_or_else(|| {
                     format!("descriptor `{label}`: `requests_per_unit` is missing")
                 })?;
@@ -286,26 +327,55 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
                         ));
                     }
                 };
-                quota = Some(
-                    match quota {
-                        None => Quota::new(rpu, window),
-                        Some(q) => q.and(rpu, window),
-                    }
-                    .map_err(|e| format!("descriptor `{label}`: {e}"))?,
-                );
+                if rpu == 0 {
+                    // No request ever fits: the descriptor is blocked
+                    // (the first zero reported), whatever its other limits.
+                    blocked.get_or_insert((shown.len(), window));
+                } else {
+                    quota = Some(
+                        match quota {
+                            None => Quota::new(rpu, window),
+                            Some(q) => q.and(rpu, window),
+                        }
+                        .map_err(|e| format!("descriptor `{label}`: {e}"))?,
+                    );
+                }
                 shown.push(Shown {
                     requests_per_unit: rpu,
                     unit: l.unit,
                     name: l.name.clone().unwrap_or_default(),
                 });
             }
-            Limit::Quota(quota.expect("at least one limit"), shown)
+            match (blocked, quota) {
+                (Some((zero, window)), _) => Limit::Blocked(shown, zero, window),
+                (None, Some(quota)) => Limit::Quota(quota, shown),
+                // Every limit is a zero or a quota's: not met.
+                (None, None) => Limit::None,
+            }
         };
+        let mut replaces = Vec::new();
+        for l in &limits {
+            for r in &l.replaces {
+                if r.name.is_empty() {
+                    return Err(format!(
+                        "descriptor `{label}`: a `replaces` entry without a `name`"
+                    ));
+                }
+                if limit.shown().iter().any(|s| s.name == r.name) {
+                    return Err(format!(
+                        "descriptor `{label}`: a limit cannot replace its own name `{}`",
+                        r.name
+                    ));
+                }
+                replaces.push(r.name.clone());
+            }
+        }
         rules.push(Rule {
             key: d.key.clone(),
             value: d.value.clone(),
             limit,
             shadow: d.shadow_mode,
+            replaces,
             children: compile(&d.descriptors, &label)?,
             label,
         });
@@ -404,14 +474,72 @@ descriptors:
         let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second}\n")
             .unwrap_err();
         assert!(e.contains("`a`") && e.contains("requests_per_unit"), "{e}");
-        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 2000000}\n")
             .unwrap_err();
-        assert!(e.contains("`a`") && e.contains("at least 1"), "{e}");
+        assert!(e.contains("`a`") && e.contains("maximum"), "{e}");
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: ''}]}\n")
+            .unwrap_err();
+        assert!(e.contains("`a`") && e.contains("without a `name`"), "{e}");
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, name: x, replaces: [{name: x}]}\n")
+            .unwrap_err();
+        assert!(e.contains("`a`") && e.contains("its own name `x`"), "{e}");
         let e = parse("domain: ''\n").unwrap_err();
         assert!(e.contains("domain"), "{e}");
         let e = parse("domain: d\ndescriptors:\n  - key: a\n  - key: a\n").unwrap_err();
         assert!(e.contains("twice"), "{e}");
         assert!(parse(": : :").is_err());
+    }
+
+    /// envoyproxy/ratelimit's zero limit, wildcard values and `replaces`:
+    /// a zero blocks its descriptor whatever its other limits; at each
+    /// level the exact value wins, then the first wildcard whose prefix
+    /// begins the value, then the key alone.
+    #[test]
+    fn zeros_wildcards_and_replaces_load() {
+        let yaml = r#"
+domain: d
+descriptors:
+  - key: ip
+    value: 10.0.0.1
+    rate_limits:
+      - {unit: second, requests_per_unit: 5}
+      - {unit: minute, requests_per_unit: 0, name: banned}
+  - key: path
+    value: /a*
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: path
+    value: /ab*
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: path
+    value: /abc
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: path
+    rate_limit: {unit: second, requests_per_unit: 4, replaces: [{name: banned}, {name: other}]}
+"#;
+        let (domain, rules) = parse(yaml).unwrap();
+        let mut config = Config::default();
+        config.domains.insert(domain, rules);
+        let rule = |pairs: &[(&str, &str)]| config.matching("d", &entries(pairs));
+        match &rule(&[("ip", "10.0.0.1")]).unwrap().limit {
+            Limit::Blocked(shown, 1, window) => {
+                assert_eq!(shown.len(), 2);
+                assert_eq!(*window, Duration::from_secs(60));
+            }
+            other => panic!("{other:?}"),
+        }
+        let limit_of = |path: &str| match &rule(&[("path", path)]).unwrap().limit {
+            Limit::Quota(q, _) => q.policies()[0].limit,
+            other => panic!("{other:?}"),
+        };
+        // The first wildcard in the file's order, as upstream.
+        assert_eq!(limit_of("/abd"), 1);
+        assert_eq!(limit_of("/a"), 1);
+        assert_eq!(limit_of("/abc"), 3);
+        assert_eq!(limit_of("/b"), 4);
+        assert_eq!(
+            rule(&[("path", "/b")]).unwrap().replaces,
+            ["banned", "other"]
+        );
     }
 
     /// Hostile files: nesting deeper than any tree needs, and aliases that

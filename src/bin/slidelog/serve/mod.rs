@@ -239,6 +239,18 @@ struct Matched<'c> {
     quota: Option<Quota>,
 }
 
+impl Matched<'_> {
+    /// A rule's zero limit (`requests_per_unit: 0`) that decides this
+    /// descriptor — its place among the rule's limits and its window —
+    /// unless the request brought a limit of its own.
+    fn blocked(&self) -> Option<(usize, Duration)> {
+        match (&self.rule.limit, self.over) {
+            (Limit::Blocked(_, zero, window), None) => Some((*zero, *window)),
+            _ => None,
+        }
+    }
+}
+
 impl Service {
     pub(crate) fn new(
         config: Config,
@@ -309,19 +321,47 @@ impl Service {
                 i,
             )?);
         }
+        // `replaces`: a matched limit that another matched limit of the
+        // request names in its `replaces` is not checked, as in
+        // envoyproxy/ratelimit (its descriptor is answered as unmatched).
+        let replaced: Vec<&str> = matched
+            .iter()
+            .flatten()
+            .filter(|m| m.over.is_none())
+            .flat_map(|m| {
+                let rule: &Rule = m.rule;
+                rule.replaces.iter().map(String::as_str)
+            })
+            .collect();
+        if !replaced.is_empty() {
+            for slot in &mut matched {
+                let named = |m: &Matched<'_>| {
+                    m.over.is_none()
+                        && m.rule
+                            .limit
+                            .shown()
+                            .iter()
+                            .any(|s| !s.name.is_empty() && replaced.contains(&s.name.as_str()))
+                };
+                if slot.as_ref().is_some_and(named) {
+                    *slot = None;
+                }
+            }
+        }
         // All or nothing: refuse everything if any descriptor is over,
         // recording nothing (a concurrent request can still fill a window
         // between this look and the checks below: see the docs).
         let mut dry = false;
         if self.all_or_nothing {
-            for m in matched.iter().flatten() {
-                if let (false, Some(quota)) = (m.rule.shadow, &m.quota) {
-                    dry |= self
+            for m in matched.iter().flatten().filter(|m| !m.rule.shadow) {
+                dry |= match &m.quota {
+                    Some(quota) => self
                         .store
                         .check(&m.key, quota, m.hits, true)
                         .await?
-                        .is_err();
-                }
+                        .is_err(),
+                    None => m.blocked().is_some(),
+                };
             }
         }
         let mut overall = Code::Ok;
@@ -423,7 +463,7 @@ impl Service {
                 ))
             })?),
             (None, Limit::Quota(quota, _)) => Some(quota.clone()),
-            (None, Limit::None | Limit::Unlimited) => None,
+            (None, Limit::None | Limit::Unlimited | Limit::Blocked(..)) => None,
         };
         Ok(Some(Matched {
             key: key::encode(domain, &entries, over),
@@ -451,8 +491,23 @@ impl Service {
                 unit: Some(unit),
                 name: String::new(),
             }],
-            (Limit::Quota(_, shown), None) => shown.clone(),
-            (Limit::None | Limit::Unlimited, None) => return Ok(ok),
+            (Limit::Quota(_, shown) | Limit::Blocked(shown, ..), None) => shown.clone(),
+            // As envoyproxy/ratelimit answers an unlimited descriptor.
+            (Limit::Unlimited, None) => {
+                return Ok(DescriptorStatus {
+                    limit_remaining: u32::MAX,
+                    ..ok
+                });
+            }
+            (Limit::None, None) => return Ok(ok),
+        };
+        let limit_of = |policy: usize| {
+            let s = &shown[policy.min(shown.len() - 1)];
+            RateLimit {
+                name: s.name.clone(),
+                requests_per_unit: s.requests_per_unit,
+                unit: pb_unit(s.unit) as i32,
+            }
         };
         let labels = self.metrics.then(|| {
             [
@@ -463,19 +518,23 @@ impl Service {
         if let Some(labels) = &labels {
             metrics::counter!("slidelog_rls_hits_total", labels).increment(u64::from(m.hits));
         }
-        let Some(quota) = &m.quota else {
-            return Ok(ok);
+        let quota = match (&m.quota, m.blocked()) {
+            (Some(quota), _) => quota,
+            // No request fits a zero limit: over for a window, whatever is
+            // asked (a refill, which asks for nothing, changes nothing).
+            (None, Some((zero, window))) if !m.refill => {
+                return Ok(self.over(labels.as_ref(), m, window, limit_of(zero)));
+            }
+            (None, Some((zero, _))) => {
+                return Ok(DescriptorStatus {
+                    current_limit: Some(limit_of(zero)),
+                    ..ok
+                });
+            }
+            (None, None) => return Ok(ok),
         };
         let dry = dry || m.refill;
         let decision = self.store.check(&m.key, quota, m.hits, dry).await?;
-        let limit_of = |policy: usize| {
-            let s = &shown[policy.min(shown.len() - 1)];
-            RateLimit {
-                name: s.name.clone(),
-                requests_per_unit: s.requests_per_unit,
-                unit: pb_unit(s.unit) as i32,
-            }
-        };
         Ok(match decision {
             Ok((admitted, growth)) if !dry => {
                 let limit = &shown[admitted.policy().min(shown.len() - 1)];
@@ -501,7 +560,13 @@ impl Service {
                 limit_remaining: admitted.remaining().saturating_add(m.hits),
                 ..Default::default()
             },
-            Err(denied) => self.over(labels.as_ref(), m, &denied, limit_of(denied.policy())),
+            Err(denied) => {
+                let wait = match denied.reason() {
+                    DenyReason::RateLimited => denied.retry_after(),
+                    _ => Duration::ZERO,
+                };
+                self.over(labels.as_ref(), m, wait, limit_of(denied.policy()))
+            }
         })
     }
 
@@ -509,13 +574,9 @@ impl Service {
         &self,
         labels: Option<&[(&'static str, String); 2]>,
         m: &Matched<'_>,
-        denied: &Denied,
+        wait: Duration,
         limit: RateLimit,
     ) -> DescriptorStatus {
-        let wait = match denied.reason() {
-            DenyReason::RateLimited => denied.retry_after(),
-            _ => Duration::ZERO,
-        };
         if m.rule.shadow {
             if let Some(labels) = labels {
                 metrics::counter!("slidelog_rls_shadow_mode_total", labels).increment(1);
@@ -767,6 +828,11 @@ descriptors:
   - key: canary
     shadow_mode: true
     rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: path
+    value: /a*
+    rate_limit: {unit: second, requests_per_unit: 2, replaces: [{name: burst}]}
 "#;
 
     fn text() -> impl Strategy<Value = String> {
@@ -777,6 +843,8 @@ descriptors:
             Just("path".to_string()),
             Just("/free".to_string()),
             Just("canary".to_string()),
+            Just("blocked".to_string()),
+            Just("/ab".to_string()),
             Just("a\u{1f}\u{0}9/Second".to_string()),
             ".{0,6}",
         ]
