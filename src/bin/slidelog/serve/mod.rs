@@ -5,8 +5,8 @@
 //! Each matched descriptor value is one key of an exact sliding-window log
 //! (a `KeyedLimiter` whose per-key quotas come from the configuration);
 //! `hits_addend` is a weighted check (a refill, `is_negative_hits`, is
-//! answered with the room left and records nothing); several limits on one descriptor are
-//! one ring, all or nothing. The configuration is re-read when its files
+//! answered with the room left and records nothing); several limits on one
+//! descriptor are one ring, all or nothing. The configuration is re-read when its files
 //! change and on SIGHUP: a valid one takes effect with every key's history
 //! kept (live reconfiguration), an invalid one is refused with the file,
 //! line and reason, and the previous one stays in force.
