@@ -720,8 +720,9 @@ async fn refills_are_answered_and_change_nothing() {
 
 /// A request's own limit is honoured: the descriptor is checked by it (in
 /// a log of its own, apart from the configured limit's), and its status
-/// names it; a zero or unit-less override is `INVALID_ARGUMENT`. Only a
-/// configured descriptor is limited: an override on an unknown one is OK.
+/// names it; a zero, unit-less or too large override is `INVALID_ARGUMENT`.
+/// An override limits any descriptor of a known domain, configured or not
+/// (as envoyproxy/ratelimit), and nothing in an unknown domain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_limit_overrides_are_honoured() {
     let dir = temp_dir("overrides");
@@ -749,14 +750,30 @@ async fn request_limit_overrides_are_honoured() {
     // Another override is another log.
     let r = ask(&mut client, "edge", vec![overridden(&me, 7, MINUTE)]).await;
     assert_eq!(r.statuses[0].limit_remaining, 6);
-    // An unknown descriptor stays unlimited, override or not.
-    let r = ask(
-        &mut client,
-        "edge",
-        vec![overridden(&[("nobody", "x")], 1, MINUTE)],
-    )
-    .await;
-    assert_eq!(code(&r.statuses[0]), Code::Ok);
+    // A descriptor the domain does not configure is limited by its own
+    // limit, as envoyproxy/ratelimit does; in an unknown domain, nothing is.
+    let nobody = || vec![overridden(&[("nobody", "x")], 1, MINUTE)];
+    let r = ask(&mut client, "edge", nobody()).await;
+    assert_eq!(
+        (code(&r.statuses[0]), r.statuses[0].limit_remaining),
+        (Code::Ok, 0)
+    );
+    let r = ask(&mut client, "edge", nobody()).await;
+    assert_eq!(code(&r.statuses[0]), Code::OverLimit);
+    // A request's own limit is never shadowed (envoyproxy/ratelimit's
+    // rule), though its descriptor's configured one is.
+    let canary = || vec![overridden(&[("canary", "x")], 1, HOUR)];
+    for expected in [Code::Ok, Code::OverLimit] {
+        let r = ask(&mut client, "edge", canary()).await;
+        assert_eq!(code(&r.statuses[0]), expected);
+    }
+    for _ in 0..2 {
+        let r = ask(&mut client, "elsewhere", nobody()).await;
+        assert_eq!(
+            (code(&r.statuses[0]), r.statuses[0].current_limit.as_ref()),
+            (Code::Ok, None)
+        );
+    }
     for (rpu, unit, why) in [
         (0, MINUTE, "0 requests"),
         (3, 0, "without a unit"),

@@ -227,7 +227,10 @@ static REFILLS: std::sync::Once = std::sync::Once::new();
 /// One descriptor of a request, matched.
 struct Matched<'c> {
     key: String,
-    rule: &'c Rule,
+    /// The configured descriptor it matched: `None` only for a request's
+    /// own limit in a known domain, which applies whether or not the
+    /// domain configures the descriptor (as in envoyproxy/ratelimit).
+    rule: Option<&'c Rule>,
     hits: u32,
     /// A refill (`is_negative_hits`): answered from a look, recording
     /// nothing and returning nothing (see [`Service::matched`]).
@@ -244,10 +247,29 @@ impl Matched<'_> {
     /// descriptor — its place among the rule's limits and its window —
     /// unless the request brought a limit of its own.
     fn blocked(&self) -> Option<(usize, Duration)> {
-        match (&self.rule.limit, self.over) {
+        match (self.limit(), self.over) {
             (Limit::Blocked(_, zero, window), None) => Some((*zero, *window)),
             _ => None,
         }
+    }
+
+    /// The configured limit (`Limit::None` without a rule).
+    fn limit(&self) -> &Limit {
+        self.rule.map_or(&Limit::None, |rule| &rule.limit)
+    }
+
+    /// Whether it is in shadow mode: its rule's, unless the request brought
+    /// its own limit (which envoyproxy/ratelimit never shadows).
+    fn shadow(&self) -> bool {
+        self.over.is_none() && self.rule.is_some_and(|rule| rule.shadow)
+    }
+
+    /// The `descriptor` label of its metrics: its rule's path, or one
+    /// label for every unconfigured descriptor a request limits itself
+    /// (their keys are the client's: a label each would let clients grow
+    /// the series without bound).
+    fn label(&self) -> &str {
+        self.rule.map_or("(unconfigured)", |rule| &rule.label)
     }
 }
 
@@ -328,17 +350,14 @@ impl Service {
             .iter()
             .flatten()
             .filter(|m| m.over.is_none())
-            .flat_map(|m| {
-                let rule: &Rule = m.rule;
-                rule.replaces.iter().map(String::as_str)
-            })
+            .filter_map(|m| m.rule)
+            .flat_map(|rule: &Rule| rule.replaces.iter().map(String::as_str))
             .collect();
         if !replaced.is_empty() {
             for slot in &mut matched {
                 let named = |m: &Matched<'_>| {
                     m.over.is_none()
-                        && m.rule
-                            .limit
+                        && m.limit()
                             .shown()
                             .iter()
                             .any(|s| !s.name.is_empty() && replaced.contains(&s.name.as_str()))
@@ -353,7 +372,7 @@ impl Service {
         // between this look and the checks below: see the docs).
         let mut dry = false;
         if self.all_or_nothing {
-            for m in matched.iter().flatten().filter(|m| !m.rule.shadow) {
+            for m in matched.iter().flatten().filter(|m| !m.shadow()) {
                 dry |= match &m.quota {
                     Some(quota) => self
                         .store
@@ -453,10 +472,13 @@ impl Service {
                 Some((limit.requests_per_unit, unit))
             }
         };
-        let Some(rule) = config.matching(domain, &entries) else {
+        let rule = config.matching(domain, &entries);
+        // A request's own limit applies to any descriptor of a known
+        // domain; otherwise only a configured descriptor is limited.
+        if rule.is_none() && (over.is_none() || !config.domains.contains_key(domain)) {
             return Ok(None);
-        };
-        let quota = match (over, &rule.limit) {
+        }
+        let quota = match (over, rule.map_or(&Limit::None, |rule| &rule.limit)) {
             (Some((rpu, unit)), _) => Some(Quota::new(rpu, unit.duration()).map_err(|e| {
                 Status::invalid_argument(format!(
                     "descriptor {index}: a limit override of {rpu} per {unit:?}: {e}"
@@ -485,7 +507,7 @@ impl Service {
             code: Code::Ok as i32,
             ..Default::default()
         };
-        let shown = match (&m.rule.limit, m.over) {
+        let shown = match (m.limit(), m.over) {
             (_, Some((rpu, unit))) => vec![config::Shown {
                 requests_per_unit: rpu,
                 unit: Some(unit),
@@ -512,7 +534,7 @@ impl Service {
         let labels = self.metrics.then(|| {
             [
                 ("domain", domain.to_string()),
-                ("descriptor", m.rule.label.clone()),
+                ("descriptor", m.label().to_string()),
             ]
         });
         if let Some(labels) = &labels {
@@ -577,7 +599,7 @@ impl Service {
         wait: Duration,
         limit: RateLimit,
     ) -> DescriptorStatus {
-        if m.rule.shadow {
+        if m.shadow() {
             if let Some(labels) = labels {
                 metrics::counter!("slidelog_rls_shadow_mode_total", labels).increment(1);
             }
