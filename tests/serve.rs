@@ -720,7 +720,8 @@ async fn refills_are_answered_and_change_nothing() {
 
 /// A request's own limit is honoured: the descriptor is checked by it (in
 /// a log of its own, apart from the configured limit's), and its status
-/// names it; a zero, unit-less or too large override is `INVALID_ARGUMENT`.
+/// names it; a zero blocks; a unit-less or too large override is
+/// `INVALID_ARGUMENT`.
 /// An override limits any descriptor of a known domain, configured or not
 /// (as envoyproxy/ratelimit), and nothing in an unknown domain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -774,8 +775,15 @@ async fn request_limit_overrides_are_honoured() {
             (Code::Ok, None)
         );
     }
+    // A zero blocks, as a zero in the configuration does.
+    for _ in 0..2 {
+        let r = ask(&mut client, "edge", vec![overridden(&me, 0, MINUTE)]).await;
+        let s = &r.statuses[0];
+        assert_eq!((code(s), s.limit_remaining), (Code::OverLimit, 0));
+        assert_eq!(s.current_limit.as_ref().unwrap().requests_per_unit, 0);
+        assert_eq!(s.duration_until_reset.unwrap().seconds, 60);
+    }
     for (rpu, unit, why) in [
-        (0, MINUTE, "0 requests"),
         (3, 0, "without a unit"),
         (
             slidelog::MAX_LIMIT + 1,

@@ -243,11 +243,12 @@ struct Matched<'c> {
 }
 
 impl Matched<'_> {
-    /// A rule's zero limit (`requests_per_unit: 0`) that decides this
-    /// descriptor — its place among the rule's limits and its window —
-    /// unless the request brought a limit of its own.
+    /// The zero limit (`requests_per_unit: 0`) that decides this
+    /// descriptor — its place among the limits shown and its window — if
+    /// any: the request's own limit, else its rule's.
     fn blocked(&self) -> Option<(usize, Duration)> {
         match (self.limit(), self.over) {
+            (_, Some((0, unit))) => Some((0, unit.duration())),
             (Limit::Blocked(_, zero, window), None) => Some((*zero, *window)),
             _ => None,
         }
@@ -464,11 +465,6 @@ impl Service {
                         "descriptor {index}: a limit override without a unit"
                     ))
                 })?;
-                if limit.requests_per_unit == 0 {
-                    return Err(Status::invalid_argument(format!(
-                        "descriptor {index}: a limit override of 0 requests"
-                    )));
-                }
                 Some((limit.requests_per_unit, unit))
             }
         };
@@ -479,6 +475,8 @@ impl Service {
             return Ok(None);
         }
         let quota = match (over, rule.map_or(&Limit::None, |rule| &rule.limit)) {
+            // A zero blocks, as a zero in the configuration does.
+            (Some((0, _)), _) => None,
             (Some((rpu, unit)), _) => Some(Quota::new(rpu, unit.duration()).map_err(|e| {
                 Status::invalid_argument(format!(
                     "descriptor {index}: a limit override of {rpu} per {unit:?}: {e}"
