@@ -89,6 +89,16 @@ impl Server {
     }
 }
 
+/// A service on `config` (written in a directory of its own, `name`),
+/// and a client of it.
+async fn serving(name: &str, config: &str) -> (Server, RateLimitServiceClient<Channel>) {
+    let file = temp_dir(name).join("config.yaml");
+    std::fs::write(&file, config).unwrap();
+    let server = Server::start(&file);
+    let client = server.client().await;
+    (server, client)
+}
+
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("slidelog-serve-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -627,11 +637,7 @@ descriptors:
           unit: minute
 "#;
     const SECOND: i32 = 1;
-    let dir = temp_dir("upstream");
-    let file = dir.join("upstream.yaml");
-    std::fs::write(&file, UPSTREAM).unwrap();
-    let server = Server::start(&file);
-    let mut client = server.client().await;
+    let (_server, mut client) = serving("upstream", UPSTREAM).await;
     let d = "upstream";
     // Example 3: blocked, whatever the other addresses get.
     for _ in 0..3 {
@@ -682,11 +688,7 @@ descriptors:
 /// gives any back (an exact log keeps each admission for its window).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refills_are_answered_and_change_nothing() {
-    let dir = temp_dir("refills");
-    let file = dir.join("edge.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
-    let server = Server::start(&file);
-    let mut client = server.client().await;
+    let (_server, mut client) = serving("refills", CONFIG).await;
     let me = [("user", "u1"), ("action", "login")]; // 2 a minute
     let refill = |hits: u64| RateLimitDescriptor {
         is_negative_hits: true,
@@ -726,11 +728,7 @@ async fn refills_are_answered_and_change_nothing() {
 /// (as envoyproxy/ratelimit), and nothing in an unknown domain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_limit_overrides_are_honoured() {
-    let dir = temp_dir("overrides");
-    let file = dir.join("edge.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
-    let server = Server::start(&file);
-    let mut client = server.client().await;
+    let (_server, mut client) = serving("overrides", CONFIG).await;
     const MINUTE: i32 = 2;
     const HOUR: i32 = 3;
     let me = [("remote_address", "10.9.0.1")];
@@ -812,11 +810,7 @@ async fn request_limit_overrides_are_honoured() {
 /// log apart from that override's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_cannot_forge_a_limit_or_a_log() {
-    let dir = temp_dir("forged");
-    let file = dir.join("edge.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
-    let server = Server::start(&file);
-    let mut client = server.client().await;
+    let (_server, mut client) = serving("forged", CONFIG).await;
     const SECOND: i32 = 1;
     // The configured 3 per second, whatever the value says.
     for forged in [
