@@ -918,6 +918,27 @@ async fn replicas_sharing_redis_stay_exact() {
         before,
         "a connection per policy set"
     );
+    // A value too long for a Redis key is over the limit, not an error
+    // (which Envoy, failing open by default, would let through), and
+    // does not fail the other descriptors of its request.
+    let long = "v".repeat(9_000);
+    let r = ask(
+        &mut ca,
+        "api",
+        vec![
+            descriptor(&[("client", &long)], None),
+            descriptor(&[("client", "other")], None),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (
+            code(&r.statuses[0]),
+            code(&r.statuses[1]),
+            r.statuses[1].limit_remaining
+        ),
+        (Code::OverLimit, Code::Ok, 4)
+    );
     drop((a, b));
     let _ = redis.kill();
     let _ = redis.wait();

@@ -74,6 +74,11 @@ enum Store {
     },
 }
 
+/// The longest limiter key kept in Redis, in bytes: a descriptor whose key
+/// is longer (its entries are the client's) is answered over the limit
+/// ([`Store::refuses`]).
+const REDIS_MAX_KEY: usize = 8_192;
+
 /// Most Redis limiters kept at once. Beyond it the map is emptied and they
 /// are made again as asked: each is a few allocations on the shared
 /// connection, so a client sending ever new limit overrides costs memory
@@ -81,6 +86,14 @@ enum Store {
 const POLICY_SETS: usize = 1_024;
 
 impl Store {
+    /// Whether this store cannot keep `key`: Redis keeps keys up to
+    /// [`REDIS_MAX_KEY`] bytes. Such a descriptor is answered over the
+    /// limit: an error would let Envoy's default (failing open) admit
+    /// every request whose value is long enough.
+    fn refuses(&self, key: &str) -> bool {
+        matches!(self, Store::Redis { .. }) && key.len() > REDIS_MAX_KEY
+    }
+
     /// `n` units for `key` under `quota`, recorded unless `dry`; an
     /// admission recorded also says when `remaining` next grows (from the
     /// same pass, or the same Redis round trip; zero for a dry run).
@@ -132,7 +145,7 @@ impl Store {
                 builder
                     .layout(slidelog::redis::Layout::Ring)
                     .prefix("slidelog-rls:")
-                    .max_key_len(8_192)
+                    .max_key_len(REDIS_MAX_KEY)
                     .name("rls")
                     .connect()
                     .await
@@ -240,13 +253,20 @@ struct Matched<'c> {
     /// The policies this descriptor is checked by (`None`: not limited):
     /// the request's own limit, else its rule's.
     quota: Option<Quota>,
+    /// Its key is longer than the store keeps ([`Store::refuses`]).
+    refused: bool,
 }
 
 impl Matched<'_> {
     /// The zero limit (`requests_per_unit: 0`) that decides this
     /// descriptor — its place among the limits shown and its window — if
     /// any: the request's own limit, else its rule's.
+    /// A limited descriptor whose key the store refuses is blocked too
+    /// (reported by its first limit, with no wait to tell).
     fn blocked(&self) -> Option<(usize, Duration)> {
+        if self.refused && self.quota.is_some() {
+            return Some((0, Duration::ZERO));
+        }
         match (self.limit(), self.over) {
             (_, Some((0, unit))) => Some((0, unit.duration())),
             (Limit::Blocked(_, zero, window), None) => Some((*zero, *window)),
@@ -374,13 +394,14 @@ impl Service {
         let mut dry = false;
         if self.all_or_nothing {
             for m in matched.iter().flatten().filter(|m| !m.shadow()) {
-                dry |= match &m.quota {
-                    Some(quota) => self
+                dry |= match (m.blocked(), &m.quota) {
+                    (Some(_), _) => !m.refill,
+                    (None, Some(quota)) => self
                         .store
                         .check(&m.key, quota, m.hits, true)
                         .await?
                         .is_err(),
-                    None => m.blocked().is_some(),
+                    (None, None) => false,
                 };
             }
         }
@@ -485,8 +506,11 @@ impl Service {
             (None, Limit::Quota(quota, _)) => Some(quota.clone()),
             (None, Limit::None | Limit::Unlimited | Limit::Blocked(..)) => None,
         };
+        let key = key::encode(domain, &entries, over);
+        let refused = self.store.refuses(&key);
         Ok(Some(Matched {
-            key: key::encode(domain, &entries, over),
+            refused,
+            key,
             rule,
             hits,
             refill,
@@ -538,19 +562,19 @@ impl Service {
         if let Some(labels) = &labels {
             metrics::counter!("slidelog_rls_hits_total", labels).increment(u64::from(m.hits));
         }
-        let quota = match (&m.quota, m.blocked()) {
-            (Some(quota), _) => quota,
+        let quota = match (m.blocked(), &m.quota) {
             // No request fits a zero limit: over for a window, whatever is
             // asked (a refill, which asks for nothing, changes nothing).
-            (None, Some((zero, window))) if !m.refill => {
+            (Some((zero, window)), _) if !m.refill => {
                 return Ok(self.over(labels.as_ref(), m, window, limit_of(zero)));
             }
-            (None, Some((zero, _))) => {
+            (Some((zero, _)), _) => {
                 return Ok(DescriptorStatus {
                     current_limit: Some(limit_of(zero)),
                     ..ok
                 });
             }
+            (None, Some(quota)) => quota,
             (None, None) => return Ok(ok),
         };
         let dry = dry || m.refill;
