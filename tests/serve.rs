@@ -262,14 +262,18 @@ async fn exact_windows_and_envoy_semantics_over_grpc() {
         code(&one(&mut client, "edge", &login, None).await),
         Code::OverLimit
     );
-    let other_user = one(
-        &mut client,
-        "edge",
-        &[("user", "bob"), ("action", "login")],
-        None,
-    )
-    .await;
-    assert_eq!(code(&other_user), Code::Ok);
+    // A weight past every limit (past u32::MAX too) is over and takes
+    // nothing, where an error would let Envoy admit it.
+    let bob = [("user", "bob"), ("action", "login")];
+    for weight in [3, u64::MAX] {
+        let s = one(&mut client, "edge", &bob, Some(weight)).await;
+        assert_eq!(code(&s), Code::OverLimit, "weight {weight}");
+    }
+    let other_user = one(&mut client, "edge", &bob, None).await;
+    assert_eq!(
+        (code(&other_user), other_user.limit_remaining),
+        (Code::Ok, 1)
+    );
     // No rule for this path of the tree, an unknown domain, unlimited: OK.
     let s = one(
         &mut client,

@@ -453,12 +453,11 @@ impl Service {
             }
             entries.push((entry.key.clone(), entry.value.clone()));
         }
+        // Hits past `u32::MAX` are past every limit: over, as any weight
+        // above the limit is (an error here would fail open in Envoy, and
+        // the weight may come from a response's token count).
         let hits = match descriptor.hits_addend.as_ref().map(|h| h.value) {
-            Some(h) => u32::try_from(h).map_err(|_| {
-                Status::invalid_argument(format!(
-                    "descriptor {index}: hits_addend {h} is too large"
-                ))
-            })?,
+            Some(h) => u32::try_from(h).unwrap_or(u32::MAX),
             None => request_hits,
         }
         .max(1);
