@@ -374,18 +374,16 @@ impl Service {
             .filter_map(|m| m.rule)
             .flat_map(|rule: &Rule| rule.replaces.iter().map(String::as_str))
             .collect();
-        if !replaced.is_empty() {
-            for slot in &mut matched {
-                let named = |m: &Matched<'_>| {
-                    m.over.is_none()
-                        && m.limit()
-                            .shown()
-                            .iter()
-                            .any(|s| !s.name.is_empty() && replaced.contains(&s.name.as_str()))
-                };
-                if slot.as_ref().is_some_and(named) {
-                    *slot = None;
-                }
+        let named = |m: &Matched<'_>| {
+            m.over.is_none()
+                && m.limit()
+                    .shown()
+                    .iter()
+                    .any(|s| !s.name.is_empty() && replaced.contains(&s.name.as_str()))
+        };
+        for slot in matched.iter_mut() {
+            if slot.as_ref().is_some_and(named) {
+                *slot = None;
             }
         }
         // All or nothing: refuse everything if any descriptor is over,
