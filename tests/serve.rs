@@ -724,6 +724,151 @@ async fn refills_are_answered_and_change_nothing() {
     );
 }
 
+/// envoyproxy/ratelimit's newer fields, as its README's examples 9 and 11
+/// and its service's code read them: `*` anywhere in a value,
+/// `share_threshold` (every value of the wildcard in one log, also for a
+/// limit below it), `quota_mode` (over only when all quota-mode
+/// descriptors are, also in `--all-or-nothing`), and `value_to_metric`
+/// and `metadata`, which load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newer_upstream_fields_mean_what_upstream_says() {
+    const NEWER: &str = r#"
+domain: newer
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: files_no_share
+    value: files_no_share/*
+    share_threshold: false
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: path
+    value: /api/*/action
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: route
+    value: api/*
+    share_threshold: true
+    value_to_metric: true
+    metadata: {team: storage, tags: [a, b]}
+    descriptors:
+      - key: method
+        rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: plain
+    rate_limit: {unit: hour, requests_per_unit: 1}
+"#;
+    let (_server, mut client) = serving("newer", NEWER).await;
+    let d = "newer";
+    // Example 11: five and five of one shared threshold, then the next
+    // value is over; apart, each value has its own ten.
+    for (value, left) in [("files/a.pdf", 5), ("files/b.csv", 0)] {
+        let mut s = DescriptorStatus::default();
+        for _ in 0..5 {
+            s = one(&mut client, d, &[("files", value)], None).await;
+            assert_eq!(code(&s), Code::Ok, "{value}");
+        }
+        assert_eq!(s.limit_remaining, left, "after five of {value}");
+    }
+    let s = one(&mut client, d, &[("files", "files/c.txt")], None).await;
+    assert_eq!(code(&s), Code::OverLimit);
+    for _ in 0..10 {
+        let s = one(
+            &mut client,
+            d,
+            &[("files_no_share", "files_no_share/a.pdf")],
+            None,
+        )
+        .await;
+        assert_eq!(code(&s), Code::Ok);
+    }
+    let a = one(
+        &mut client,
+        d,
+        &[("files_no_share", "files_no_share/a.pdf")],
+        None,
+    )
+    .await;
+    let b = one(
+        &mut client,
+        d,
+        &[("files_no_share", "files_no_share/b.csv")],
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code(&a), code(&b), b.limit_remaining),
+        (Code::OverLimit, Code::Ok, 9)
+    );
+    // Example 9's middle wildcard: each matching value its own log.
+    for value in ["/api/123/action", "/api/123/action", "/api/user-id/action"] {
+        let s = one(&mut client, d, &[("path", value)], None).await;
+        assert_eq!(code(&s), Code::Ok, "{value}");
+    }
+    let s = one(&mut client, d, &[("path", "/api/123/action")], None).await;
+    assert_eq!(code(&s), Code::OverLimit);
+    let s = one(&mut client, d, &[("path", "/api/123/other")], None).await;
+    assert_eq!((code(&s), s.current_limit), (Code::Ok, None), "unmatched");
+    // Shared at the wildcard's level, the limit one level down.
+    for (route, method, want) in [
+        ("api/v1", "GET", Code::Ok),
+        ("api/v2", "GET", Code::Ok),
+        ("api/v3", "GET", Code::Ok),
+        ("api/v4", "GET", Code::OverLimit),
+        ("api/v1", "POST", Code::Ok),
+    ] {
+        let s = one(
+            &mut client,
+            d,
+            &[("route", route), ("method", method)],
+            None,
+        )
+        .await;
+        assert_eq!(code(&s), want, "{route} {method}");
+    }
+    // Quota mode: over only when every quota-mode descriptor is.
+    let quota = |v: &str| descriptor(&[("quota", v)], None);
+    let r = ask(&mut client, d, vec![quota("a")]).await;
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    let r = ask(&mut client, d, vec![quota("a"), quota("b")]).await;
+    assert_eq!(
+        (code(&r.statuses[0]), code(&r.statuses[1]), r.overall_code),
+        (Code::OverLimit, Code::Ok, Code::Ok as i32),
+        "one quota of two over"
+    );
+    let r = ask(&mut client, d, vec![quota("a"), quota("b")]).await;
+    assert_eq!(r.overall_code, Code::OverLimit as i32, "both over");
+    let plain = descriptor(&[("plain", "x")], None);
+    let r = ask(&mut client, d, vec![quota("c"), plain.clone()]).await;
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    let r = ask(&mut client, d, vec![quota("d"), plain]).await;
+    assert_eq!(
+        (code(&r.statuses[0]), r.overall_code),
+        (Code::Ok, Code::OverLimit as i32),
+        "a limit not in quota mode over"
+    );
+    // All or nothing counts a request that is not over as a whole, even
+    // with one quota over; one that is over counts nothing.
+    let file = temp_dir("newer-all").join("config.yaml");
+    std::fs::write(&file, NEWER).unwrap();
+    let server = Server::start_with(&file, &["--all-or-nothing"]);
+    let plain_y = || descriptor(&[("plain", "y")], None);
+    let mut client = server.client().await;
+    ask(&mut client, d, vec![quota("a")]).await;
+    let r = ask(&mut client, d, vec![quota("a"), quota("b")]).await;
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    let s = one(&mut client, d, &[("quota", "b")], None).await;
+    assert_eq!(code(&s), Code::OverLimit, "`b` was counted");
+    let r = ask(&mut client, d, vec![quota("a"), quota("b"), quota("c")]).await;
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    let r = ask(&mut client, d, vec![quota("a"), quota("c"), plain_y()]).await;
+    assert_eq!(r.overall_code, Code::OverLimit as i32, "every quota over");
+    let s = one(&mut client, d, &[("plain", "y")], None).await;
+    assert_eq!(code(&s), Code::Ok, "`plain=y` was not counted");
+}
+
 /// A request's own limit is honoured: the descriptor is checked by it (in
 /// a log of its own, apart from the configured limit's), and its status
 /// names it; a zero blocks; a unit-less or too large override is

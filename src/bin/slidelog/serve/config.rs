@@ -1,6 +1,7 @@
 //! The service's configuration: envoyproxy/ratelimit's YAML format, so
 //! existing files load unchanged (its zero limits, which block, its
-//! wildcard values ending in `*`, `replaces` and `detailed_metric`
+//! wildcard values with `*` anywhere, `share_threshold`, `quota_mode`,
+//! `replaces`, `detailed_metric`, `value_to_metric` and `metadata`
 //! included), plus two documented extensions (`window` for any duration
 //! instead of `unit`, and `rate_limits` for several limits on one
 //! descriptor, checked all or nothing on one ring).
@@ -49,10 +50,29 @@ struct DescriptorConfig {
     descriptors: Vec<DescriptorConfig>,
     #[serde(default)]
     shadow_mode: bool,
-    /// Accepted for compatibility (every descriptor has its own series).
+    /// Over, it fails the request only when every quota-mode descriptor
+    /// of the request is over (envoyproxy/ratelimit's `quota_mode`).
+    #[serde(default)]
+    quota_mode: bool,
+    /// Every value a wildcard matches shares one log.
+    #[serde(default)]
+    share_threshold: bool,
+    /// Accepted for compatibility: the metrics' `descriptor` label is the
+    /// configured path, never a client's value, so that clients cannot
+    /// grow the series (upstream's `detailed_metric` and
+    /// `value_to_metric` add request values to its metric keys).
     #[serde(default)]
     #[allow(dead_code)]
     detailed_metric: bool,
+    /// Accepted for compatibility (see `detailed_metric`).
+    #[serde(default)]
+    #[allow(dead_code)]
+    value_to_metric: bool,
+    /// Accepted for compatibility: upstream returns it as dynamic metadata
+    /// when so configured; this service returns none.
+    #[serde(default)]
+    #[allow(dead_code)]
+    metadata: Option<serde_yaml_ng::Value>,
 }
 
 #[derive(Deserialize)]
@@ -150,14 +170,67 @@ impl Limit {
     }
 }
 
+/// A `value` with `*` in it, envoyproxy/ratelimit's wildcard: each `*`
+/// matches any run of characters (none included), at any place, as
+/// often as it occurs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pattern {
+    /// The text between the `*`s: at least two parts (the first and the
+    /// last empty where the pattern begins or ends with `*`).
+    parts: Vec<String>,
+}
+
+impl Pattern {
+    /// The pattern `value` is, if it has a `*`.
+    pub(crate) fn new(value: &str) -> Option<Pattern> {
+        value.contains('*').then(|| Pattern {
+            parts: value.split('*').map(str::to_owned).collect(),
+        })
+    }
+
+    /// Whether `value` is one of the pattern's: it begins with the first
+    /// part, ends with the last, and holds the parts between in order in
+    /// what is left between them (the leftmost place of each leaves the
+    /// most room for the rest, so a first fit is a fit if any is).
+    pub(crate) fn matches(&self, value: &str) -> bool {
+        let (first, rest) = self.parts.split_first().expect("two parts at least");
+        let (last, middle) = rest.split_last().expect("two parts at least");
+        let fixed: usize = self.parts.iter().map(String::len).sum();
+        if value.len() < fixed
+            || !value.starts_with(first.as_str())
+            || !value.ends_with(last.as_str())
+        {
+            return false;
+        }
+        // The first and the last part do not overlap (`fixed` fits), so
+        // this is the text strictly between them.
+        let mut between = &value[first.len()..value.len() - last.len()];
+        for part in middle {
+            match between.find(part.as_str()) {
+                Some(at) => between = &between[at + part.len()..],
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
 /// One node of a domain's descriptor tree.
 #[derive(Clone, Debug)]
 pub(crate) struct Rule {
     pub(crate) key: String,
     /// `None`: each distinct value has its own limit.
     pub(crate) value: Option<String>,
+    /// `value` as a wildcard, if it has a `*`.
+    pub(crate) pattern: Option<Pattern>,
+    /// `share_threshold`: the values its wildcard matches share one log
+    /// (their limiter keys hold the pattern in place of the value).
+    pub(crate) shared: bool,
     pub(crate) limit: Limit,
     pub(crate) shadow: bool,
+    /// `quota_mode`: over, it fails the request only if every quota-mode
+    /// descriptor of the request is over ([`overall_over`]).
+    pub(crate) quota_mode: bool,
     /// The names of the limits this one replaces (`replaces`): when a
     /// request matches both, those are not checked.
     pub(crate) replaces: Vec<String>,
@@ -215,31 +288,56 @@ impl Config {
 
     /// The rule that limits `entries` of `domain`: at each level the
     /// descriptor with this key and this value, else the first with this
-    /// key and a wildcard value (`value: api/*`, envoyproxy/ratelimit's: the
-    /// value up to the `*` begins the request's), else the one with this
+    /// key and a wildcard value that matches it (`value: /api/*/users`,
+    /// envoyproxy/ratelimit's: see [`Pattern`]), else the one with this
     /// key and no value; `None` if the tree has no such path.
     pub(crate) fn matching(&self, domain: &str, entries: &[(String, String)]) -> Option<&Rule> {
+        self.walk(domain, entries, |_, _| {})
+    }
+
+    /// [`matching`](Self::matching), calling `each` with every entry's
+    /// index and the rule it matched, from the root down (also on a path
+    /// that then ends unmatched).
+    pub(crate) fn walk<'c>(
+        &'c self,
+        domain: &str,
+        entries: &[(String, String)],
+        mut each: impl FnMut(usize, &'c Rule),
+    ) -> Option<&'c Rule> {
         let mut level = self.domains.get(domain)?;
         let mut found = None;
-        for (key, value) in entries {
+        for (i, (key, value)) in entries.iter().enumerate() {
             let rule = level
                 .iter()
                 .find(|r| r.key == *key && r.value.as_deref() == Some(value))
                 .or_else(|| {
                     level.iter().find(|r| {
-                        r.key == *key
-                            && r.value
-                                .as_deref()
-                                .and_then(|v| v.strip_suffix('*'))
-                                .is_some_and(|prefix| value.starts_with(prefix))
+                        r.key == *key && r.pattern.as_ref().is_some_and(|p| p.matches(value))
                     })
                 })
                 .or_else(|| level.iter().find(|r| r.key == *key && r.value.is_none()))?;
+            each(i, rule);
             found = Some(rule);
             level = &rule.children;
         }
         found
     }
+}
+
+/// Whether a request is over, from whether each of its limited
+/// descriptors is over and is in quota mode: envoyproxy/ratelimit's rule,
+/// over if any descriptor not in quota mode is over, or if there are
+/// quota-mode descriptors and every one of them is over.
+pub(crate) fn overall_over(descriptors: impl IntoIterator<Item = (bool, bool)>) -> bool {
+    let (mut quotas, mut quotas_over) = (0usize, 0usize);
+    for (over, quota_mode) in descriptors {
+        if !quota_mode && over {
+            return true;
+        }
+        quotas += usize::from(quota_mode);
+        quotas_over += usize::from(quota_mode && over);
+    }
+    quotas > 0 && quotas == quotas_over
 }
 
 /// Parses one file's text into its domain and tree.
@@ -353,6 +451,12 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
                 (None, None) => Limit::None,
             }
         };
+        let pattern = d.value.as_deref().and_then(Pattern::new);
+        if d.share_threshold && pattern.is_none() {
+            return Err(format!(
+                "descriptor `{label}`: `share_threshold` needs a wildcard `value` (one with a `*`)"
+            ));
+        }
         let mut replaces = Vec::new();
         for l in &limits {
             for r in &l.replaces {
@@ -373,8 +477,11 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
         rules.push(Rule {
             key: d.key.clone(),
             value: d.value.clone(),
+            pattern,
+            shared: d.share_threshold,
             limit,
             shadow: d.shadow_mode,
+            quota_mode: d.quota_mode,
             replaces,
             children: compile(&d.descriptors, &label)?,
             label,
@@ -542,6 +649,105 @@ descriptors:
         );
     }
 
+    /// envoyproxy/ratelimit's newer fields: `*` anywhere in a value (its
+    /// README's example 9), `share_threshold` (example 11, refused without
+    /// a wildcard), `quota_mode`, and `value_to_metric` and `metadata`,
+    /// which load and change no match.
+    #[test]
+    fn wildcards_anywhere_and_newer_fields_load() {
+        let yaml = r#"
+domain: d
+descriptors:
+  - key: path
+    value: /api/*/action
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: route
+    value: /api/*/resource/*/action
+    value_to_metric: true
+    metadata: {owner: team-a, tags: [x, y], nested: {n: 1}}
+    rate_limit: {unit: minute, requests_per_unit: 30}
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: ends
+    value: ab*ba
+    rate_limit: {unit: hour, requests_per_unit: 1}
+"#;
+        let (domain, rules) = parse(yaml).unwrap();
+        let mut config = Config::default();
+        config.domains.insert(domain, rules);
+        let label = |key: &str, value: &str| {
+            config
+                .matching("d", &entries(&[(key, value)]))
+                .map(|r| r.label.clone())
+        };
+        assert_eq!(
+            label("path", "/api/123/action").as_deref(),
+            Some("path=/api/*/action")
+        );
+        assert_eq!(
+            label("path", "/api//action").as_deref(),
+            Some("path=/api/*/action")
+        );
+        assert_eq!(label("path", "/api/123/other"), None);
+        assert_eq!(
+            label("route", "/api/v1/resource/123/action").as_deref(),
+            Some("route=/api/*/resource/*/action")
+        );
+        assert_eq!(label("route", "/api/v1/action/resource/1"), None);
+        // The first and last parts may not overlap: `aba` is too short.
+        assert_eq!(label("ends", "aba"), None);
+        assert!(label("ends", "abba").is_some());
+        let rule = config.matching("d", &entries(&[("path", "/api/1/action")]));
+        assert!(rule.is_some_and(|r| r.quota_mode && !r.shared));
+        let rule = config.matching("d", &entries(&[("files", "files/a.pdf")]));
+        assert!(rule.is_some_and(|r| r.shared && !r.quota_mode));
+        let e =
+            parse("domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n")
+                .unwrap_err();
+        assert!(e.contains("`a=b`") && e.contains("share_threshold"), "{e}");
+        let e =
+            parse("domain: d\ndescriptors:\n  - key: a\n    share_threshold: true\n").unwrap_err();
+        assert!(e.contains("wildcard"), "{e}");
+    }
+
+    /// A glob of literal parts and `*`s, matched by brute force: the
+    /// reference for [`Pattern::matches`].
+    fn glob(pattern: &[u8], value: &[u8]) -> bool {
+        match pattern.split_first() {
+            None => value.is_empty(),
+            Some((b'*', rest)) => (0..=value.len()).any(|skip| glob(rest, &value[skip..])),
+            Some((c, rest)) => value
+                .split_first()
+                .is_some_and(|(v, tail)| v == c && glob(rest, tail)),
+        }
+    }
+
+    /// The overall code: any descriptor not in quota mode over, or every
+    /// quota-mode descriptor over (and at least one).
+    #[test]
+    fn quota_mode_fails_a_request_only_when_every_quota_is_over() {
+        let cases: [(&[(bool, bool)], bool); 8] = [
+            (&[], false),
+            (&[(false, false)], false),
+            (&[(true, false)], true),
+            (&[(true, true)], true),
+            (&[(true, true), (false, true)], false),
+            (&[(true, true), (true, true)], true),
+            (&[(true, true), (false, true), (true, false)], true),
+            (&[(true, true), (false, false)], true),
+        ];
+        for (descriptors, over) in cases {
+            assert_eq!(
+                overall_over(descriptors.iter().copied()),
+                over,
+                "{descriptors:?}"
+            );
+        }
+    }
+
     /// Hostile files: nesting deeper than any tree needs, and aliases that
     /// expand exponentially ("billion laughs"), are refused with a message,
     /// not a stack overflow or an endless expansion.
@@ -600,6 +806,28 @@ descriptors:
                 }
             }
             let _ = parse(&yaml.into_iter().collect::<String>());
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+        /// A wildcard matches exactly the values a brute-force glob does
+        /// (short parts of a two-letter alphabet, so that parts recur and
+        /// overlap, and values that often hold them).
+        #[test]
+        fn patterns_match_as_globs_do(
+            parts in proptest::collection::vec("a|b|ab|ba|aa|", 2..6),
+            value in proptest::collection::vec("a|b|ab|ba", 0..5),
+        ) {
+            let value = value.concat();
+            let pattern = parts.join("*");
+            let p = Pattern::new(&pattern).unwrap();
+            proptest::prop_assert_eq!(
+                p.matches(&value),
+                glob(pattern.as_bytes(), value.as_bytes()),
+                "{} on {}", pattern, value
+            );
         }
     }
 }

@@ -285,6 +285,17 @@ impl Matched<'_> {
         self.over.is_none() && self.rule.is_some_and(|rule| rule.shadow)
     }
 
+    /// Whether it is in quota mode (see [`config::overall_over`]): its
+    /// rule's `quota_mode`, for a descriptor its rule limits (a request's
+    /// own limit is never in quota mode, as in envoyproxy/ratelimit, and
+    /// an unlimited or limitless one is not counted).
+    fn quota_mode(&self) -> bool {
+        self.over.is_none()
+            && self.rule.is_some_and(|rule| {
+                rule.quota_mode && matches!(rule.limit, Limit::Quota(..) | Limit::Blocked(..))
+            })
+    }
+
     /// The `descriptor` label of its metrics: its rule's path, or one
     /// label for every unconfigured descriptor a request limits itself
     /// (their keys are the client's: a label each would let clients grow
@@ -386,13 +397,15 @@ impl Service {
                 *slot = None;
             }
         }
-        // All or nothing: refuse everything if any descriptor is over,
+        // All or nothing: refuse everything if the request would be over,
         // recording nothing (a concurrent request can still fill a window
         // between this look and the checks below: see the docs).
         let mut dry = false;
         if self.all_or_nothing {
-            for m in matched.iter().flatten().filter(|m| !m.shadow()) {
-                dry |= match (m.blocked(), &m.quota) {
+            let mut looks = Vec::with_capacity(matched.len());
+            for m in matched.iter().flatten() {
+                let over = match (m.blocked(), &m.quota) {
+                    _ if m.shadow() => false,
                     (Some(_), _) => !m.refill,
                     (None, Some(quota)) => self
                         .store
@@ -401,10 +414,12 @@ impl Service {
                         .is_err(),
                     (None, None) => false,
                 };
+                looks.push((over, m.quota_mode()));
             }
+            dry = config::overall_over(looks);
         }
-        let mut overall = Code::Ok;
         let mut statuses = Vec::with_capacity(matched.len());
+        let mut verdicts = Vec::with_capacity(matched.len());
         for m in &matched {
             let status = match m {
                 None => DescriptorStatus {
@@ -413,11 +428,15 @@ impl Service {
                 },
                 Some(m) => self.status(&request.domain, m, dry).await?,
             };
-            if status.code == Code::OverLimit as i32 {
-                overall = Code::OverLimit;
-            }
+            let quota_mode = m.as_ref().is_some_and(Matched::quota_mode);
+            verdicts.push((status.code == Code::OverLimit as i32, quota_mode));
             statuses.push(status);
         }
+        let overall = if config::overall_over(verdicts) {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        };
         if self.metrics {
             metrics::histogram!("slidelog_rls_request_seconds")
                 .record(started.elapsed().as_secs_f64());
@@ -486,11 +505,24 @@ impl Service {
                 Some((limit.requests_per_unit, unit))
             }
         };
-        let rule = config.matching(domain, &entries);
+        // The levels matched by a wildcard with `share_threshold`: their
+        // values share one log, so the key holds the pattern instead.
+        let mut shared: Vec<(usize, &str)> = Vec::new();
+        let rule = config.walk(domain, &entries, |i, rule| {
+            if let (true, Some(pattern)) = (rule.shared, rule.value.as_deref()) {
+                shared.push((i, pattern));
+            }
+        });
         // A request's own limit applies to any descriptor of a known
         // domain; otherwise only a configured descriptor is limited.
         if rule.is_none() && (over.is_none() || !config.domains.contains_key(domain)) {
             return Ok(None);
+        }
+        // A request's own limit keys by its own values, as upstream's.
+        if rule.is_some() && over.is_none() {
+            for (i, pattern) in shared {
+                entries[i].1 = pattern.to_owned();
+            }
         }
         let quota = match (over, rule.map_or(&Limit::None, |rule| &rule.limit)) {
             // A zero blocks, as a zero in the configuration does.
@@ -874,6 +906,16 @@ descriptors:
   - key: path
     value: /a*
     rate_limit: {unit: second, requests_per_unit: 2, replaces: [{name: burst}]}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: files
+    value: f*s
+    share_threshold: true
+    quota_mode: true
+    descriptors:
+      - key: client
+        rate_limit: {unit: second, requests_per_unit: 2}
 "#;
 
     fn text() -> impl Strategy<Value = String> {
@@ -886,6 +928,10 @@ descriptors:
             Just("canary".to_string()),
             Just("blocked".to_string()),
             Just("/ab".to_string()),
+            Just("quota".to_string()),
+            Just("files".to_string()),
+            Just("fs".to_string()),
+            Just("f/s".to_string()),
             Just("a\u{1f}\u{0}9/Second".to_string()),
             ".{0,6}",
         ]
@@ -914,10 +960,35 @@ descriptors:
             )
     }
 
+    /// A descriptor the configuration limits in quota mode (often, so
+    /// that requests hold several, some over and some not).
+    fn quota_descriptor() -> impl Strategy<Value = RateLimitDescriptor> {
+        (
+            prop_oneof![
+                Just(vec![("quota", "a")]),
+                Just(vec![("quota", "b")]),
+                Just(vec![("files", "fs"), ("client", "c")]),
+                Just(vec![("files", "f/s"), ("client", "c")]),
+            ],
+            proptest::option::of(0..3u64),
+        )
+            .prop_map(|(entries, hits)| RateLimitDescriptor {
+                entries: entries
+                    .into_iter()
+                    .map(|(key, value)| Entry {
+                        key: key.to_string(),
+                        value: value.to_string(),
+                    })
+                    .collect(),
+                hits_addend: hits.map(|value| UInt64Value { value }),
+                ..Default::default()
+            })
+    }
+
     fn request() -> impl Strategy<Value = RateLimitRequest> {
         (
             prop_oneof![Just("edge".to_string()), Just(String::new()), text()],
-            proptest::collection::vec(descriptor(), 0..4),
+            proptest::collection::vec(prop_oneof![descriptor(), quota_descriptor()], 0..4),
             prop_oneof![0..4u32, any::<u32>()],
         )
             .prop_map(|(domain, descriptors, hits_addend)| RateLimitRequest {
@@ -935,17 +1006,38 @@ descriptors:
         ) {
             let (domain, rules) = config::parse(CONFIG).unwrap();
             let mut config = Config::default();
-            config.domains.insert(domain, rules);
+            config.domains.insert(domain.clone(), rules.clone());
+            let mut oracle = Config::default();
+            oracle.domains.insert(domain, rules);
+            // Quota mode: a configured limit with `quota_mode`, not
+            // overridden by the request.
+            let quota_mode = |domain: &str, d: &RateLimitDescriptor| {
+                let entries: Vec<(String, String)> =
+                    d.entries.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
+                d.limit.is_none()
+                    && oracle.matching(domain, &entries).is_some_and(|rule| {
+                        rule.quota_mode
+                            && matches!(rule.limit, Limit::Quota(..) | Limit::Blocked(..))
+                    })
+            };
             let service = Service::new(config, all_or_nothing, false, None).unwrap();
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
             for request in &requests {
                 match rt.block_on(service.decide(request)) {
                     Ok(response) => {
                         prop_assert_eq!(response.statuses.len(), request.descriptors.len());
-                        let over = response
-                            .statuses
-                            .iter()
-                            .any(|s| s.code == Code::OverLimit as i32);
+                        // Over if any descriptor not in quota mode is,
+                        // or every one in quota mode is (one at least).
+                        let (mut plain_over, mut quotas) = (false, Vec::new());
+                        for (s, d) in response.statuses.iter().zip(&request.descriptors) {
+                            let over = s.code == Code::OverLimit as i32;
+                            if quota_mode(&request.domain, d) {
+                                quotas.push(over);
+                            } else {
+                                plain_over |= over;
+                            }
+                        }
+                        let over = plain_over || (!quotas.is_empty() && quotas.iter().all(|o| *o));
                         prop_assert_eq!(response.overall_code == Code::OverLimit as i32, over);
                         for s in &response.statuses {
                             if let Some(limit) = &s.current_limit {
