@@ -691,7 +691,7 @@ descriptors:
 /// records nothing: it neither takes room (as an ordinary hit would) nor
 /// gives any back (an exact log keeps each admission for its window).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refills_are_answered_and_change_nothing() {
+async fn refills_and_looks_are_answered_and_change_nothing() {
     let (_server, mut client) = serving("refills", CONFIG).await;
     let me = [("user", "u1"), ("action", "login")]; // 2 a minute
     let refill = |hits: u64| RateLimitDescriptor {
@@ -710,8 +710,20 @@ async fn refills_are_answered_and_change_nothing() {
         );
         assert_eq!(s.current_limit.as_ref().unwrap().requests_per_unit, 2);
     }
+    // A descriptor's own `hits_addend` of 0 is a look too (upstream's
+    // check without an increment); the request's 0 is its default, 1.
+    for _ in 0..2 {
+        let s = one(&mut client, "edge", &me, Some(0)).await;
+        assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1), "a look");
+    }
     let s = one(&mut client, "edge", &me, None).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 0));
+    let s = one(&mut client, "edge", &me, Some(0)).await;
+    assert_eq!(
+        (code(&s), s.limit_remaining),
+        (Code::Ok, 0),
+        "a look at a full log"
+    );
     // Full: a refill is still OK, and gives nothing back.
     let r = ask(&mut client, "edge", vec![refill(1)]).await;
     assert_eq!(

@@ -4,8 +4,9 @@
 //!
 //! Each matched descriptor value is one key of an exact sliding-window log
 //! (a `KeyedLimiter` whose per-key quotas come from the configuration);
-//! `hits_addend` is a weighted check (a refill, `is_negative_hits`, is
-//! answered with the room left and records nothing); several limits on one
+//! `hits_addend` is a weighted check (a look — a descriptor's own
+//! `hits_addend` of 0, or a refill, `is_negative_hits` — is answered with
+//! the room left and records nothing); several limits on one
 //! descriptor are one ring, all or nothing. The configuration is re-read when its files
 //! change and on SIGHUP: a valid one takes effect with every key's history
 //! kept (live reconfiguration), an invalid one is refused with the file,
@@ -245,9 +246,11 @@ struct Matched<'c> {
     /// domain configures the descriptor (as in envoyproxy/ratelimit).
     rule: Option<&'c Rule>,
     hits: u32,
-    /// A refill (`is_negative_hits`): answered from a look, recording
+    /// A look: a descriptor's own `hits_addend` of 0 (upstream's check
+    /// without an increment) or a refill (`is_negative_hits`), answered
+    /// with the room left, recording
     /// nothing and returning nothing (see [`Service::matched`]).
-    refill: bool,
+    look: bool,
     /// A request's own limit (`RateLimitDescriptor.limit`), honoured.
     over: Option<(u32, Unit)>,
     /// The policies this descriptor is checked by (`None`: not limited):
@@ -406,7 +409,7 @@ impl Service {
             for m in matched.iter().flatten() {
                 let over = match (m.blocked(), &m.quota) {
                     _ if m.shadow() => false,
-                    (Some(_), _) => !m.refill,
+                    (Some(_), _) => !m.look,
                     (None, Some(quota)) => self
                         .store
                         .check(&m.key, quota, m.hits, true)
@@ -473,11 +476,12 @@ impl Service {
         // Hits past `u32::MAX` are past every limit: over, as any weight
         // above the limit is (an error here would fail open in Envoy, and
         // the weight may come from a response's token count).
+        // A descriptor's own 0 is a look, as upstream reads it ("check
+        // only"); the request's 0 is its default, 1.
         let hits = match descriptor.hits_addend.as_ref().map(|h| h.value) {
             Some(h) => u32::try_from(h).unwrap_or(u32::MAX),
-            None => request_hits,
-        }
-        .max(1);
+            None => request_hits.max(1),
+        };
         // A refill gives back hits an earlier call counted. The log cannot:
         // its ring only records admissions, each kept until it leaves its
         // window. So a refill is answered as envoyproxy/ratelimit answers
@@ -493,7 +497,8 @@ impl Service {
                 );
             });
         }
-        let hits = if refill { 0 } else { hits };
+        let look = refill || hits == 0;
+        let hits = if look { 0 } else { hits };
         let over = match &descriptor.limit {
             None => None,
             Some(limit) => {
@@ -542,7 +547,7 @@ impl Service {
             key,
             rule,
             hits,
-            refill,
+            look,
             over,
             quota,
         }))
@@ -593,8 +598,8 @@ impl Service {
         }
         let quota = match (m.blocked(), &m.quota) {
             // No request fits a zero limit: over for a window, whatever is
-            // asked (a refill, which asks for nothing, changes nothing).
-            (Some((zero, window)), _) if !m.refill => {
+            // asked (a look, which asks for nothing, changes nothing).
+            (Some((zero, window)), _) if !m.look => {
                 return Ok(self.over(labels.as_ref(), m, window, limit_of(zero)));
             }
             (Some((zero, _)), _) => {
@@ -606,7 +611,7 @@ impl Service {
             (None, Some(quota)) => quota,
             (None, None) => return Ok(ok),
         };
-        let dry = dry || m.refill;
+        let dry = dry || m.look;
         let decision = self.store.check(&m.key, quota, m.hits, dry).await?;
         Ok(match decision {
             Ok((admitted, growth)) if !dry => {
@@ -625,7 +630,7 @@ impl Service {
                 }
             }
             // A dry run of an all-or-nothing request that another
-            // descriptor refused, or a refill (no hits): nothing was
+            // descriptor refused, or a look (no hits): nothing was
             // recorded for this one.
             Ok((admitted, _)) => DescriptorStatus {
                 code: Code::Ok as i32,
