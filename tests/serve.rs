@@ -881,6 +881,56 @@ descriptors:
     assert_eq!(code(&s), Code::Ok, "`plain=y` was not counted");
 }
 
+/// `--check` loads a configuration as a start would and exits: 0 and each
+/// descriptor on stdout, or 2 and the file, line and reason; it serves
+/// nothing and needs no `--grpc`.
+#[test]
+fn check_validates_a_configuration_without_serving() {
+    let dir = temp_dir("check");
+    let good = dir.join("good.yaml");
+    std::fs::write(
+        &good,
+        "domain: d\ndescriptors:\n  - key: ip\n    rate_limits:\n      - {unit: second, requests_per_unit: 5}\n      - {window: 90s, requests_per_unit: 50}\n  - key: path\n    value: /api/*\n    share_threshold: true\n    quota_mode: true\n    descriptors:\n      - {key: method, rate_limit: {unit: minute, requests_per_unit: 0}}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args(["serve", "--check", "--config", good.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "valid, 1 domain",
+        "domain d:",
+        "  ip: 5 per 1s and 50 per 90s",
+        "  path=/api/*: no limit of its own, quota_mode, share_threshold",
+        "  path=/api/*.method: blocked (requests_per_unit: 0)",
+    ] {
+        assert!(stdout.contains(line), "`{line}` in:\n{stdout}");
+    }
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args(["serve", "--check", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad.yaml") && stderr.contains("share_threshold"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
 /// A request's own limit is honoured: the descriptor is checked by it (in
 /// a log of its own, apart from the configured limit's), and its status
 /// names it; a zero blocks; a unit-less or too large override is

@@ -66,13 +66,20 @@ struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     config: std::path::PathBuf,
     /// Where to serve gRPC, e.g. `0.0.0.0:8081`.
-    #[arg(long, value_name = "ADDR:PORT")]
-    grpc: std::net::SocketAddr,
+    #[arg(long, value_name = "ADDR:PORT", required_unless_present = "check")]
+    grpc: Option<std::net::SocketAddr>,
+    /// Check the configuration and exit: each domain and its descriptors on
+    /// stdout and 0 if valid; the file, line and reason and 2 if not (for
+    /// CI, or before a reload).
+    #[arg(long, conflicts_with_all = ["grpc", "metrics", "all_or_nothing", "redis", "redis_cluster"])]
+    check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<std::net::SocketAddr>,
-    /// Consume a request's descriptors only if every one fits (Envoy's own
-    /// service consumes each that fits even when another is over).
+    /// Consume a request's descriptors only if the request is not over as
+    /// a whole: every descriptor fits, or, among those in `quota_mode`, one
+    /// at least (Envoy's own service consumes each that fits even when
+    /// another is over).
     #[arg(long)]
     all_or_nothing: bool,
     /// Keep the logs in this Redis (`redis://host:port/`), shared by every
@@ -292,9 +299,13 @@ fn redis_demo(_: &DemoArgs, url: &str) -> Result<(), String> {
 
 #[cfg(feature = "serve")]
 fn run_serve(args: ServeArgs) -> Result<(), String> {
+    // `--grpc` is required unless `--check`, which it conflicts with.
+    let Some(grpc) = args.grpc else {
+        return serve::check(&args.config);
+    };
     serve::run(&serve::Options {
         config: args.config,
-        grpc: args.grpc,
+        grpc,
         metrics: args.metrics,
         all_or_nothing: args.all_or_nothing,
         redis: match (args.redis, args.redis_cluster) {

@@ -695,6 +695,52 @@ impl RateLimitService for Grpc {
 
 /// Loads the configuration, then serves until SIGTERM or Ctrl-C (calls in
 /// flight finish), re-reading it on change and on SIGHUP.
+/// `slidelog serve --check`: loads the configuration as a start or a
+/// reload would, and prints each domain with its descriptors (limits,
+/// blocks, unlimited ones and those with no limit of their own).
+pub(crate) fn check(path: &std::path::Path) -> Result<(), String> {
+    let config = Config::load(path)?;
+    let mut domains: Vec<_> = config.domains.iter().collect();
+    domains.sort_by_key(|(name, _)| name.as_str());
+    println!(
+        "{}: valid, {} domain{}",
+        path.display(),
+        domains.len(),
+        if domains.len() == 1 { "" } else { "s" }
+    );
+    for (name, rules) in domains {
+        println!("domain {name}:");
+        let mut stack: Vec<&Rule> = rules.iter().rev().collect();
+        while let Some(rule) = stack.pop() {
+            let what = match &rule.limit {
+                Limit::None => "no limit of its own".to_string(),
+                Limit::Unlimited => "unlimited".to_string(),
+                Limit::Blocked(..) => "blocked (requests_per_unit: 0)".to_string(),
+                Limit::Quota(quota, _) => quota
+                    .policies()
+                    .iter()
+                    .map(|p| format!("{} per {}", p.limit, crate::parse::show_duration(p.window)))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+            };
+            let mut flags = String::new();
+            for (on, flag) in [
+                (rule.shadow, "shadow_mode"),
+                (rule.quota_mode, "quota_mode"),
+                (rule.shared, "share_threshold"),
+            ] {
+                if on {
+                    flags.push_str(", ");
+                    flags.push_str(flag);
+                }
+            }
+            println!("  {}: {what}{flags}", rule.label);
+            stack.extend(rule.children.iter().rev());
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn run(options: &Options) -> Result<(), String> {
     let config = Config::load(&options.config)?;
     let domains = config.domains.len();
