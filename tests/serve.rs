@@ -45,11 +45,7 @@ impl Server {
     }
 
     fn start_with(config: &Path, extra: &[&str]) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
             .args(["serve", "--config", config.to_str().unwrap()])
             .args(["--grpc", &format!("127.0.0.1:{port}")])
@@ -535,18 +531,37 @@ async fn the_example_config_serves() {
     assert_eq!(code(&s), Code::Ok);
 }
 
+/// A free port on loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The Prometheus text served on `port`'s `/metrics`.
+async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    text
+}
+
 /// `--metrics`: Prometheus series per domain and descriptor, scraped over
 /// HTTP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_per_domain_and_descriptor() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = temp_dir("metrics");
     std::fs::write(dir.join("edge.yaml"), CONFIG).unwrap();
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let metrics_port = free_port();
     let server = Server::start_with(&dir, &["--metrics", &format!("127.0.0.1:{metrics_port}")]);
     let mut client = server.client().await;
     for _ in 0..4 {
@@ -560,15 +575,7 @@ async fn metrics_per_domain_and_descriptor() {
     }
     let _ = one(&mut client, "edge", &[("canary", "x")], None).await;
     let _ = one(&mut client, "edge", &[("canary", "x")], None).await;
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", metrics_port))
-        .await
-        .unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut scrape = String::new();
-    stream.read_to_string(&mut scrape).await.unwrap();
+    let scrape = scrape(metrics_port).await;
     for series in [
         r#"slidelog_rls_hits_total{domain="edge",descriptor="remote_address"} 4"#,
         r#"slidelog_rls_over_limit_total{domain="edge",descriptor="remote_address"} 1"#,
@@ -879,6 +886,61 @@ descriptors:
     assert_eq!(r.overall_code, Code::OverLimit as i32, "every quota over");
     let s = one(&mut client, d, &[("plain", "y")], None).await;
     assert_eq!(code(&s), Code::Ok, "`plain=y` was not counted");
+}
+
+/// The global modes, as envoyproxy/ratelimit's `SHADOW_MODE` and
+/// `QUOTA_MODE` settings: `--shadow-mode` answers every request OK overall
+/// while each status still says over; `--quota-mode` makes every
+/// descriptor (an unlimited one aside, an unmatched one included) a quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_shadow_and_quota_modes() {
+    let file = temp_dir("global-modes").join("config.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    // Two a minute: each `me` fills its log.
+    let me = |user: &str| descriptor(&[("user", user), ("action", "login")], Some(2));
+    let metrics_port = free_port();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let shadow = Server::start_with(&file, &["--shadow-mode", "--metrics", &metrics]);
+    let mut client = shadow.client().await;
+    ask(&mut client, "edge", vec![me("10.1.0.1")]).await;
+    let r = ask(&mut client, "edge", vec![me("10.1.0.1")]).await;
+    assert_eq!(
+        (code(&r.statuses[0]), r.overall_code),
+        (Code::OverLimit, Code::Ok as i32)
+    );
+    let text = scrape(metrics_port).await;
+    for series in [
+        r#"slidelog_rls_global_shadow_mode_total{domain="edge"} 1"#,
+        r#"slidelog_rls_over_limit_total{domain="edge",descriptor="user.action=login"} 1"#,
+        "# HELP slidelog_rls_global_shadow_mode_total",
+    ] {
+        assert!(text.contains(series), "no {series} in\n{text}");
+    }
+    let quota = Server::start_with(&file, &["--quota-mode"]);
+    let mut client = quota.client().await;
+    let health = descriptor(&[("path", "/health")], None); // unlimited
+    let unmatched = descriptor(&[("nobody", "x")], None);
+    ask(&mut client, "edge", vec![me("10.1.0.2")]).await;
+    let r = ask(&mut client, "edge", vec![me("10.1.0.2"), me("10.1.0.3")]).await;
+    assert_eq!(
+        (code(&r.statuses[0]), r.overall_code),
+        (Code::OverLimit, Code::Ok as i32),
+        "one quota of two over"
+    );
+    let r = ask(&mut client, "edge", vec![me("10.1.0.2"), unmatched.clone()]).await;
+    assert_eq!(
+        r.overall_code,
+        Code::Ok as i32,
+        "an unmatched one is a quota that fits"
+    );
+    let r = ask(&mut client, "edge", vec![me("10.1.0.2"), health]).await;
+    assert_eq!(
+        r.overall_code,
+        Code::OverLimit as i32,
+        "an unlimited one is no quota"
+    );
+    let r = ask(&mut client, "edge", vec![me("10.1.0.2"), me("10.1.0.3")]).await;
+    assert_eq!(r.overall_code, Code::OverLimit as i32, "both over");
 }
 
 /// `--check` loads a configuration as a start would and exits: 0 and each

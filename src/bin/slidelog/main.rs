@@ -71,7 +71,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "metrics", "all_or_nothing", "redis", "redis_cluster"])]
+    #[arg(long, conflicts_with_all = ["grpc", "metrics", "all_or_nothing", "shadow_mode", "quota_mode", "redis", "redis_cluster"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -82,6 +82,15 @@ struct ServeArgs {
     /// another is over).
     #[arg(long)]
     all_or_nothing: bool,
+    /// Answer every request OK overall, whatever its descriptors' statuses
+    /// (envoyproxy/ratelimit's SHADOW_MODE): each status still says over,
+    /// and the metrics count it; for trying limits out before enforcing.
+    #[arg(long)]
+    shadow_mode: bool,
+    /// Every limited descriptor in quota mode (envoyproxy/ratelimit's
+    /// QUOTA_MODE): a request is over only when all its descriptors are.
+    #[arg(long)]
+    quota_mode: bool,
     /// Keep the logs in this Redis (`redis://host:port/`), shared by every
     /// replica of the service, exactly.
     #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
@@ -307,7 +316,11 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         config: args.config,
         grpc,
         metrics: args.metrics,
-        all_or_nothing: args.all_or_nothing,
+        modes: serve::Modes {
+            all_or_nothing: args.all_or_nothing,
+            shadow_mode: args.shadow_mode,
+            quota_mode: args.quota_mode,
+        },
         redis: match (args.redis, args.redis_cluster) {
             (Some(url), _) => Some(serve::RedisTarget::Node(url)),
             (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),

@@ -43,10 +43,23 @@ pub(crate) struct Options {
     pub(crate) config: PathBuf,
     pub(crate) grpc: SocketAddr,
     pub(crate) metrics: Option<SocketAddr>,
-    /// Check every descriptor first, and consume only if all fit.
-    pub(crate) all_or_nothing: bool,
+    pub(crate) modes: Modes,
     /// Keep the logs in Redis, shared by every replica.
     pub(crate) redis: Option<RedisTarget>,
+}
+
+/// How a request's descriptors make its answer.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Modes {
+    /// Look at every descriptor first, and consume only if the request is
+    /// not over as a whole.
+    pub(crate) all_or_nothing: bool,
+    /// Answer every request OK overall (envoyproxy/ratelimit's global
+    /// `SHADOW_MODE`): each descriptor's status still says what was
+    /// decided, and what fitted is counted.
+    pub(crate) shadow_mode: bool,
+    /// Every limited descriptor in quota mode (its global `QUOTA_MODE`).
+    pub(crate) quota_mode: bool,
 }
 
 /// A Redis for the logs.
@@ -230,7 +243,7 @@ fn placeholder() -> Quota {
 pub(crate) struct Service {
     config: Arc<ArcSwap<Config>>,
     store: Store,
-    all_or_nothing: bool,
+    modes: Modes,
     /// Whether metrics are served (their labels are built only then).
     metrics: bool,
 }
@@ -311,7 +324,7 @@ impl Matched<'_> {
 impl Service {
     pub(crate) fn new(
         config: Config,
-        all_or_nothing: bool,
+        modes: Modes,
         metrics: bool,
         redis: Option<RedisTarget>,
     ) -> Result<Service, String> {
@@ -339,7 +352,7 @@ impl Service {
         Ok(Service {
             config,
             store,
-            all_or_nothing,
+            modes,
             metrics,
         })
     }
@@ -404,9 +417,13 @@ impl Service {
         // recording nothing (a concurrent request can still fill a window
         // between this look and the checks below: see the docs).
         let mut dry = false;
-        if self.all_or_nothing {
+        if self.modes.all_or_nothing {
             let mut looks = Vec::with_capacity(matched.len());
-            for m in matched.iter().flatten() {
+            for m in &matched {
+                let Some(m) = m else {
+                    looks.push((false, self.quota_mode(None)));
+                    continue;
+                };
                 let over = match (m.blocked(), &m.quota) {
                     _ if m.shadow() => false,
                     (Some(_), _) => !m.look,
@@ -417,7 +434,7 @@ impl Service {
                         .is_err(),
                     (None, None) => false,
                 };
-                looks.push((over, m.quota_mode()));
+                looks.push((over, self.quota_mode(Some(m))));
             }
             dry = config::overall_over(looks);
         }
@@ -431,11 +448,18 @@ impl Service {
                 },
                 Some(m) => self.status(&request.domain, m, dry).await?,
             };
-            let quota_mode = m.as_ref().is_some_and(Matched::quota_mode);
-            verdicts.push((status.code == Code::OverLimit as i32, quota_mode));
+            verdicts.push((
+                status.code == Code::OverLimit as i32,
+                self.quota_mode(m.as_ref()),
+            ));
             statuses.push(status);
         }
-        let overall = if config::overall_over(verdicts) {
+        let over = config::overall_over(verdicts);
+        if over && self.modes.shadow_mode && self.metrics {
+            metrics::counter!("slidelog_rls_global_shadow_mode_total", "domain" => request.domain.clone())
+                .increment(1);
+        }
+        let overall = if over && !self.modes.shadow_mode {
             Code::OverLimit
         } else {
             Code::Ok
@@ -449,6 +473,18 @@ impl Service {
             statuses,
             ..Default::default()
         })
+    }
+
+    /// Whether a descriptor (`None`: unmatched or replaced) counts in
+    /// quota mode: its rule's, or every one under `--quota-mode` — as in
+    /// envoyproxy/ratelimit, where the global mode also takes in the
+    /// unmatched and a request's own limits, and no mode an unlimited one.
+    fn quota_mode(&self, m: Option<&Matched<'_>>) -> bool {
+        match m {
+            None => self.modes.quota_mode,
+            Some(m) if matches!(m.limit(), Limit::Unlimited) && m.over.is_none() => false,
+            Some(m) => self.modes.quota_mode || m.quota_mode(),
+        }
     }
 
     fn matched<'c>(
@@ -754,7 +790,7 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         }
         let service = Arc::new(Service::new(
             config,
-            options.all_or_nothing,
+            options.modes,
             options.metrics.is_some(),
             options.redis.clone(),
         )?);
@@ -916,6 +952,11 @@ fn describe() {
         Unit::Count,
         "Over-limit descriptors answered OK in shadow mode."
     );
+    describe_counter!(
+        "slidelog_rls_global_shadow_mode_total",
+        Unit::Count,
+        "Requests over the limit answered OK under --shadow-mode."
+    );
     describe_histogram!(
         "slidelog_rls_request_seconds",
         Unit::Seconds,
@@ -1053,25 +1094,33 @@ descriptors:
         #[test]
         fn any_request_is_answered(
             requests in proptest::collection::vec(request(), 1..6),
-            all_or_nothing in any::<bool>(),
+            (all_or_nothing, shadow_mode, quota_mode) in any::<(bool, bool, bool)>(),
         ) {
             let (domain, rules) = config::parse(CONFIG).unwrap();
             let mut config = Config::default();
             config.domains.insert(domain.clone(), rules.clone());
             let mut oracle = Config::default();
             oracle.domains.insert(domain, rules);
-            // Quota mode: a configured limit with `quota_mode`, not
-            // overridden by the request.
-            let quota_mode = |domain: &str, d: &RateLimitDescriptor| {
+            // Quota mode: every descriptor but an unlimited one under
+            // `--quota-mode`, else a configured limit with `quota_mode`,
+            // not overridden by the request.
+            let in_quota_mode = |domain: &str, d: &RateLimitDescriptor| {
                 let entries: Vec<(String, String)> =
                     d.entries.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
-                d.limit.is_none()
-                    && oracle.matching(domain, &entries).is_some_and(|rule| {
-                        rule.quota_mode
-                            && matches!(rule.limit, Limit::Quota(..) | Limit::Blocked(..))
-                    })
+                let rule = oracle.matching(domain, &entries);
+                let own = d.limit.is_some();
+                if !own && rule.is_some_and(|rule| matches!(rule.limit, Limit::Unlimited)) {
+                    return false;
+                }
+                quota_mode
+                    || !own
+                        && rule.is_some_and(|rule| {
+                            rule.quota_mode
+                                && matches!(rule.limit, Limit::Quota(..) | Limit::Blocked(..))
+                        })
             };
-            let service = Service::new(config, all_or_nothing, false, None).unwrap();
+            let modes = Modes { all_or_nothing, shadow_mode, quota_mode };
+            let service = Service::new(config, modes, false, None).unwrap();
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
             for request in &requests {
                 match rt.block_on(service.decide(request)) {
@@ -1082,14 +1131,17 @@ descriptors:
                         let (mut plain_over, mut quotas) = (false, Vec::new());
                         for (s, d) in response.statuses.iter().zip(&request.descriptors) {
                             let over = s.code == Code::OverLimit as i32;
-                            if quota_mode(&request.domain, d) {
+                            if in_quota_mode(&request.domain, d) {
                                 quotas.push(over);
                             } else {
                                 plain_over |= over;
                             }
                         }
                         let over = plain_over || (!quotas.is_empty() && quotas.iter().all(|o| *o));
-                        prop_assert_eq!(response.overall_code == Code::OverLimit as i32, over);
+                        prop_assert_eq!(
+                            response.overall_code == Code::OverLimit as i32,
+                            over && !shadow_mode
+                        );
                         for s in &response.statuses {
                             if let Some(limit) = &s.current_limit {
                                 prop_assert!(
