@@ -949,22 +949,22 @@ async fn global_shadow_and_quota_modes() {
 #[test]
 fn check_validates_a_configuration_without_serving() {
     let dir = temp_dir("check");
-    let good = dir.join("good.yaml");
-    std::fs::write(
-        &good,
+    // `yaml` written as `name`, and `slidelog serve --check` run on it.
+    let check = |name: &str, yaml: &str| {
+        let file = dir.join(name);
+        std::fs::write(&file, yaml).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+            .args(["serve", "--check", "--config", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, stdout, stderr) = check(
+        "good.yaml",
         "domain: d\ndescriptors:\n  - key: ip\n    rate_limits:\n      - {unit: second, requests_per_unit: 5}\n      - {window: 90s, requests_per_unit: 50}\n  - key: path\n    value: /api/*\n    share_threshold: true\n    quota_mode: true\n    descriptors:\n      - {key: method, rate_limit: {unit: minute, requests_per_unit: 0}}\n",
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args(["serve", "--check", "--config", good.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
     );
+    assert_eq!(code, Some(0), "{stdout} {stderr}");
     for line in [
         "valid, 1 domain",
         "domain d:",
@@ -974,23 +974,16 @@ fn check_validates_a_configuration_without_serving() {
     ] {
         assert!(stdout.contains(line), "`{line}` in:\n{stdout}");
     }
-    let bad = dir.join("bad.yaml");
-    std::fs::write(
-        &bad,
+    let (code, stdout, stderr) = check(
+        "bad.yaml",
         "domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n",
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args(["serve", "--check", "--config", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    );
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("bad.yaml") && stderr.contains("share_threshold"),
         "{stderr}"
     );
-    assert!(out.stdout.is_empty());
+    assert!(stdout.is_empty(), "{stdout}");
 }
 
 /// A request's own limit is honoured: the descriptor is checked by it (in
