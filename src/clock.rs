@@ -86,6 +86,10 @@ pub struct QuantaClock {
     /// it loads anyway (a tag matched against three cases compiles to two
     /// compares).
     per_tick: u64,
+    /// The inline read's offset: the origin's nanoseconds less
+    /// [`ORIGIN`](Self::ORIGIN), so that a reading is one multiply and one
+    /// subtraction ([`tsc::since`]); 0 where `per_tick` is.
+    offset: u64,
     reading: Reading,
 }
 
@@ -121,11 +125,13 @@ impl QuantaClock {
     pub fn new() -> Self {
         let (clock, per_tick) = process_clock();
         let origin_raw = clock.raw();
+        // `per_tick` is never 0 (`tsc::per_tick`).
+        let per_tick = per_tick.unwrap_or(0);
         QuantaClock {
             clock,
             origin_raw,
-            // `per_tick` is never 0 (`tsc::per_tick`).
-            per_tick: per_tick.unwrap_or(0),
+            per_tick,
+            offset: tsc::offset(origin_raw, per_tick, Self::ORIGIN),
             reading: Reading::Quanta,
         }
     }
@@ -164,6 +170,7 @@ impl QuantaClock {
             // Relaxed: see `Clock::now`.
             origin_raw: published.load(Ordering::Relaxed),
             per_tick: 0,
+            offset: 0,
             reading: Reading::Recent(published),
         };
         Ok((clock, Upkeep { _running: running }))
@@ -230,11 +237,28 @@ mod tsc {
         ((u128::from(ticks) * u128::from(per_tick)) >> 64) as u64
     }
 
-    /// The ticks since the origin of a counter read behind it: none.
+    /// What [`since`] subtracts for a clock whose origin reads
+    /// `origin_raw` and whose reading there is `origin`.
+    pub(super) fn offset(origin_raw: u64, per_tick: u64, origin: u64) -> u64 {
+        nanos(origin_raw, per_tick).wrapping_sub(origin)
+    }
+
+    /// The reading at counter `ticks`, at or past the origin's count:
+    /// `nanos(ticks) - nanos(origin_raw) + origin`, one subtraction after
+    /// the multiply (the counter's value waits for nothing else). The
+    /// scale of the difference, `nanos(ticks - origin_raw)`, is the same
+    /// or a nanosecond less (the two fractions dropped); both are
+    /// monotonic in `ticks`, so the clock never goes backwards.
+    #[inline(always)]
+    pub(super) fn since(ticks: u64, per_tick: u64, offset: u64) -> u64 {
+        nanos(ticks, per_tick).wrapping_sub(offset)
+    }
+
+    /// The reading of a counter behind the origin's count: the origin.
     #[cold]
     #[inline(never)]
-    pub(super) fn behind() -> u64 {
-        0
+    pub(super) fn behind(origin: u64) -> u64 {
+        origin
     }
 
     /// The time stamp counter, as quanta's TSC source reads it (`RDTSC`).
@@ -285,12 +309,11 @@ impl Clock for QuantaClock {
             // earlier) reads as the origin, as quanta's delta does: a
             // branch to a cold call, so that the common case has no
             // conditional move on the chain every caller waits for (see
-            // `Geometry::now`).
-            let since = match ticks.checked_sub(self.origin_raw) {
-                Some(since) => since,
-                None => tsc::behind(),
-            };
-            return tsc::nanos(since, self.per_tick) + Self::ORIGIN;
+            // `Geometry::now`), and no subtraction before the multiply.
+            if ticks < self.origin_raw {
+                return tsc::behind(Self::ORIGIN);
+            }
+            return tsc::since(ticks, self.per_tick, self.offset);
         }
         match self.reading {
             // One load of the time the upkeep thread published. Relaxed:
