@@ -986,6 +986,67 @@ fn check_validates_a_configuration_without_serving() {
     assert!(stdout.is_empty(), "{stdout}");
 }
 
+/// A domain in two files of a directory: refused, or with
+/// `--merge-domains` (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`) one
+/// domain with both files' descriptors, served; a key and value both files
+/// define at the top is refused either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merging_a_domain_split_across_files() {
+    let dir = temp_dir("merge");
+    std::fs::write(
+        dir.join("a.yaml"),
+        "domain: shop\ndescriptors:\n  - key: ip\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.yaml"),
+        "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+    )
+    .unwrap();
+    let check = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+            .args(["serve", "--check", "--config", dir.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code_, _, stderr) = check(&[]);
+    assert_eq!(code_, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("b.yaml") && stderr.contains("--merge-domains"),
+        "{stderr}"
+    );
+    let (code_, stdout, stderr) = check(&["--merge-domains"]);
+    assert_eq!(code_, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("  ip: 1 per 1m") && stdout.contains("  user: 2 per 1m"),
+        "{stdout}"
+    );
+    let server = Server::start_with(&dir, &["--merge-domains"]);
+    let mut client = server.client().await;
+    for (entries, left) in [([("ip", "10.0.0.1")], 0), ([("user", "u")], 1)] {
+        let s = one(&mut client, "shop", &entries, None).await;
+        assert_eq!(
+            (code(&s), s.limit_remaining),
+            (Code::Ok, left),
+            "{entries:?}"
+        );
+    }
+    std::fs::write(
+        dir.join("c.yaml"),
+        "domain: shop\ndescriptors:\n  - key: ip\n    rate_limit: {unit: hour, requests_per_unit: 5}\n",
+    )
+    .unwrap();
+    let (code_, _, stderr) = check(&["--merge-domains"]);
+    assert_eq!(code_, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("c.yaml") && stderr.contains("`ip`"),
+        "{stderr}"
+    );
+}
+
 /// A request's own limit is honoured: the descriptor is checked by it (in
 /// a log of its own, apart from the configured limit's), and its status
 /// names it; a zero blocks; a unit-less or too large override is

@@ -91,6 +91,12 @@ struct ServeArgs {
     /// QUOTA_MODE): a request is over only when all its descriptors are.
     #[arg(long)]
     quota_mode: bool,
+    /// A domain defined by several files of a `--config` directory has
+    /// their descriptors joined, in the files' order (envoyproxy/ratelimit's
+    /// MERGE_DOMAIN_CONFIG); without it, such a domain is refused. A key
+    /// and value defined twice at the top is refused either way.
+    #[arg(long)]
+    merge_domains: bool,
     /// Keep the logs in this Redis (`redis://host:port/`), shared by every
     /// replica of the service, exactly.
     #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
@@ -310,7 +316,7 @@ fn redis_demo(_: &DemoArgs, url: &str) -> Result<(), String> {
 fn run_serve(args: ServeArgs) -> Result<(), String> {
     // `--grpc` is required unless `--check`, which it conflicts with.
     let Some(grpc) = args.grpc else {
-        return serve::check(&args.config);
+        return serve::check(&args.config, args.merge_domains);
     };
     serve::run(&serve::Options {
         config: args.config,
@@ -321,6 +327,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
             shadow_mode: args.shadow_mode,
             quota_mode: args.quota_mode,
         },
+        merge_domains: args.merge_domains,
         redis: match (args.redis, args.redis_cluster) {
             (Some(url), _) => Some(serve::RedisTarget::Node(url)),
             (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),

@@ -250,8 +250,11 @@ impl Config {
     /// directory (one domain each) but hidden ones — an editor's lock or
     /// backup (`.#api.yaml`), a Kubernetes ConfigMap's `..data` — which are
     /// no one's configuration. Errors name the file, the line and what is
-    /// wrong.
-    pub(crate) fn load(path: &Path) -> Result<Config, String> {
+    /// wrong. A domain in two files is refused, unless `merge_domains`
+    /// (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`): then a later file's
+    /// descriptors join the domain's, after them, and one with a key and
+    /// value the domain already has is refused.
+    pub(crate) fn load(path: &Path, merge_domains: bool) -> Result<Config, String> {
         let files = if path.is_dir() {
             let mut files: Vec<PathBuf> = std::fs::read_dir(path)
                 .map_err(|e| format!("{}: {e}", path.display()))?
@@ -276,11 +279,33 @@ impl Config {
             let text =
                 std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
             let (domain, rules) = parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-            if config.domains.insert(domain.clone(), rules).is_some() {
-                return Err(format!(
-                    "{}: domain `{domain}` is also defined by an earlier file",
-                    file.display()
-                ));
+            match config.domains.get_mut(&domain) {
+                None => {
+                    config.domains.insert(domain, rules);
+                }
+                Some(_) if !merge_domains => {
+                    return Err(format!(
+                        "{}: domain `{domain}` is also defined by an earlier file \
+                         (--merge-domains joins them)",
+                        file.display()
+                    ));
+                }
+                Some(known) => {
+                    for rule in rules {
+                        if known
+                            .iter()
+                            .any(|r| r.key == rule.key && r.value == rule.value)
+                        {
+                            return Err(format!(
+                                "{}: domain `{domain}`: descriptor `{}` is also defined by an \
+                                 earlier file",
+                                file.display(),
+                                rule.label
+                            ));
+                        }
+                        known.push(rule);
+                    }
+                }
             }
         }
         Ok(config)

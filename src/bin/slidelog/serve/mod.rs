@@ -44,6 +44,8 @@ pub(crate) struct Options {
     pub(crate) grpc: SocketAddr,
     pub(crate) metrics: Option<SocketAddr>,
     pub(crate) modes: Modes,
+    /// Join the descriptors of a domain that several files define.
+    pub(crate) merge_domains: bool,
     /// Keep the logs in Redis, shared by every replica.
     pub(crate) redis: Option<RedisTarget>,
 }
@@ -734,8 +736,8 @@ impl RateLimitService for Grpc {
 /// `slidelog serve --check`: loads the configuration as a start or a
 /// reload would, and prints each domain with its descriptors (limits,
 /// blocks, unlimited ones and those with no limit of their own).
-pub(crate) fn check(path: &std::path::Path) -> Result<(), String> {
-    let config = Config::load(path)?;
+pub(crate) fn check(path: &std::path::Path, merge_domains: bool) -> Result<(), String> {
+    let config = Config::load(path, merge_domains)?;
     let mut domains: Vec<_> = config.domains.iter().collect();
     domains.sort_by_key(|(name, _)| name.as_str());
     println!(
@@ -778,7 +780,7 @@ pub(crate) fn check(path: &std::path::Path) -> Result<(), String> {
 }
 
 pub(crate) fn run(options: &Options) -> Result<(), String> {
-    let config = Config::load(&options.config)?;
+    let config = Config::load(&options.config, options.merge_domains)?;
     let domains = config.domains.len();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -794,7 +796,7 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
             options.metrics.is_some(),
             options.redis.clone(),
         )?);
-        watch(&options.config, Arc::clone(&service))?;
+        watch(&options.config, options.merge_domains, Arc::clone(&service))?;
         let (reporter, health) = tonic_health::server::health_reporter();
         reporter.set_serving::<RateLimitServiceServer<Grpc>>().await;
         let listener = tokio::net::TcpListener::bind(options.grpc)
@@ -845,7 +847,7 @@ async fn shutdown_signal() {
 
 /// Re-reads the configuration when `path` changes (a file watcher) and on
 /// SIGHUP.
-fn watch(path: &std::path::Path, service: Arc<Service>) -> Result<(), String> {
+fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> Result<(), String> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let on_change = tx.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -887,7 +889,7 @@ fn watch(path: &std::path::Path, service: Arc<Service>) -> Result<(), String> {
             // Let a burst of events (write, rename) settle.
             tokio::time::sleep(Duration::from_millis(100)).await;
             while rx.try_recv().is_ok() {}
-            match Config::load(&path) {
+            match Config::load(&path, merge_domains) {
                 Ok(config) => {
                     let domains = config.domains.len();
                     service.reload(config);
