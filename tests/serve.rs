@@ -943,6 +943,18 @@ async fn global_shadow_and_quota_modes() {
     assert_eq!(r.overall_code, Code::OverLimit as i32, "both over");
 }
 
+/// `slidelog serve --check --config config` with `extra` flags: its exit
+/// code, stdout and stderr.
+fn serve_check(config: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args(["serve", "--check", "--config", config.to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
 /// `--check` loads a configuration as a start would and exits: 0 and each
 /// descriptor on stdout, or 2 and the file, line and reason; it serves
 /// nothing and needs no `--grpc`.
@@ -953,12 +965,7 @@ fn check_validates_a_configuration_without_serving() {
     let check = |name: &str, yaml: &str| {
         let file = dir.join(name);
         std::fs::write(&file, yaml).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-            .args(["serve", "--check", "--config", file.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-        (out.status.code(), text(&out.stdout), text(&out.stderr))
+        serve_check(&file, &[])
     };
     let (code, stdout, stderr) = check(
         "good.yaml",
@@ -1003,15 +1010,7 @@ async fn merging_a_domain_split_across_files() {
         "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
     )
     .unwrap();
-    let check = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-            .args(["serve", "--check", "--config", dir.to_str().unwrap()])
-            .args(extra)
-            .output()
-            .unwrap();
-        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-        (out.status.code(), text(&out.stdout), text(&out.stderr))
-    };
+    let check = |extra: &[&str]| serve_check(&dir, extra);
     let (code_, _, stderr) = check(&[]);
     assert_eq!(code_, Some(2), "{stderr}");
     assert!(
