@@ -969,13 +969,13 @@ fn check_validates_a_configuration_without_serving() {
     };
     let (code, stdout, stderr) = check(
         "good.yaml",
-        "domain: d\ndescriptors:\n  - key: ip\n    rate_limits:\n      - {unit: second, requests_per_unit: 5}\n      - {window: 90s, requests_per_unit: 50}\n  - key: path\n    value: /api/*\n    share_threshold: true\n    quota_mode: true\n    descriptors:\n      - {key: method, rate_limit: {unit: minute, requests_per_unit: 0}}\n",
+        "domain: d\ndescriptors:\n  - key: ip\n    rate_limits:\n      - {unit: second, requests_per_unit: 5}\n      - {window: 90s, requests_per_unit: 50, name: slow, replaces: [{name: other}]}\n  - key: path\n    value: /api/*\n    share_threshold: true\n    quota_mode: true\n    descriptors:\n      - {key: method, rate_limit: {unit: minute, requests_per_unit: 0}}\n",
     );
     assert_eq!(code, Some(0), "{stdout} {stderr}");
     for line in [
         "valid, 1 domain",
         "domain d:",
-        "  ip: 5 per 1s and 50 per 90s",
+        "  ip: 5 per 1s and 50 per 90s, named slow, replaces other",
         "  path=/api/*: no limit of its own, quota_mode, share_threshold",
         "  path=/api/*.method: blocked (requests_per_unit: 0)",
     ] {

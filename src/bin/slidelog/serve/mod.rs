@@ -772,6 +772,13 @@ pub(crate) fn check(path: &std::path::Path, merge_domains: bool) -> Result<(), S
                     flags.push_str(flag);
                 }
             }
+            let names = rule.limit.shown().iter().filter(|s| !s.name.is_empty());
+            for shown in names {
+                flags.push_str(&format!(", named {}", shown.name));
+            }
+            for replaced in &rule.replaces {
+                flags.push_str(&format!(", replaces {replaced}"));
+            }
             println!("  {}: {what}{flags}", rule.label);
             stack.extend(rule.children.iter().rev());
         }
