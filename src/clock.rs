@@ -309,7 +309,7 @@ impl Clock for QuantaClock {
             // earlier) reads as the origin, as quanta's delta does: a
             // branch to a cold call, so that the common case has no
             // conditional move on the chain every caller waits for (see
-            // `Geometry::now`), and no subtraction before the multiply.
+            // `Geometry::now`); the multiply waits for the counter alone.
             if ticks < self.origin_raw {
                 return tsc::behind(Self::ORIGIN);
             }

@@ -303,17 +303,6 @@ impl Matched<'_> {
         self.over.is_none() && self.rule.is_some_and(|rule| rule.shadow)
     }
 
-    /// Whether it is in quota mode (see [`config::overall_over`]): its
-    /// rule's `quota_mode`, for a descriptor its rule limits (a request's
-    /// own limit is never in quota mode, as in envoyproxy/ratelimit, and
-    /// an unlimited or limitless one is not counted).
-    fn quota_mode(&self) -> bool {
-        self.over.is_none()
-            && self.rule.is_some_and(|rule| {
-                rule.quota_mode && matches!(rule.limit, Limit::Quota(..) | Limit::Blocked(..))
-            })
-    }
-
     /// The `descriptor` label of its metrics: its rule's path, or one
     /// label for every unconfigured descriptor a request limits itself
     /// (their keys are the client's: a label each would let clients grow
@@ -478,14 +467,22 @@ impl Service {
     }
 
     /// Whether a descriptor (`None`: unmatched or replaced) counts in
-    /// quota mode: its rule's, or every one under `--quota-mode` — as in
-    /// envoyproxy/ratelimit, where the global mode also takes in the
-    /// unmatched and a request's own limits, and no mode an unlimited one.
+    /// quota mode (see [`config::overall_over`]): every one under
+    /// `--quota-mode` but an unlimited one, and a limit its rule puts in
+    /// `quota_mode` — as in envoyproxy/ratelimit, where the global mode
+    /// also takes in the unmatched and a request's own limits, and a
+    /// request's own limit is never in a rule's quota mode.
     fn quota_mode(&self, m: Option<&Matched<'_>>) -> bool {
+        let global = self.modes.quota_mode;
         match m {
-            None => self.modes.quota_mode,
-            Some(m) if matches!(m.limit(), Limit::Unlimited) && m.over.is_none() => false,
-            Some(m) => self.modes.quota_mode || m.quota_mode(),
+            Some(m) if m.over.is_none() => match m.limit() {
+                Limit::Unlimited => false,
+                Limit::Quota(..) | Limit::Blocked(..) => {
+                    global || m.rule.is_some_and(|rule| rule.quota_mode)
+                }
+                Limit::None => global,
+            },
+            _ => global,
         }
     }
 
