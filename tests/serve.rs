@@ -943,6 +943,91 @@ async fn global_shadow_and_quota_modes() {
     assert_eq!(r.overall_code, Code::OverLimit as i32, "both over");
 }
 
+/// `--response-headers` (envoyproxy/ratelimit's
+/// `LIMIT_RESPONSE_HEADERS_ENABLED`): each answer with a limited descriptor
+/// carries `RateLimit-Limit`, `-Remaining` and `-Reset` for Envoy to add to
+/// the client's response — of the descriptor closest to its limit, the
+/// reset in whole seconds until the room grows, a look's too — under the
+/// names given; none without the flag, and a bad name is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_headers_tell_the_client_its_room() {
+    let file = temp_dir("response-headers").join("config.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let headers = |r: &RateLimitResponse| -> Vec<(String, String)> {
+        let added = r.response_headers_to_add.iter();
+        added.map(|h| (h.key.clone(), h.value.clone())).collect()
+    };
+    let told = |limit: u32, remaining: u32, reset: u64| {
+        [
+            ("RateLimit-Limit", limit.to_string()),
+            ("RateLimit-Remaining", remaining.to_string()),
+            ("RateLimit-Reset", reset.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .to_vec()
+    };
+    let ip = |a: &str| descriptor(&[("remote_address", a)], None); // 3 a second
+    let gold = descriptor(&[("tier", "gold")], None); // 5 a second, 6 a minute
+    let server = Server::start_with(&file, &["--response-headers"]);
+    let mut client = server.client().await;
+    let r = ask(&mut client, "edge", vec![ip("10.9.0.1")]).await;
+    assert_eq!(headers(&r), told(3, 2, 1));
+    // The descriptor closest to its limit: the address (1 left), not the
+    // tier (4 left of 5).
+    let r = ask(&mut client, "edge", vec![gold.clone(), ip("10.9.0.1")]).await;
+    assert_eq!(headers(&r), told(3, 1, 1));
+    ask(&mut client, "edge", vec![ip("10.9.0.1")]).await;
+    let r = ask(&mut client, "edge", vec![ip("10.9.0.1"), gold.clone()]).await;
+    assert_eq!(r.overall_code, Code::OverLimit as i32);
+    assert_eq!(headers(&r), told(3, 0, 1), "the one over");
+    // A look (hits 0) reports when the room grows too: within the minute.
+    let login = [("user", "u9"), ("action", "login")]; // 2 a minute
+    one(&mut client, "edge", &login, None).await;
+    let r = ask(&mut client, "edge", vec![descriptor(&login, Some(0))]).await;
+    let h = headers(&r);
+    assert_eq!(h[..2], told(2, 1, 0)[..2], "{h:?}");
+    let reset: u64 = h[2].1.parse().unwrap();
+    assert!((1..=60).contains(&reset), "{h:?}");
+    // Nothing limited, nothing told.
+    let health = descriptor(&[("path", "/health")], None);
+    let r = ask(&mut client, "edge", vec![health.clone()]).await;
+    assert!(headers(&r).is_empty(), "{:?}", headers(&r));
+    // Other names; and none without the flag.
+    let named = Server::start_with(
+        &file,
+        &["--response-headers", "--limit-header", "X-RateLimit-Limit"],
+    );
+    let r = ask(&mut named.client().await, "edge", vec![ip("10.9.0.2")]).await;
+    let mut expected = told(3, 2, 1);
+    expected[0].0 = "X-RateLimit-Limit".into();
+    assert_eq!(headers(&r), expected);
+    let plain = Server::start(&file);
+    let r = ask(&mut plain.client().await, "edge", vec![ip("10.9.0.3")]).await;
+    assert!(headers(&r).is_empty(), "{:?}", headers(&r));
+    for (flags, error) in [
+        (
+            &["--response-headers", "--reset-header", "Rate Reset"][..],
+            "is not an HTTP header name",
+        ),
+        (&["--remaining-header", "X-Left"][..], "--response-headers"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+            .args([
+                "serve",
+                "--config",
+                file.to_str().unwrap(),
+                "--grpc",
+                "127.0.0.1:1",
+            ])
+            .args(flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(error), "{flags:?}: {stderr}");
+    }
+}
+
 /// `slidelog serve --check --config config` with `extra` flags: its exit
 /// code, stdout and stderr.
 fn serve_check(config: &Path, extra: &[&str]) -> (Option<i32>, String, String) {

@@ -71,7 +71,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "metrics", "all_or_nothing", "shadow_mode", "quota_mode", "redis", "redis_cluster"])]
+    #[arg(long, conflicts_with_all = ["grpc", "metrics", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "redis", "redis_cluster"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -91,6 +91,22 @@ struct ServeArgs {
     /// QUOTA_MODE): a request is over only when all its descriptors are.
     #[arg(long)]
     quota_mode: bool,
+    /// Add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to each
+    /// answer's response_headers_to_add, for Envoy to put on the client's
+    /// response (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED):
+    /// the descriptor closest to its limit, what remains of it, and the
+    /// seconds until that grows.
+    #[arg(long)]
+    response_headers: bool,
+    /// The limit header's name (LIMIT_LIMIT_HEADER).
+    #[arg(long, value_name = "NAME", default_value = "RateLimit-Limit", value_parser = parse::header_name, requires = "response_headers")]
+    limit_header: String,
+    /// The remaining header's name (LIMIT_REMAINING_HEADER).
+    #[arg(long, value_name = "NAME", default_value = "RateLimit-Remaining", value_parser = parse::header_name, requires = "response_headers")]
+    remaining_header: String,
+    /// The reset header's name (LIMIT_RESET_HEADER).
+    #[arg(long, value_name = "NAME", default_value = "RateLimit-Reset", value_parser = parse::header_name, requires = "response_headers")]
+    reset_header: String,
     /// A domain defined by several files of a `--config` directory has
     /// their descriptors joined, in the files' order (envoyproxy/ratelimit's
     /// MERGE_DOMAIN_CONFIG); without it, such a domain is refused. A key
@@ -327,6 +343,11 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
             shadow_mode: args.shadow_mode,
             quota_mode: args.quota_mode,
         },
+        headers: args.response_headers.then_some(serve::HeaderNames {
+            limit: args.limit_header,
+            remaining: args.remaining_header,
+            reset: args.reset_header,
+        }),
         merge_domains: args.merge_domains,
         redis: match (args.redis, args.redis_cluster) {
             (Some(url), _) => Some(serve::RedisTarget::Node(url)),

@@ -91,6 +91,17 @@ fn decimal_scaled(number: &str, scale: u128) -> Option<u128> {
     Some(value)
 }
 
+/// A header name as HTTP allows one (a token: letters, digits and
+/// ``!#$%&'*+-.^_`|~``), kept as written.
+pub(crate) fn header_name(name: &str) -> Result<String, String> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if !name.is_empty() && name.bytes().all(token) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!("{name:?} is not an HTTP header name"))
+    }
+}
+
 /// A policy `N/WINDOW`, e.g. `100/1m`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Policy {
@@ -149,6 +160,24 @@ pub(crate) fn policy(text: &str) -> Result<Policy, String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn header_names() {
+        for good in ["RateLimit-Limit", "x-ratelimit-reset", "A", "a.b_c~1!"] {
+            assert_eq!(header_name(good), Ok(good.to_string()));
+        }
+        for bad in [
+            "",
+            "Rate Limit",
+            "X-Limit:",
+            "X-Limit\r\nSet-Cookie",
+            "Größe",
+            "a\tb",
+        ] {
+            let error = header_name(bad).unwrap_err();
+            assert!(error.contains("is not an HTTP header name"), "{error}");
+        }
+    }
 
     #[test]
     fn durations() {

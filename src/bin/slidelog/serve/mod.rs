@@ -7,7 +7,9 @@
 //! `hits_addend` is a weighted check (a look — a descriptor's own
 //! `hits_addend` of 0, or a refill, `is_negative_hits` — is answered with
 //! the room left and records nothing); several limits on one
-//! descriptor are one ring, all or nothing. The configuration is re-read when its files
+//! descriptor are one ring, all or nothing; with `--response-headers` an
+//! answer carries the `RateLimit-*` headers ([`HeaderNames`]) for Envoy to
+//! add to the client's response. The configuration is re-read when its files
 //! change and on SIGHUP: a valid one takes effect with every key's history
 //! kept (live reconfiguration), an invalid one is refused with the file,
 //! line and reason, and the previous one stays in force.
@@ -21,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit, rate_limit::Unit as PbUnit,
@@ -44,6 +47,8 @@ pub(crate) struct Options {
     pub(crate) grpc: SocketAddr,
     pub(crate) metrics: Option<SocketAddr>,
     pub(crate) modes: Modes,
+    /// Add `RateLimit-*` headers to each answer, under these names.
+    pub(crate) headers: Option<HeaderNames>,
     /// Join the descriptors of a domain that several files define.
     pub(crate) merge_domains: bool,
     /// Keep the logs in Redis, shared by every replica.
@@ -62,6 +67,78 @@ pub(crate) struct Modes {
     pub(crate) shadow_mode: bool,
     /// Every limited descriptor in quota mode (its global `QUOTA_MODE`).
     pub(crate) quota_mode: bool,
+}
+
+/// The names of the three headers `--response-headers` adds to an answer's
+/// `response_headers_to_add`, for Envoy to put on the client's response
+/// (envoyproxy/ratelimit's `LIMIT_RESPONSE_HEADERS_ENABLED`, with its
+/// `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER` and `LIMIT_RESET_HEADER`):
+/// the limit of the descriptor closest to its limit ([`closest`]), what
+/// remains of it, and the seconds until that grows.
+#[derive(Clone, Debug)]
+pub(crate) struct HeaderNames {
+    pub(crate) limit: String,
+    pub(crate) remaining: String,
+    pub(crate) reset: String,
+}
+
+impl Default for HeaderNames {
+    /// envoyproxy/ratelimit's defaults.
+    fn default() -> Self {
+        HeaderNames {
+            limit: "RateLimit-Limit".into(),
+            remaining: "RateLimit-Remaining".into(),
+            reset: "RateLimit-Reset".into(),
+        }
+    }
+}
+
+impl HeaderNames {
+    /// The three headers for `status`: its limit, what remains, and its
+    /// `duration_until_reset` in whole seconds, rounded up (a wait of
+    /// 0.2 s is 1: a client that waits the seconds told finds the room).
+    fn values(&self, status: &DescriptorStatus) -> Vec<HeaderValue> {
+        let limit = status
+            .current_limit
+            .as_ref()
+            .map_or(0, |l| l.requests_per_unit);
+        let reset = status.duration_until_reset.as_ref().map_or(0, |d| {
+            let whole = u64::try_from(d.seconds).unwrap_or(0);
+            whole + u64::from(d.nanos > 0)
+        });
+        [
+            (&self.limit, u64::from(limit)),
+            (&self.remaining, u64::from(status.limit_remaining)),
+            (&self.reset, reset),
+        ]
+        .into_iter()
+        .map(|(key, value)| HeaderValue {
+            key: key.clone(),
+            value: value.to_string(),
+            ..Default::default()
+        })
+        .collect()
+    }
+}
+
+/// The descriptor whose status the `RateLimit-*` headers report, chosen as
+/// envoyproxy/ratelimit chooses it, from each status and its verdict
+/// `(over, in quota mode)`: the last one over its limit that is not in
+/// quota mode (it is why the request is refused); else, among those with
+/// a limit (a `current_limit`), the first with the fewest remaining.
+/// `None` if no descriptor is limited.
+fn closest(statuses: &[DescriptorStatus], verdicts: &[(bool, bool)]) -> Option<usize> {
+    let mut chosen = None;
+    let mut least = u32::MAX;
+    for (i, (status, &(over, quota_mode))) in statuses.iter().zip(verdicts).enumerate() {
+        if status.current_limit.is_some() && status.limit_remaining < least {
+            (chosen, least) = (Some(i), status.limit_remaining);
+        }
+        if over && !quota_mode {
+            (chosen, least) = (Some(i), 0);
+        }
+    }
+    chosen
 }
 
 /// A Redis for the logs.
@@ -246,6 +323,8 @@ pub(crate) struct Service {
     config: Arc<ArcSwap<Config>>,
     store: Store,
     modes: Modes,
+    /// The `RateLimit-*` headers' names, if answers carry them.
+    headers: Option<HeaderNames>,
     /// Whether metrics are served (their labels are built only then).
     metrics: bool,
 }
@@ -316,6 +395,7 @@ impl Service {
     pub(crate) fn new(
         config: Config,
         modes: Modes,
+        headers: Option<HeaderNames>,
         metrics: bool,
         redis: Option<RedisTarget>,
     ) -> Result<Service, String> {
@@ -344,6 +424,7 @@ impl Service {
             config,
             store,
             modes,
+            headers,
             metrics,
         })
     }
@@ -445,7 +526,7 @@ impl Service {
             ));
             statuses.push(status);
         }
-        let over = config::overall_over(verdicts);
+        let over = config::overall_over(verdicts.iter().copied());
         if over && self.modes.shadow_mode && self.metrics {
             metrics::counter!("slidelog_rls_global_shadow_mode_total", "domain" => request.domain.clone())
                 .increment(1);
@@ -459,9 +540,16 @@ impl Service {
             metrics::histogram!("slidelog_rls_request_seconds")
                 .record(started.elapsed().as_secs_f64());
         }
+        // The headers describe what was decided, shadow mode or not (as
+        // upstream adds them before its global shadow mode answers OK).
+        let response_headers_to_add = match (&self.headers, closest(&statuses, &verdicts)) {
+            (Some(names), Some(i)) => names.values(&statuses[i]),
+            _ => Vec::new(),
+        };
         Ok(RateLimitResponse {
             overall_code: overall as i32,
             statuses,
+            response_headers_to_add,
             ..Default::default()
         })
     }
@@ -637,9 +725,10 @@ impl Service {
             (Some((zero, window)), _) if !m.look => {
                 return Ok(self.over(labels.as_ref(), m, window, limit_of(zero)));
             }
-            (Some((zero, _)), _) => {
+            (Some((zero, window)), _) => {
                 return Ok(DescriptorStatus {
                     current_limit: Some(limit_of(zero)),
+                    duration_until_reset: Some(pb_duration(window)),
                     ..ok
                 });
             }
@@ -666,13 +755,20 @@ impl Service {
             }
             // A dry run of an all-or-nothing request that another
             // descriptor refused, or a look (no hits): nothing was
-            // recorded for this one.
-            Ok((admitted, _)) => DescriptorStatus {
-                code: Code::Ok as i32,
-                current_limit: Some(limit_of(admitted.policy())),
-                limit_remaining: admitted.remaining().saturating_add(m.hits),
-                ..Default::default()
-            },
+            // recorded for this one, so a second look tells when its room
+            // grows.
+            Ok((admitted, _)) => {
+                let room = admitted.remaining().saturating_add(m.hits);
+                DescriptorStatus {
+                    code: Code::Ok as i32,
+                    current_limit: Some(limit_of(admitted.policy())),
+                    limit_remaining: room,
+                    duration_until_reset: Some(pb_duration(
+                        self.growth(&m.key, quota, room).await?,
+                    )),
+                    ..Default::default()
+                }
+            }
             Err(denied) => {
                 let wait = match denied.reason() {
                     DenyReason::RateLimited => denied.retry_after(),
@@ -680,6 +776,20 @@ impl Service {
                 };
                 self.over(labels.as_ref(), m, wait, limit_of(denied.policy()))
             }
+        })
+    }
+
+    /// When the room `room` left for `key` under `quota` next grows, for a
+    /// status that recorded nothing: the wait until `room + 1` units fit,
+    /// or zero when they never can (the window holds no admission) or
+    /// already do (an admission left it since the room was read).
+    async fn growth(&self, key: &str, quota: &Quota, room: u32) -> Result<Duration, Status> {
+        let more = self.store.check(key, quota, room.saturating_add(1), true);
+        Ok(match more.await? {
+            Err(denied) if matches!(denied.reason(), DenyReason::RateLimited) => {
+                denied.retry_after()
+            }
+            _ => Duration::ZERO,
         })
     }
 
@@ -797,6 +907,7 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         let service = Arc::new(Service::new(
             config,
             options.modes,
+            options.headers.clone(),
             options.metrics.is_some(),
             options.redis.clone(),
         )?);
@@ -1096,11 +1207,63 @@ descriptors:
             })
     }
 
+    #[test]
+    fn the_headers_tell_the_descriptor_upstream_tells() {
+        let limited = |remaining: u32| DescriptorStatus {
+            current_limit: Some(RateLimit {
+                requests_per_unit: 10,
+                ..Default::default()
+            }),
+            limit_remaining: remaining,
+            ..Default::default()
+        };
+        let unlimited = DescriptorStatus {
+            limit_remaining: u32::MAX,
+            ..Default::default()
+        };
+        let unmatched = DescriptorStatus::default();
+        let fits = (false, false);
+        // The first with the fewest remaining.
+        let statuses = [limited(5), limited(2), unlimited.clone(), limited(2)];
+        assert_eq!(closest(&statuses, &[fits; 4]), Some(1));
+        // The last over its limit outside quota mode, even after one with
+        // none left (a shadowed one) and one over in quota mode.
+        let statuses = [limited(0), limited(0), limited(0), limited(0), limited(3)];
+        let verdicts = [fits, (true, false), (true, false), (true, true), fits];
+        assert_eq!(closest(&statuses, &verdicts), Some(2));
+        // An over quota counts by what remains, like any other.
+        let verdicts = [(true, true), (true, true), fits, fits, fits];
+        assert_eq!(closest(&statuses, &verdicts), Some(0));
+        // Nothing limited, nothing told.
+        assert_eq!(closest(&[unlimited, unmatched], &[fits; 2]), None);
+        // The values: the limit, what remains, whole seconds rounded up.
+        let status = DescriptorStatus {
+            duration_until_reset: Some(pb_duration(Duration::from_millis(1_200))),
+            ..limited(4)
+        };
+        let names = HeaderNames {
+            limit: "X-Limit".into(),
+            ..HeaderNames::default()
+        };
+        let told: Vec<(String, String)> = names
+            .values(&status)
+            .into_iter()
+            .map(|h| (h.key, h.value))
+            .collect();
+        let expected = [
+            ("X-Limit", "10"),
+            ("RateLimit-Remaining", "4"),
+            ("RateLimit-Reset", "2"),
+        ];
+        assert_eq!(told, expected.map(|(k, v)| (k.to_string(), v.to_string())));
+    }
+
     proptest! {
         #[test]
         fn any_request_is_answered(
             requests in proptest::collection::vec(request(), 1..6),
             (all_or_nothing, shadow_mode, quota_mode) in any::<(bool, bool, bool)>(),
+            headers in any::<bool>(),
         ) {
             let (domain, rules) = config::parse(CONFIG).unwrap();
             let mut config = Config::default();
@@ -1126,7 +1289,8 @@ descriptors:
                         })
             };
             let modes = Modes { all_or_nothing, shadow_mode, quota_mode };
-            let service = Service::new(config, modes, false, None).unwrap();
+            let names = headers.then(HeaderNames::default);
+            let service = Service::new(config, modes, names, false, None).unwrap();
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
             for request in &requests {
                 match rt.block_on(service.decide(request)) {
@@ -1148,6 +1312,44 @@ descriptors:
                             response.overall_code == Code::OverLimit as i32,
                             over && !shadow_mode
                         );
+                        // The headers: none unless asked for or with no
+                        // limited descriptor; else a limit and reset of a
+                        // descriptor with the remaining told, which is 0 if
+                        // a descriptor outside quota mode is over, else the
+                        // fewest of any limited one.
+                        let limited: Vec<&DescriptorStatus> =
+                            response.statuses.iter().filter(|s| s.current_limit.is_some()).collect();
+                        let added = &response.response_headers_to_add;
+                        if !headers || limited.is_empty() {
+                            prop_assert!(added.is_empty(), "{:?}", added);
+                        } else {
+                            let value = |key: &str| {
+                                let found = added.iter().find(|h| h.key == key);
+                                found.map(|h| h.value.parse::<u64>().unwrap())
+                            };
+                            let (limit, remaining, reset) = (
+                                value("RateLimit-Limit"),
+                                value("RateLimit-Remaining"),
+                                value("RateLimit-Reset"),
+                            );
+                            prop_assert_eq!(added.len(), 3);
+                            let fewest = limited.iter().map(|s| s.limit_remaining).min().unwrap();
+                            let told = if plain_over { 0 } else { fewest };
+                            prop_assert_eq!(remaining, Some(u64::from(told)));
+                            let seconds = |s: &DescriptorStatus| {
+                                s.duration_until_reset.as_ref().map(|d| {
+                                    d.seconds as u64 + u64::from(d.nanos > 0)
+                                })
+                            };
+                            prop_assert!(
+                                limited.iter().any(|s| {
+                                    u64::from(s.limit_remaining) == u64::from(told)
+                                        && limit == Some(u64::from(s.current_limit.as_ref().unwrap().requests_per_unit))
+                                        && reset == seconds(s)
+                                }),
+                                "{:?} for {:?}", added, response.statuses
+                            );
+                        }
                         for s in &response.statuses {
                             if let Some(limit) = &s.current_limit {
                                 prop_assert!(
