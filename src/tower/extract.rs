@@ -60,6 +60,12 @@ impl<B> KeyExtractor<B> for GlobalKey {
 /// contain NUL. Digests are per `HeaderKey` (and its clones), so for limits
 /// shared across processes (Redis) keep `max_len` above your real keys.
 ///
+/// A header sent more than once is keyed by its first line, the one
+/// `HeaderMap::get` returns: the value your handlers read (and, say,
+/// authenticate) is the value limited: a client is never authenticated by
+/// one line and limited by another. A proxy that *appends* an identity header to the client's
+/// leaves the client's line first: have it replace the header instead.
+///
 /// ```
 /// use slidelog::tower::{HeaderKey, KeyExtractor};
 /// let request = http::Request::builder().header("x-api-key", "k1").body(()).unwrap();
@@ -69,6 +75,13 @@ impl<B> KeyExtractor<B> for GlobalKey {
 /// let request = http::Request::builder().header("x-api-key", long.as_str()).body(()).unwrap();
 /// let key = HeaderKey::new("x-api-key").extract(&request).unwrap();
 /// assert_eq!(key.len(), 33); // a digest, not the value
+///
+/// let twice = http::Request::builder()
+///     .header("x-api-key", "k1")
+///     .header("x-api-key", "k2")
+///     .body(())
+///     .unwrap();
+/// assert_eq!(HeaderKey::new("x-api-key").extract(&twice), Some("k1".to_string()));
 /// ```
 #[derive(Clone, Debug)]
 pub struct HeaderKey {
