@@ -179,6 +179,23 @@ mod tests {
         }
     }
 
+    /// A header name is refused exactly when the `http` crate (which
+    /// Envoy's clients and our layer use) refuses it: every character up
+    /// to U+00FF alone, and inside a name.
+    #[cfg(feature = "tower")]
+    #[test]
+    fn header_names_are_http_tokens() {
+        for c in (0..=255u8).map(char::from) {
+            for name in [c.to_string(), format!("x-{c}-y")] {
+                assert_eq!(
+                    header_name(&name).is_ok(),
+                    http::HeaderName::from_bytes(name.as_bytes()).is_ok(),
+                    "{name:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn durations() {
         assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
@@ -268,6 +285,7 @@ mod tests {
             let _ = window(&s);
             let _ = positive_duration(&s);
             let _ = policy(&s);
+            let _ = header_name(&s);
         }
     }
 }
