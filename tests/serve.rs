@@ -585,6 +585,24 @@ async fn metrics_per_domain_and_descriptor() {
     ] {
         assert!(scrape.contains(series), "no {series} in\n{scrape}");
     }
+    // At a ratio of 0.3, an admission using more than floor(0.9) = 0 of 3
+    // is near: all three.
+    let port = free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let server = Server::start_with(&dir, &["--metrics", &metrics, "--near-limit-ratio", "0.3"]);
+    let mut client = server.client().await;
+    for _ in 0..4 {
+        one(
+            &mut client,
+            "edge",
+            &[("remote_address", "198.51.100.1")],
+            None,
+        )
+        .await;
+    }
+    let series = r#"slidelog_rls_near_limit_total{domain="edge",descriptor="remote_address"} 3"#;
+    let text = self::scrape(port).await;
+    assert!(text.contains(series), "no {series} in\n{text}");
 }
 
 /// A descriptor carrying its own `limit` (what Envoy sends for a route's
@@ -1028,6 +1046,61 @@ async fn response_headers_tell_the_client_its_room() {
     }
 }
 
+/// The HTTP/2 frame types read from a raw connection to `server` within
+/// `wait` (after the client preface and an empty SETTINGS), until it
+/// closes or `wait` passes.
+fn frames_within(server: &Server, wait: Duration) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    tcp.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).unwrap(); // SETTINGS, empty
+    let deadline = Instant::now() + wait;
+    let mut types = Vec::new();
+    let mut header = [0u8; 9];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return types;
+        }
+        tcp.set_read_timeout(Some(left)).unwrap();
+        if tcp.read_exact(&mut header).is_err() {
+            return types; // closed, or `wait` passed
+        }
+        let len = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        if tcp.read_exact(&mut payload).is_err() {
+            return types;
+        }
+        types.push(header[3]);
+    }
+}
+
+/// `--max-connection-age`: a connection older than it is asked to go away
+/// (an HTTP/2 GOAWAY, frame type 7), so that clients reconnect and spread
+/// over replicas started after them; by default (a day) it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_connections_are_asked_to_reconnect() {
+    const GOAWAY: u8 = 7;
+    let file = temp_dir("connection-age").join("config.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let aging = Server::start_with(&file, &["--max-connection-age", "500ms"]);
+    let types = frames_within(&aging, Duration::from_secs(5));
+    assert!(types.contains(&GOAWAY), "frames {types:?}");
+    let lasting = Server::start(&file);
+    let types = frames_within(&lasting, Duration::from_millis(1_500));
+    assert!(
+        !types.is_empty() && !types.contains(&GOAWAY),
+        "frames {types:?}"
+    );
+    // A client keeps being answered across the reconnections.
+    let mut client = aging.client().await;
+    for _ in 0..3 {
+        let s = one(&mut client, "edge", &[("remote_address", "10.8.0.1")], None).await;
+        assert_eq!(code(&s), Code::Ok);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+}
+
 /// `slidelog serve --check --config config` with `extra` flags: its exit
 /// code, stdout and stderr.
 fn serve_check(config: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
@@ -1301,6 +1374,11 @@ async fn replicas_sharing_redis_stay_exact() {
         }
     }
     assert_eq!(ok, 5, "exactly the limit across both replicas");
+    // A service with another prefix shares the Redis and none of its logs.
+    let c = Server::start_with(&file, &["--redis", &url, "--redis-prefix", "other-rls:"]);
+    let s = one(&mut c.client().await, "api", &me, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 4));
+    drop(c);
     // A new address: room on both, growing when its one admission
     // leaves, a minute after it by the server's clock (from the same
     // round trip as the decision).

@@ -71,7 +71,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "metrics", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "redis", "redis_cluster"])]
+    #[arg(long, conflicts_with_all = ["grpc", "metrics", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -113,6 +113,17 @@ struct ServeArgs {
     /// and value defined twice at the top is refused either way.
     #[arg(long)]
     merge_domains: bool,
+    /// An admission counts in the near_limit metric when more than this
+    /// share of its limit is used after it (envoyproxy/ratelimit's
+    /// NEAR_LIMIT_RATIO), from 0 to 1.
+    #[arg(long, value_name = "RATIO", default_value_t = 0.8, value_parser = parse::ratio)]
+    near_limit_ratio: f64,
+    /// How long a client's connection is served before it is asked to
+    /// reconnect (an HTTP/2 GOAWAY; its calls in flight finish), so that
+    /// clients spread over replicas started after them
+    /// (envoyproxy/ratelimit's GRPC_MAX_CONNECTION_AGE).
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse::positive_duration)]
+    max_connection_age: Duration,
     /// Keep the logs in this Redis (`redis://host:port/`), shared by every
     /// replica of the service, exactly.
     #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
@@ -120,6 +131,11 @@ struct ServeArgs {
     /// Keep the logs in this Redis Cluster (seed nodes, comma-separated).
     #[arg(long, value_name = "URL,URL,..", value_delimiter = ',')]
     redis_cluster: Option<Vec<String>>,
+    /// What the service's Redis keys start with (envoyproxy/ratelimit's
+    /// CACHE_KEY_PREFIX): services with different prefixes share a Redis
+    /// and no log.
+    #[arg(long, value_name = "PREFIX", default_value = "slidelog-rls:")]
+    redis_prefix: String,
 }
 
 #[derive(Args, Debug)]
@@ -338,21 +354,27 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         config: args.config,
         grpc,
         metrics: args.metrics,
-        modes: serve::Modes {
-            all_or_nothing: args.all_or_nothing,
-            shadow_mode: args.shadow_mode,
-            quota_mode: args.quota_mode,
-        },
-        headers: args.response_headers.then_some(serve::HeaderNames {
-            limit: args.limit_header,
-            remaining: args.remaining_header,
-            reset: args.reset_header,
-        }),
         merge_domains: args.merge_domains,
-        redis: match (args.redis, args.redis_cluster) {
-            (Some(url), _) => Some(serve::RedisTarget::Node(url)),
-            (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
-            (None, None) => None,
+        max_connection_age: args.max_connection_age,
+        settings: serve::Settings {
+            modes: serve::Modes {
+                all_or_nothing: args.all_or_nothing,
+                shadow_mode: args.shadow_mode,
+                quota_mode: args.quota_mode,
+            },
+            headers: args.response_headers.then_some(serve::HeaderNames {
+                limit: args.limit_header,
+                remaining: args.remaining_header,
+                reset: args.reset_header,
+            }),
+            near_limit_ratio: args.near_limit_ratio,
+            metrics: args.metrics.is_some(),
+            redis: match (args.redis, args.redis_cluster) {
+                (Some(url), _) => Some(serve::RedisTarget::Node(url)),
+                (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
+                (None, None) => None,
+            },
+            redis_prefix: args.redis_prefix,
         },
     })
 }

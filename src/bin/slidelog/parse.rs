@@ -91,6 +91,14 @@ fn decimal_scaled(number: &str, scale: u128) -> Option<u128> {
     Some(value)
 }
 
+/// A share from 0 to 1 (`--near-limit-ratio`), e.g. `0.8`.
+pub(crate) fn ratio(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("`{text}` is not a ratio from 0 to 1 (e.g. 0.8)")),
+    }
+}
+
 /// A header name as HTTP allows one (a token: letters, digits and
 /// ``!#$%&'*+-.^_`|~``), kept as written.
 pub(crate) fn header_name(name: &str) -> Result<String, String> {
@@ -160,6 +168,17 @@ pub(crate) fn policy(text: &str) -> Result<Policy, String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn ratios() {
+        for (text, r) in [("0.8", 0.8), ("0", 0.0), ("1", 1.0), (" 0.25 ", 0.25)] {
+            assert_eq!(ratio(text), Ok(r));
+        }
+        for bad in ["", "1.01", "-0.1", "NaN", "inf", "80%", "x"] {
+            let error = ratio(bad).unwrap_err();
+            assert!(error.contains("is not a ratio from 0 to 1"), "{error}");
+        }
+    }
 
     #[test]
     fn header_names() {
@@ -286,6 +305,7 @@ mod tests {
             let _ = positive_duration(&s);
             let _ = policy(&s);
             let _ = header_name(&s);
+            let _ = ratio(&s);
         }
     }
 }

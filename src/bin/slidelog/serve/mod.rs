@@ -46,13 +46,64 @@ pub(crate) struct Options {
     pub(crate) config: PathBuf,
     pub(crate) grpc: SocketAddr,
     pub(crate) metrics: Option<SocketAddr>,
+    /// Join the descriptors of a domain that several files define.
+    pub(crate) merge_domains: bool,
+    /// How long a client's connection is served before it is asked to
+    /// reconnect (an HTTP/2 GOAWAY; its calls in flight finish), so that
+    /// clients spread over replicas started after them
+    /// (envoyproxy/ratelimit's `GRPC_MAX_CONNECTION_AGE`). Its
+    /// `GRPC_MAX_CONNECTION_AGE_GRACE` has no counterpart: tonic's grace
+    /// closes a connection at age plus grace without the GOAWAY, failing
+    /// its calls in flight, which Envoy admits by default.
+    pub(crate) max_connection_age: Duration,
+    pub(crate) settings: Settings,
+}
+
+/// How the service answers and where it keeps the logs.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
     pub(crate) modes: Modes,
     /// Add `RateLimit-*` headers to each answer, under these names.
     pub(crate) headers: Option<HeaderNames>,
-    /// Join the descriptors of a domain that several files define.
-    pub(crate) merge_domains: bool,
+    /// An admission counts as near its limit when more than this share of
+    /// the limit is used after it (envoyproxy/ratelimit's
+    /// `NEAR_LIMIT_RATIO`; the `near_limit` metric).
+    pub(crate) near_limit_ratio: f64,
+    /// Whether metrics are served (their labels are built only then).
+    pub(crate) metrics: bool,
     /// Keep the logs in Redis, shared by every replica.
     pub(crate) redis: Option<RedisTarget>,
+    /// What the service's Redis keys start with (envoyproxy/ratelimit's
+    /// `CACHE_KEY_PREFIX`): services with different prefixes share a Redis
+    /// and no log.
+    pub(crate) redis_prefix: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            modes: Modes::default(),
+            headers: None,
+            near_limit_ratio: DEFAULT_NEAR_LIMIT_RATIO,
+            metrics: false,
+            redis: None,
+            redis_prefix: DEFAULT_REDIS_PREFIX.into(),
+        }
+    }
+}
+
+/// `--near-limit-ratio`'s default, as upstream's.
+pub(crate) const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
+
+/// `--redis-prefix`'s default.
+pub(crate) const DEFAULT_REDIS_PREFIX: &str = "slidelog-rls:";
+
+/// Whether an admission that leaves `remaining` of `limit` is near the
+/// limit at `ratio`: more used than `floor(limit * ratio)`, as
+/// envoyproxy/ratelimit computes its threshold.
+fn near_limit(limit: u32, remaining: u32, ratio: f64) -> bool {
+    let threshold = (f64::from(limit) * ratio).floor();
+    f64::from(limit.saturating_sub(remaining)) > threshold
 }
 
 /// How a request's descriptors make its answer.
@@ -158,6 +209,8 @@ enum Store {
     /// policies change keeps its history (the ring script rebuilds it).
     Redis {
         target: RedisTarget,
+        /// What every key starts with.
+        prefix: String,
         /// The one connection, made on first use (the service starts while
         /// Redis is down, answering UNAVAILABLE until it is up).
         base: tokio::sync::OnceCell<RedisLimiter>,
@@ -216,6 +269,7 @@ impl Store {
     async fn redis_for(&self, quota: &Quota) -> Result<RedisLimiter, Status> {
         let Store::Redis {
             target,
+            prefix,
             base,
             limiters,
         } = self
@@ -237,7 +291,7 @@ impl Store {
                 };
                 builder
                     .layout(slidelog::redis::Layout::Ring)
-                    .prefix("slidelog-rls:")
+                    .prefix(prefix.as_str())
                     .max_key_len(REDIS_MAX_KEY)
                     .name("rls")
                     .connect()
@@ -325,6 +379,8 @@ pub(crate) struct Service {
     modes: Modes,
     /// The `RateLimit-*` headers' names, if answers carry them.
     headers: Option<HeaderNames>,
+    /// See [`Settings::near_limit_ratio`].
+    near_limit_ratio: f64,
     /// Whether metrics are served (their labels are built only then).
     metrics: bool,
 }
@@ -392,17 +448,20 @@ impl Matched<'_> {
 }
 
 impl Service {
-    pub(crate) fn new(
-        config: Config,
-        modes: Modes,
-        headers: Option<HeaderNames>,
-        metrics: bool,
-        redis: Option<RedisTarget>,
-    ) -> Result<Service, String> {
+    pub(crate) fn new(config: Config, settings: Settings) -> Result<Service, String> {
+        let Settings {
+            modes,
+            headers,
+            near_limit_ratio,
+            metrics,
+            redis,
+            redis_prefix,
+        } = settings;
         let config = Arc::new(ArcSwap::from_pointee(config));
         let store = match redis {
             Some(target) => Store::Redis {
                 target,
+                prefix: redis_prefix,
                 base: tokio::sync::OnceCell::new(),
                 limiters: std::sync::Mutex::new(HashMap::new()),
             },
@@ -425,6 +484,7 @@ impl Service {
             store,
             modes,
             headers,
+            near_limit_ratio,
             metrics,
         })
     }
@@ -741,7 +801,11 @@ impl Service {
             Ok((admitted, growth)) if !dry => {
                 let limit = &shown[admitted.policy().min(shown.len() - 1)];
                 if let Some(labels) = &labels
-                    && u64::from(admitted.remaining()) * 5 < u64::from(limit.requests_per_unit)
+                    && near_limit(
+                        limit.requests_per_unit,
+                        admitted.remaining(),
+                        self.near_limit_ratio,
+                    )
                 {
                     metrics::counter!("slidelog_rls_near_limit_total", labels).increment(1);
                 }
@@ -904,13 +968,7 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         if let Some(addr) = options.metrics {
             serve_metrics(addr).await?;
         }
-        let service = Arc::new(Service::new(
-            config,
-            options.modes,
-            options.headers.clone(),
-            options.metrics.is_some(),
-            options.redis.clone(),
-        )?);
+        let service = Arc::new(Service::new(config, options.settings.clone())?);
         watch(&options.config, options.merge_domains, Arc::clone(&service))?;
         let (reporter, health) = tonic_health::server::health_reporter();
         reporter.set_serving::<RateLimitServiceServer<Grpc>>().await;
@@ -924,6 +982,7 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
             listener.local_addr().map_err(|e| e.to_string())?
         );
         tonic::transport::Server::builder()
+            .max_connection_age(options.max_connection_age)
             .add_service(health)
             .add_service(RateLimitServiceServer::new(Grpc(service)))
             .serve_with_incoming_shutdown(
@@ -1208,6 +1267,28 @@ descriptors:
     }
 
     #[test]
+    fn near_limit_is_upstreams_threshold() {
+        for limit in 1..=1_000u32 {
+            for remaining in 0..=limit {
+                // At 0.8, as the metric counted before it had a ratio.
+                let before = u64::from(remaining) * 5 < u64::from(limit);
+                assert_eq!(
+                    near_limit(limit, remaining, 0.8),
+                    before,
+                    "{remaining} of {limit}"
+                );
+                // 0 counts every admission, 1 none.
+                assert!(near_limit(limit, remaining, 0.0) == (remaining < limit));
+                assert!(!near_limit(limit, remaining, 1.0));
+            }
+        }
+        // Upstream's floor: at 0.7 of 3 the threshold is floor(2.1) = 2,
+        // so 2 used is not near and 3 is.
+        assert!(!near_limit(3, 1, 0.7));
+        assert!(near_limit(3, 0, 0.7));
+    }
+
+    #[test]
     fn the_headers_tell_the_descriptor_upstream_tells() {
         let limited = |remaining: u32| DescriptorStatus {
             current_limit: Some(RateLimit {
@@ -1289,8 +1370,12 @@ descriptors:
                         })
             };
             let modes = Modes { all_or_nothing, shadow_mode, quota_mode };
-            let names = headers.then(HeaderNames::default);
-            let service = Service::new(config, modes, names, false, None).unwrap();
+            let settings = Settings {
+                modes,
+                headers: headers.then(HeaderNames::default),
+                ..Settings::default()
+            };
+            let service = Service::new(config, settings).unwrap();
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
             for request in &requests {
                 match rt.block_on(service.decide(request)) {
