@@ -542,17 +542,28 @@ fn free_port() -> u16 {
 
 /// The Prometheus text served on `port`'s `/metrics`.
 async fn scrape(port: u16) -> String {
+    http(port, "GET", "/metrics", "").await.1
+}
+
+/// One HTTP/1.1 exchange with `port`: the response's status and body.
+async fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).await.unwrap();
-    text
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok());
+    let (_, body) = text.split_once("\r\n\r\n").unwrap_or_default();
+    (
+        status.unwrap_or_else(|| panic!("no status in {text:?}")),
+        body.to_string(),
+    )
 }
 
 /// `--metrics`: Prometheus series per domain and descriptor, scraped over
@@ -1044,6 +1055,72 @@ async fn response_headers_tell_the_client_its_room() {
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
         assert!(stderr.contains(error), "{flags:?}: {stderr}");
     }
+}
+
+/// `--http`: `POST /json` is `ShouldRateLimit` in proto3's JSON, as
+/// envoyproxy/ratelimit's HTTP port serves it (200 when not over, 429 when
+/// over, 400 with the reason when malformed), beside `GET /healthcheck`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_over_http_answers_as_upstream() {
+    let file = temp_dir("http-json").join("config.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let port = free_port();
+    let server = Server::start_with(&file, &["--http", &format!("127.0.0.1:{port}")]);
+    let ask = |body: &'static str| http(port, "POST", "/json", body);
+    let me = r#"{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.7.0.1"}]}]}"#;
+    let parse = |body: &str| serde_json::from_str::<serde_json::Value>(body).unwrap();
+    for left in [2, 1, 0] {
+        let (status, body) = ask(me).await;
+        assert_eq!(status, 200, "{body}");
+        let r = parse(&body);
+        assert_eq!(r["overallCode"], "OK", "{body}");
+        let s = &r["statuses"][0];
+        assert_eq!(
+            s["currentLimit"],
+            serde_json::json!({"requestsPerUnit": 3, "unit": "SECOND"})
+        );
+        // A remaining of 0 is left out, as protobuf's JSON leaves defaults.
+        let remaining = if left == 0 {
+            serde_json::Value::Null
+        } else {
+            left.into()
+        };
+        assert_eq!(s["limitRemaining"], remaining, "{body}");
+        assert!(
+            s["durationUntilReset"].as_str().unwrap().ends_with('s'),
+            "{body}"
+        );
+    }
+    let (status, body) = ask(me).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(parse(&body)["statuses"][0]["code"], "OVER_LIMIT", "{body}");
+    // proto names are read too; an unknown descriptor is OK.
+    let (status, body) = ask(r#"{"domain": "edge", "hits_addend": 1, "descriptors": [{"entries": [{"key": "nobody"}]}]}"#).await;
+    assert_eq!(
+        (status, parse(&body)),
+        (
+            200,
+            serde_json::json!({"overallCode": "OK", "statuses": [{"code": "OK"}]})
+        )
+    );
+    for (body, says) in [
+        ("{", "not JSON"),
+        (
+            r#"{"domain": "edge", "descriptor": []}"#,
+            "unknown field \"descriptor\"",
+        ),
+        (r#"{"domain": "edge", "descriptors": []}"#, "no descriptors"),
+    ] {
+        let (status, text) = ask(body).await;
+        assert_eq!(status, 400, "{body}: {text}");
+        assert!(text.contains(says), "{body}: {text}");
+    }
+    assert_eq!(
+        http(port, "GET", "/healthcheck", "").await,
+        (200, "OK\n".to_string())
+    );
+    assert_eq!(http(port, "GET", "/json", "").await.0, 405);
+    drop(server);
 }
 
 /// The HTTP/2 frame types read from a raw connection to `server` within

@@ -71,11 +71,17 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "metrics", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix"])]
+    #[arg(long, conflicts_with_all = ["grpc", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<std::net::SocketAddr>,
+    /// Where to serve HTTP/1.1, e.g. `0.0.0.0:8080`: `POST /json` asks
+    /// ShouldRateLimit in proto3's JSON (200 OK, 429 over, 400 malformed)
+    /// and `GET /healthcheck` answers 200, as envoyproxy/ratelimit's HTTP
+    /// port does (for clients without gRPC, and curl).
+    #[arg(long, value_name = "ADDR:PORT")]
+    http: Option<std::net::SocketAddr>,
     /// Consume a request's descriptors only if the request is not over as
     /// a whole: every descriptor fits, or, among those in `quota_mode`, one
     /// at least (Envoy's own service consumes each that fits even when
@@ -354,6 +360,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         config: args.config,
         grpc,
         metrics: args.metrics,
+        http: args.http,
         merge_domains: args.merge_domains,
         max_connection_age: args.max_connection_age,
         settings: serve::Settings {

@@ -15,6 +15,7 @@
 //! line and reason, and the previous one stays in force.
 
 mod config;
+mod json;
 mod key;
 
 use std::net::SocketAddr;
@@ -46,6 +47,8 @@ pub(crate) struct Options {
     pub(crate) config: PathBuf,
     pub(crate) grpc: SocketAddr,
     pub(crate) metrics: Option<SocketAddr>,
+    /// Where to serve HTTP/1.1: `POST /json` and `GET /healthcheck`.
+    pub(crate) http: Option<SocketAddr>,
     /// Join the descriptors of a domain that several files define.
     pub(crate) merge_domains: bool,
     /// How long a client's connection is served before it is asked to
@@ -970,6 +973,9 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         }
         let service = Arc::new(Service::new(config, options.settings.clone())?);
         watch(&options.config, options.merge_domains, Arc::clone(&service))?;
+        if let Some(addr) = options.http {
+            serve_http(addr, Arc::clone(&service)).await?;
+        }
         let (reporter, health) = tonic_health::server::health_reporter();
         reporter.set_serving::<RateLimitServiceServer<Grpc>>().await;
         let listener = tokio::net::TcpListener::bind(options.grpc)
@@ -1100,6 +1106,53 @@ async fn serve_metrics(addr: SocketAddr) -> Result<(), String> {
         "/metrics",
         axum::routing::get(move || async move { handle.render() }),
     );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(())
+}
+
+/// `--http`: `POST /json`, `ShouldRateLimit` in proto3's JSON mapping
+/// (200 when the request is not over, 429 when it is, 400 with the reason
+/// for a malformed one, 503 while the store cannot answer), and `GET
+/// /healthcheck` (200 `OK` while serving), as envoyproxy/ratelimit's HTTP
+/// port has them.
+async fn serve_http(addr: SocketAddr, service: Arc<Service>) -> Result<(), String> {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("--http {addr}: {e}"))?;
+    let decide = move |body: axum::body::Bytes| async move {
+        let request = match json::request(&body) {
+            Ok(request) => request,
+            Err(reason) => return (StatusCode::BAD_REQUEST, reason + "\n").into_response(),
+        };
+        match service.decide(&request).await {
+            Ok(response) => {
+                let status = if response.overall_code == Code::OverLimit as i32 {
+                    StatusCode::TOO_MANY_REQUESTS
+                } else {
+                    StatusCode::OK
+                };
+                let body = json::response(&response).to_string();
+                (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+            }
+            Err(error) => {
+                let status = match error.code() {
+                    tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
+                    tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                (status, format!("{}\n", error.message())).into_response()
+            }
+        }
+    };
+    let app = axum::Router::new()
+        .route("/json", axum::routing::post(decide))
+        .route("/healthcheck", axum::routing::get(|| async { "OK\n" }));
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    eprintln!("slidelog serve: HTTP (POST /json, GET /healthcheck) on {bound}");
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
