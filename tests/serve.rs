@@ -46,10 +46,16 @@ impl Server {
 
     fn start_with(config: &Path, extra: &[&str]) -> Server {
         let port = free_port();
+        let grpc = format!("127.0.0.1:{port}");
+        Server::spawn(config, &[&["--grpc", &grpc], extra].concat(), port)
+    }
+
+    /// `slidelog serve --config config` with `args` (saying where to serve
+    /// gRPC: on `port`, or 0 for none), once it serves.
+    fn spawn(config: &Path, args: &[&str], port: u16) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
             .args(["serve", "--config", config.to_str().unwrap()])
-            .args(["--grpc", &format!("127.0.0.1:{port}")])
-            .args(extra)
+            .args(args)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -1121,6 +1127,64 @@ async fn json_over_http_answers_as_upstream() {
     );
     assert_eq!(http(port, "GET", "/json", "").await.0, 405);
     drop(server);
+}
+
+/// Sends `child` SIGTERM (a service's signal to stop, calls in flight
+/// finishing).
+#[allow(unsafe_code)]
+fn terminate(child: &Child) {
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: `kill` takes two integers and touches no memory of ours; the
+    // pid is our child's, not yet waited for, so it names no other process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+}
+
+/// `--grpc-uds`: gRPC on a Unix domain socket (for an Envoy beside the
+/// service), made where one left by a killed process lay, refused where
+/// another service answers, and removed when the service stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_on_a_unix_socket() {
+    let dir = temp_dir("uds");
+    let file = dir.join("config.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let socket = dir.join("rls.sock");
+    let path = socket.to_str().unwrap();
+    // A socket file no process listens on any more.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let server = Server::spawn(&file, &["--grpc-uds", path], 0);
+    let to = socket.clone();
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let to = to.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(to).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .unwrap();
+    let mut client = RateLimitServiceClient::new(channel);
+    let s = one(&mut client, "edge", &[("remote_address", "10.6.0.1")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
+    let second = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        .args([
+            "serve",
+            "--config",
+            file.to_str().unwrap(),
+            "--grpc-uds",
+            path,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("another process is serving on it"),
+        "{stderr}"
+    );
+    terminate(&server.child);
+    server.wait_for("stopped");
+    assert!(!socket.exists(), "the socket outlived the service");
 }
 
 /// The HTTP/2 frame types read from a raw connection to `server` within

@@ -66,12 +66,17 @@ struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     config: std::path::PathBuf,
     /// Where to serve gRPC, e.g. `0.0.0.0:8081`.
-    #[arg(long, value_name = "ADDR:PORT", required_unless_present = "check")]
+    #[arg(long, value_name = "ADDR:PORT", required_unless_present_any = ["check", "grpc_uds"])]
     grpc: Option<std::net::SocketAddr>,
+    /// Serve gRPC on this Unix domain socket instead (envoyproxy/ratelimit's
+    /// GRPC_UDS), for an Envoy beside the service (a `pipe` address): made
+    /// at start, replacing a socket no process listens on, removed at exit.
+    #[arg(long, value_name = "PATH", conflicts_with = "grpc")]
+    grpc_uds: Option<std::path::PathBuf>,
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -352,9 +357,12 @@ fn redis_demo(_: &DemoArgs, url: &str) -> Result<(), String> {
 
 #[cfg(feature = "serve")]
 fn run_serve(args: ServeArgs) -> Result<(), String> {
-    // `--grpc` is required unless `--check`, which it conflicts with.
-    let Some(grpc) = args.grpc else {
-        return serve::check(&args.config, args.merge_domains);
+    // `--grpc` or `--grpc-uds` is required unless `--check`, which
+    // conflicts with both.
+    let grpc = match (args.grpc, args.grpc_uds) {
+        (Some(addr), _) => serve::Listen::Tcp(addr),
+        (None, Some(path)) => serve::Listen::Unix(path),
+        (None, None) => return serve::check(&args.config, args.merge_domains),
     };
     serve::run(&serve::Options {
         config: args.config,

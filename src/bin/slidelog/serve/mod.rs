@@ -45,7 +45,7 @@ use config::{Config, Limit, Rule, Unit};
 #[derive(Debug)]
 pub(crate) struct Options {
     pub(crate) config: PathBuf,
-    pub(crate) grpc: SocketAddr,
+    pub(crate) grpc: Listen,
     pub(crate) metrics: Option<SocketAddr>,
     /// Where to serve HTTP/1.1: `POST /json` and `GET /healthcheck`.
     pub(crate) http: Option<SocketAddr>,
@@ -60,6 +60,17 @@ pub(crate) struct Options {
     /// its calls in flight, which Envoy admits by default.
     pub(crate) max_connection_age: Duration,
     pub(crate) settings: Settings,
+}
+
+/// Where gRPC is served.
+#[derive(Clone, Debug)]
+pub(crate) enum Listen {
+    /// A TCP address (`--grpc`).
+    Tcp(SocketAddr),
+    /// A Unix domain socket (`--grpc-uds`), for an Envoy beside the
+    /// service (its `pipe` address): made at start, replacing one no
+    /// process listens on any more, and removed at shutdown.
+    Unix(PathBuf),
 }
 
 /// How the service answers and where it keeps the logs.
@@ -978,28 +989,75 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         }
         let (reporter, health) = tonic_health::server::health_reporter();
         reporter.set_serving::<RateLimitServiceServer<Grpc>>().await;
-        let listener = tokio::net::TcpListener::bind(options.grpc)
-            .await
-            .map_err(|e| format!("--grpc {}: {e}", options.grpc))?;
-        eprintln!(
-            "slidelog serve: {domains} domain{} from {}, gRPC on {}",
-            if domains == 1 { "" } else { "s" },
-            options.config.display(),
-            listener.local_addr().map_err(|e| e.to_string())?
-        );
-        tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .max_connection_age(options.max_connection_age)
             .add_service(health)
-            .add_service(RateLimitServiceServer::new(Grpc(service)))
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                shutdown_signal(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            .add_service(RateLimitServiceServer::new(Grpc(service)));
+        let announce = |on: &dyn std::fmt::Display| {
+            eprintln!(
+                "slidelog serve: {domains} domain{} from {}, gRPC on {on}",
+                if domains == 1 { "" } else { "s" },
+                options.config.display(),
+            );
+        };
+        let served = match &options.grpc {
+            Listen::Tcp(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("--grpc {addr}: {e}"))?;
+                announce(&listener.local_addr().map_err(|e| e.to_string())?);
+                let incoming =
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+                router
+                    .serve_with_incoming_shutdown(incoming, shutdown_signal())
+                    .await
+            }
+            #[cfg(unix)]
+            Listen::Unix(path) => {
+                let listener = bind_unix(path)?;
+                announce(&format!("unix:{}", path.display()));
+                let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+                let served = router
+                    .serve_with_incoming_shutdown(incoming, shutdown_signal())
+                    .await;
+                let _ = std::fs::remove_file(path);
+                served
+            }
+            #[cfg(not(unix))]
+            Listen::Unix(_) => return Err("--grpc-uds needs a Unix system".into()),
+        };
+        served.map_err(|e| e.to_string())?;
         eprintln!("slidelog serve: stopped");
         Ok(())
     })
+}
+
+/// Listens on the Unix socket `path`. A socket file already there that no
+/// process answers on (left by one that was killed) is replaced; one that
+/// answers is another service's, and refused.
+#[cfg(unix)]
+fn bind_unix(path: &std::path::Path) -> Result<tokio::net::UnixListener, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let bind = || {
+        tokio::net::UnixListener::bind(path)
+            .map_err(|e| format!("--grpc-uds {}: {e}", path.display()))
+    };
+    let error = match bind() {
+        Ok(listener) => return Ok(listener),
+        Err(error) => error,
+    };
+    let socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+    if !socket {
+        return Err(error);
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(format!(
+            "--grpc-uds {}: another process is serving on it",
+            path.display()
+        ));
+    }
+    std::fs::remove_file(path).map_err(|e| format!("--grpc-uds {}: {e}", path.display()))?;
+    bind()
 }
 
 /// SIGTERM or Ctrl-C.
