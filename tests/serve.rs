@@ -1129,6 +1129,99 @@ async fn json_over_http_answers_as_upstream() {
     drop(server);
 }
 
+/// The health a gRPC health check reads for `service` on `port`
+/// (1 SERVING, 2 NOT_SERVING), or the error code it gets.
+async fn health_of(port: u16, service: &str) -> Result<i32, tonic::Code> {
+    let channel = Channel::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let request = tonic_health::pb::HealthCheckRequest {
+        service: service.into(),
+    };
+    match health.check(request).await {
+        Ok(reply) => Ok(reply.into_inner().status),
+        Err(status) => Err(status.code()),
+    }
+}
+
+/// Health as envoyproxy/ratelimit tells it: under the server's name "",
+/// the service's own and upstream's `ratelimit` (what checks written for
+/// it ask), and on `GET /healthcheck`; not serving while Redis has not
+/// been reached, serving once it is; not serving from SIGTERM on, while
+/// calls in flight finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_told_as_upstream_tells_it() {
+    const SERVING: Result<i32, tonic::Code> = Ok(1);
+    const NOT_SERVING: Result<i32, tonic::Code> = Ok(2);
+    let file = temp_dir("health").join("config.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let http_port = free_port();
+    let local = Server::start_with(&file, &["--http", &format!("127.0.0.1:{http_port}")]);
+    for name in [
+        "",
+        "ratelimit",
+        "envoy.service.ratelimit.v3.RateLimitService",
+    ] {
+        assert_eq!(health_of(local.port, name).await, SERVING, "{name:?}");
+    }
+    assert_eq!(
+        health_of(local.port, "other").await,
+        Err(tonic::Code::NotFound)
+    );
+    assert_eq!(http(http_port, "GET", "/healthcheck", "").await.0, 200);
+    // A watcher sees SIGTERM as NOT_SERVING before the server stops.
+    let channel = Channel::from_shared(format!("http://127.0.0.1:{}", local.port))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut watcher = tonic_health::pb::health_client::HealthClient::new(channel);
+    let request = tonic_health::pb::HealthCheckRequest {
+        service: "ratelimit".into(),
+    };
+    let mut updates = watcher.watch(request).await.unwrap().into_inner();
+    assert_eq!(updates.message().await.unwrap().unwrap().status, 1);
+    terminate(&local.child);
+    let next = tokio::time::timeout(Duration::from_secs(10), updates.message());
+    let update = next.await.expect("an update within 10 s");
+    assert_eq!(update.unwrap().unwrap().status, 2);
+    drop((updates, watcher));
+    local.wait_for("stopped");
+
+    // Redis not up yet: not serving, then serving once it answers.
+    let Some((mut redis, port)) = common::redis_server::start_or_skip() else {
+        return;
+    };
+    let _ = redis.kill();
+    let _ = redis.wait();
+    let http_port = free_port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let http_addr = format!("127.0.0.1:{http_port}");
+    let server = Server::start_with(&file, &["--redis", &url, "--http", &http_addr]);
+    server.wait_for("not serving until it answers");
+    assert_eq!(health_of(server.port, "ratelimit").await, NOT_SERVING);
+    assert_eq!(health_of(server.port, "").await, NOT_SERVING);
+    assert_eq!(http(http_port, "GET", "/healthcheck", "").await.0, 503);
+    let mut redis = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    server.wait_for("redis reached; serving");
+    assert_eq!(health_of(server.port, "ratelimit").await, SERVING);
+    assert_eq!(http(http_port, "GET", "/healthcheck", "").await.0, 200);
+    let mut client = server.client().await;
+    let s = one(&mut client, "edge", &[("remote_address", "10.5.0.1")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
+    drop(server);
+    let _ = redis.kill();
+    let _ = redis.wait();
+}
+
 /// Sends `child` SIGTERM (a service's signal to stop, calls in flight
 /// finishing).
 #[allow(unsafe_code)]

@@ -280,39 +280,20 @@ impl Store {
         }
     }
 
+    /// Makes the store's connection if it has none yet: `Ok` once it is
+    /// made (at once in process).
+    async fn connect(&self) -> Result<(), Status> {
+        match self {
+            Store::Local(_) => Ok(()),
+            Store::Redis { .. } => self.base().await.map(drop),
+        }
+    }
+
     async fn redis_for(&self, quota: &Quota) -> Result<RedisLimiter, Status> {
-        let Store::Redis {
-            target,
-            prefix,
-            base,
-            limiters,
-        } = self
-        else {
+        let base = self.base().await?;
+        let Store::Redis { limiters, .. } = self else {
             unreachable!("called for the Redis store")
         };
-        let base = base
-            .get_or_try_init(|| async {
-                let policies = placeholder().policies()[0];
-                let builder = match target {
-                    RedisTarget::Node(url) => {
-                        RedisLimiter::builder(url.as_str(), policies.limit, policies.window)
-                    }
-                    RedisTarget::Cluster(nodes) => RedisLimiter::cluster_builder(
-                        nodes.iter().map(String::as_str),
-                        policies.limit,
-                        policies.window,
-                    ),
-                };
-                builder
-                    .layout(slidelog::redis::Layout::Ring)
-                    .prefix(prefix.as_str())
-                    .max_key_len(REDIS_MAX_KEY)
-                    .name("rls")
-                    .connect()
-                    .await
-                    .map_err(|e| Status::unavailable(format!("redis: {e}")))
-            })
-            .await?;
         let mut limiters = limiters
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -325,6 +306,41 @@ impl Store {
         let limiter = base.with_quota(quota);
         limiters.insert(quota.policies().to_vec(), limiter.clone());
         Ok(limiter)
+    }
+
+    /// The Redis store's one connection, made on first use.
+    async fn base(&self) -> Result<&RedisLimiter, Status> {
+        let Store::Redis {
+            target,
+            prefix,
+            base,
+            ..
+        } = self
+        else {
+            unreachable!("called for the Redis store")
+        };
+        base.get_or_try_init(|| async {
+            let policies = placeholder().policies()[0];
+            let builder = match target {
+                RedisTarget::Node(url) => {
+                    RedisLimiter::builder(url.as_str(), policies.limit, policies.window)
+                }
+                RedisTarget::Cluster(nodes) => RedisLimiter::cluster_builder(
+                    nodes.iter().map(String::as_str),
+                    policies.limit,
+                    policies.window,
+                ),
+            };
+            builder
+                .layout(slidelog::redis::Layout::Ring)
+                .prefix(prefix.as_str())
+                .max_key_len(REDIS_MAX_KEY)
+                .name("rls")
+                .connect()
+                .await
+                .map_err(|e| Status::unavailable(format!("redis: {e}")))
+        })
+        .await
     }
 }
 
@@ -984,15 +1000,30 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         }
         let service = Arc::new(Service::new(config, options.settings.clone())?);
         watch(&options.config, options.merge_domains, Arc::clone(&service))?;
-        if let Some(addr) = options.http {
-            serve_http(addr, Arc::clone(&service)).await?;
+        let (reporter, health_service) = tonic_health::server::health_reporter();
+        let health = Arc::new(Health::new(reporter));
+        // Every name told from the start: not serving until the store is
+        // ready, which in process it is at once.
+        health.update(|_| {}).await;
+        let connecting = connect_store(Arc::clone(&service), Arc::clone(&health));
+        if matches!(service.store, Store::Local(_)) {
+            connecting.await;
+        } else {
+            tokio::spawn(connecting);
         }
-        let (reporter, health) = tonic_health::server::health_reporter();
-        reporter.set_serving::<RateLimitServiceServer<Grpc>>().await;
+        if let Some(addr) = options.http {
+            serve_http(addr, Arc::clone(&service), Arc::clone(&health)).await?;
+        }
         let router = tonic::transport::Server::builder()
             .max_connection_age(options.max_connection_age)
-            .add_service(health)
+            .add_service(health_service)
             .add_service(RateLimitServiceServer::new(Grpc(service)));
+        // SIGTERM or Ctrl-C: health says so first, then calls in flight
+        // finish.
+        let stop = async move {
+            shutdown_signal().await;
+            health.update(|state| state.stopping = true).await;
+        };
         let announce = |on: &dyn std::fmt::Display| {
             eprintln!(
                 "slidelog serve: {domains} domain{} from {}, gRPC on {on}",
@@ -1008,18 +1039,14 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
                 announce(&listener.local_addr().map_err(|e| e.to_string())?);
                 let incoming =
                     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-                router
-                    .serve_with_incoming_shutdown(incoming, shutdown_signal())
-                    .await
+                router.serve_with_incoming_shutdown(incoming, stop).await
             }
             #[cfg(unix)]
             Listen::Unix(path) => {
                 let listener = bind_unix(path)?;
                 announce(&format!("unix:{}", path.display()));
                 let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-                let served = router
-                    .serve_with_incoming_shutdown(incoming, shutdown_signal())
-                    .await;
+                let served = router.serve_with_incoming_shutdown(incoming, stop).await;
                 let _ = std::fs::remove_file(path);
                 served
             }
@@ -1030,6 +1057,93 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         eprintln!("slidelog serve: stopped");
         Ok(())
     })
+}
+
+/// The gRPC health service names told the service's health: the server as
+/// a whole (""), the rate-limit service's own name, and `ratelimit`, the
+/// name envoyproxy/ratelimit reports under (health checks written for it
+/// ask for that).
+const HEALTH_NAMES: [&str; 3] = [
+    "",
+    <RateLimitServiceServer<Grpc> as tonic::server::NamedService>::NAME,
+    "ratelimit",
+];
+
+/// The service's health, as envoyproxy/ratelimit keeps it: serving once
+/// its store is ready (with Redis, once it has been reached), and no more
+/// from SIGTERM on; told by gRPC's health service ([`HEALTH_NAMES`]) and by
+/// `GET /healthcheck`.
+struct Health {
+    reporter: tonic_health::server::HealthReporter,
+    state: std::sync::Mutex<HealthState>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct HealthState {
+    store_ready: bool,
+    stopping: bool,
+}
+
+impl Health {
+    fn new(reporter: tonic_health::server::HealthReporter) -> Health {
+        Health {
+            reporter,
+            state: std::sync::Mutex::new(HealthState::default()),
+        }
+    }
+
+    fn serving(&self) -> bool {
+        let state = *self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.store_ready && !state.stopping
+    }
+
+    /// Changes the state, then tells every name.
+    async fn update(&self, change: impl FnOnce(&mut HealthState)) {
+        change(
+            &mut self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let status = if self.serving() {
+            tonic_health::ServingStatus::Serving
+        } else {
+            tonic_health::ServingStatus::NotServing
+        };
+        for name in HEALTH_NAMES {
+            self.reporter.set_service_status(name, status).await;
+        }
+    }
+}
+
+/// Connects the store (Redis: retrying, from 100 ms to 5 s apart, saying
+/// so once on stderr), then reports the service healthy. Until then every
+/// call is answered `UNAVAILABLE` and health says not serving.
+async fn connect_store(service: Arc<Service>, health: Arc<Health>) {
+    let mut pause = Duration::from_millis(100);
+    let mut told = false;
+    loop {
+        match service.store.connect().await {
+            Ok(()) => break,
+            Err(error) if !told => {
+                eprintln!(
+                    "slidelog serve: {}; not serving until it answers",
+                    error.message()
+                );
+                told = true;
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+    if told {
+        eprintln!("slidelog serve: redis reached; serving");
+    }
+    health.update(|state| state.store_ready = true).await;
 }
 
 /// Listens on the Unix socket `path`. A socket file already there that no
@@ -1175,7 +1289,11 @@ async fn serve_metrics(addr: SocketAddr) -> Result<(), String> {
 /// for a malformed one, 503 while the store cannot answer), and `GET
 /// /healthcheck` (200 `OK` while serving), as envoyproxy/ratelimit's HTTP
 /// port has them.
-async fn serve_http(addr: SocketAddr, service: Arc<Service>) -> Result<(), String> {
+async fn serve_http(
+    addr: SocketAddr,
+    service: Arc<Service>,
+    health: Arc<Health>,
+) -> Result<(), String> {
     use axum::http::{StatusCode, header};
     use axum::response::IntoResponse;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -1208,7 +1326,16 @@ async fn serve_http(addr: SocketAddr, service: Arc<Service>) -> Result<(), Strin
     };
     let app = axum::Router::new()
         .route("/json", axum::routing::post(decide))
-        .route("/healthcheck", axum::routing::get(|| async { "OK\n" }));
+        .route(
+            "/healthcheck",
+            axum::routing::get(move || async move {
+                if health.serving() {
+                    (StatusCode::OK, "OK\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "NOT SERVING\n")
+                }
+            }),
+        );
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("slidelog serve: HTTP (POST /json, GET /healthcheck) on {bound}");
     tokio::spawn(async move {
