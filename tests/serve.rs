@@ -1126,6 +1126,21 @@ async fn json_over_http_answers_as_upstream() {
         (200, "OK\n".to_string())
     );
     assert_eq!(http(port, "GET", "/json", "").await.0, 405);
+    // The configuration in force, as `--check` prints it, after a reload.
+    let (status, text) = http(port, "GET", "/rlconfig", "").await;
+    assert_eq!(status, 200);
+    assert!(
+        text.starts_with("domain edge:\n") && text.contains("\n  remote_address: 3 per 1s\n"),
+        "{text}"
+    );
+    std::fs::write(
+        &file,
+        CONFIG.replace("requests_per_unit: 3}", "requests_per_unit: 4}"),
+    )
+    .unwrap();
+    server.wait_for("reloaded");
+    let text = http(port, "GET", "/rlconfig", "").await.1;
+    assert!(text.contains("\n  remote_address: 4 per 1s\n"), "{text}");
     drop(server);
 }
 

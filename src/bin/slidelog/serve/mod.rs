@@ -939,16 +939,26 @@ impl RateLimitService for Grpc {
 /// blocks, unlimited ones and those with no limit of their own).
 pub(crate) fn check(path: &std::path::Path, merge_domains: bool) -> Result<(), String> {
     let config = Config::load(path, merge_domains)?;
+    let domains = config.domains.len();
+    println!(
+        "{}: valid, {domains} domain{}",
+        path.display(),
+        if domains == 1 { "" } else { "s" }
+    );
+    print!("{}", describe_config(&config));
+    Ok(())
+}
+
+/// Each domain of `config`, by name, with its descriptors in order (their
+/// limits, names, `replaces` and modes), a line each: what `--check`
+/// prints and `GET /rlconfig` serves.
+fn describe_config(config: &Config) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let mut domains: Vec<_> = config.domains.iter().collect();
     domains.sort_by_key(|(name, _)| name.as_str());
-    println!(
-        "{}: valid, {} domain{}",
-        path.display(),
-        domains.len(),
-        if domains.len() == 1 { "" } else { "s" }
-    );
     for (name, rules) in domains {
-        println!("domain {name}:");
+        let _ = writeln!(out, "domain {name}:");
         let mut stack: Vec<&Rule> = rules.iter().rev().collect();
         while let Some(rule) = stack.pop() {
             let what = match &rule.limit {
@@ -980,11 +990,11 @@ pub(crate) fn check(path: &std::path::Path, merge_domains: bool) -> Result<(), S
             for replaced in &rule.replaces {
                 flags.push_str(&format!(", replaces {replaced}"));
             }
-            println!("  {}: {what}{flags}", rule.label);
+            let _ = writeln!(out, "  {}: {what}{flags}", rule.label);
             stack.extend(rule.children.iter().rev());
         }
     }
-    Ok(())
+    out
 }
 
 pub(crate) fn run(options: &Options) -> Result<(), String> {
@@ -1286,9 +1296,10 @@ async fn serve_metrics(addr: SocketAddr) -> Result<(), String> {
 
 /// `--http`: `POST /json`, `ShouldRateLimit` in proto3's JSON mapping
 /// (200 when the request is not over, 429 when it is, 400 with the reason
-/// for a malformed one, 503 while the store cannot answer), and `GET
-/// /healthcheck` (200 `OK` while serving), as envoyproxy/ratelimit's HTTP
-/// port has them.
+/// for a malformed one, 503 while the store cannot answer), `GET
+/// /healthcheck` (200 `OK` while serving, else 503), as envoyproxy/
+/// ratelimit's HTTP port has them, and `GET /rlconfig`, the configuration
+/// in force (as `--check` prints it; upstream's debug port has one).
 async fn serve_http(
     addr: SocketAddr,
     service: Arc<Service>,
@@ -1299,6 +1310,8 @@ async fn serve_http(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("--http {addr}: {e}"))?;
+    let current = Arc::clone(&service);
+    let rlconfig = move || async move { describe_config(&current.config.load()) };
     let decide = move |body: axum::body::Bytes| async move {
         let request = match json::request(&body) {
             Ok(request) => request,
@@ -1326,6 +1339,7 @@ async fn serve_http(
     };
     let app = axum::Router::new()
         .route("/json", axum::routing::post(decide))
+        .route("/rlconfig", axum::routing::get(rlconfig))
         .route(
             "/healthcheck",
             axum::routing::get(move || async move {
@@ -1337,7 +1351,7 @@ async fn serve_http(
             }),
         );
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
-    eprintln!("slidelog serve: HTTP (POST /json, GET /healthcheck) on {bound}");
+    eprintln!("slidelog serve: HTTP (POST /json, GET /healthcheck, GET /rlconfig) on {bound}");
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
