@@ -415,18 +415,8 @@ async fn reloads_keep_history_and_refuse_invalid_files() {
             "requests_per_unit",
         ),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-            .args([
-                "serve",
-                "--config",
-                path.to_str().unwrap(),
-                "--grpc",
-                "127.0.0.1:0",
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (code, _, stderr) = serve_once(&path, &["--grpc", "127.0.0.1:0"]);
+        assert_eq!(code, Some(2));
         assert!(stderr.contains(needle), "{stderr}");
     }
 }
@@ -1046,19 +1036,8 @@ async fn response_headers_tell_the_client_its_room() {
         ),
         (&["--remaining-header", "X-Left"][..], "--response-headers"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-            .args([
-                "serve",
-                "--config",
-                file.to_str().unwrap(),
-                "--grpc",
-                "127.0.0.1:1",
-            ])
-            .args(flags)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        let (code, _, stderr) = serve_once(&file, &[&["--grpc", "127.0.0.1:1"], flags].concat());
+        assert_eq!(code, Some(2), "{flags:?}: {stderr}");
         assert!(stderr.contains(error), "{flags:?}: {stderr}");
     }
 }
@@ -1274,18 +1253,8 @@ async fn grpc_on_a_unix_socket() {
     let mut client = RateLimitServiceClient::new(channel);
     let s = one(&mut client, "edge", &[("remote_address", "10.6.0.1")], None).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
-    let second = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args([
-            "serve",
-            "--config",
-            file.to_str().unwrap(),
-            "--grpc-uds",
-            path,
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = serve_once(&file, &["--grpc-uds", path]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("another process is serving on it"),
         "{stderr}"
@@ -1353,9 +1322,15 @@ async fn old_connections_are_asked_to_reconnect() {
 /// `slidelog serve --check --config config` with `extra` flags: its exit
 /// code, stdout and stderr.
 fn serve_check(config: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    serve_once(config, &[&["--check"], extra].concat())
+}
+
+/// `slidelog serve --config config` with `args`, run to its exit (a
+/// check, or a start that fails): its exit code, stdout and stderr.
+fn serve_once(config: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args(["serve", "--check", "--config", config.to_str().unwrap()])
-        .args(extra)
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(args)
         .output()
         .unwrap();
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
