@@ -343,20 +343,7 @@ async fn exact_windows_and_envoy_semantics_over_grpc() {
     }
 
     // Health: SERVING.
-    let channel = Channel::from_shared(format!("http://127.0.0.1:{}", server.port))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
-    let reply = health
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(reply.status, 1); // SERVING
+    assert_eq!(health_of(server.port, "").await, Ok(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1123,18 +1110,29 @@ async fn json_over_http_answers_as_upstream() {
     drop(server);
 }
 
-/// The health a gRPC health check reads for `service` on `port`
-/// (1 SERVING, 2 NOT_SERVING), or the error code it gets.
-async fn health_of(port: u16, service: &str) -> Result<i32, tonic::Code> {
+type HealthClient = tonic_health::pb::health_client::HealthClient<Channel>;
+
+/// A gRPC health client of the service on `port`, and the request for
+/// `service`'s health.
+async fn health_client(
+    port: u16,
+    service: &str,
+) -> (HealthClient, tonic_health::pb::HealthCheckRequest) {
     let channel = Channel::from_shared(format!("http://127.0.0.1:{port}"))
         .unwrap()
         .connect()
         .await
         .unwrap();
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
     let request = tonic_health::pb::HealthCheckRequest {
         service: service.into(),
     };
+    (HealthClient::new(channel), request)
+}
+
+/// The health a gRPC health check reads for `service` on `port`
+/// (1 SERVING, 2 NOT_SERVING), or the error code it gets.
+async fn health_of(port: u16, service: &str) -> Result<i32, tonic::Code> {
+    let (mut health, request) = health_client(port, service).await;
     match health.check(request).await {
         Ok(reply) => Ok(reply.into_inner().status),
         Err(status) => Err(status.code()),
@@ -1167,15 +1165,7 @@ async fn health_is_told_as_upstream_tells_it() {
     );
     assert_eq!(http(http_port, "GET", "/healthcheck", "").await.0, 200);
     // A watcher sees SIGTERM as NOT_SERVING before the server stops.
-    let channel = Channel::from_shared(format!("http://127.0.0.1:{}", local.port))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut watcher = tonic_health::pb::health_client::HealthClient::new(channel);
-    let request = tonic_health::pb::HealthCheckRequest {
-        service: "ratelimit".into(),
-    };
+    let (mut watcher, request) = health_client(local.port, "ratelimit").await;
     let mut updates = watcher.watch(request).await.unwrap().into_inner();
     assert_eq!(updates.message().await.unwrap().unwrap().status, 1);
     terminate(&local.child);
