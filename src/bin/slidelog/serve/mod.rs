@@ -47,7 +47,8 @@ pub(crate) struct Options {
     pub(crate) config: PathBuf,
     pub(crate) grpc: Listen,
     pub(crate) metrics: Option<SocketAddr>,
-    /// Where to serve HTTP/1.1: `POST /json` and `GET /healthcheck`.
+    /// Where to serve HTTP/1.1: `POST /json`, `GET /healthcheck` and `GET
+    /// /rlconfig` ([`serve_http`]).
     pub(crate) http: Option<SocketAddr>,
     /// Join the descriptors of a domain that several files define.
     pub(crate) merge_domains: bool,
@@ -1085,7 +1086,9 @@ const HEALTH_NAMES: [&str; 3] = [
 /// `GET /healthcheck`.
 struct Health {
     reporter: tonic_health::server::HealthReporter,
-    state: std::sync::Mutex<HealthState>,
+    /// Held while a change is told, so that the last status told is the
+    /// state's last.
+    state: tokio::sync::Mutex<HealthState>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -1094,31 +1097,29 @@ struct HealthState {
     stopping: bool,
 }
 
+impl HealthState {
+    fn serving(self) -> bool {
+        self.store_ready && !self.stopping
+    }
+}
+
 impl Health {
     fn new(reporter: tonic_health::server::HealthReporter) -> Health {
         Health {
             reporter,
-            state: std::sync::Mutex::new(HealthState::default()),
+            state: tokio::sync::Mutex::new(HealthState::default()),
         }
     }
 
-    fn serving(&self) -> bool {
-        let state = *self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.store_ready && !state.stopping
+    async fn serving(&self) -> bool {
+        self.state.lock().await.serving()
     }
 
     /// Changes the state, then tells every name.
     async fn update(&self, change: impl FnOnce(&mut HealthState)) {
-        change(
-            &mut self
-                .state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        let status = if self.serving() {
+        let mut state = self.state.lock().await;
+        change(&mut state);
+        let status = if state.serving() {
             tonic_health::ServingStatus::Serving
         } else {
             tonic_health::ServingStatus::NotServing
@@ -1343,7 +1344,7 @@ async fn serve_http(
         .route(
             "/healthcheck",
             axum::routing::get(move || async move {
-                if health.serving() {
+                if health.serving().await {
                     (StatusCode::OK, "OK\n")
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "NOT SERVING\n")
