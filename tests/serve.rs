@@ -1588,6 +1588,15 @@ async fn replicas_sharing_redis_stay_exact() {
         }
     }
     assert_eq!(ok, 5, "exactly the limit across both replicas");
+    // A look (hits 0) through Redis: no room, and when it grows (within
+    // the minute); at a key with no admission, all the room and no wait.
+    let s = one(&mut ca, "api", &me, Some(0)).await;
+    let reset = s.duration_until_reset.unwrap();
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 0));
+    assert!(reset.seconds > 0 && reset.seconds <= 60, "{reset:?}");
+    let s = one(&mut cb, "api", &[("client", "nobody")], Some(0)).await;
+    let reset = s.duration_until_reset.unwrap();
+    assert_eq!((s.limit_remaining, reset.seconds, reset.nanos), (5, 0, 0));
     // A service with another prefix shares the Redis and none of its logs.
     let c = Server::start_with(&file, &["--redis", &url, "--redis-prefix", "other-rls:"]);
     let s = one(&mut c.client().await, "api", &me, None).await;
