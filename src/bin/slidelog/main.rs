@@ -145,7 +145,8 @@ struct ServeArgs {
     redis_cluster: Option<Vec<String>>,
     /// What the service's Redis keys start with (envoyproxy/ratelimit's
     /// CACHE_KEY_PREFIX): services with different prefixes share a Redis
-    /// and no log.
+    /// and no log. (In a Redis Cluster, a `{hash tag}` in it would put
+    /// every key on one shard.)
     #[arg(long, value_name = "PREFIX", default_value = "slidelog-rls:")]
     redis_prefix: String,
 }
