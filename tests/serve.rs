@@ -1254,6 +1254,59 @@ async fn grpc_on_a_unix_socket() {
     assert!(!socket.exists(), "the socket outlived the service");
 }
 
+/// `--state-file`: the in-process logs outlive a restart (saved at
+/// SIGTERM, restored at start, a request's own limit too), so a restart
+/// is no free burst; a file that is not a saved state is reported and
+/// the service starts empty rather than not at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_outlives_a_restart() {
+    let dir = temp_dir("state");
+    let file = dir.join("config.yaml");
+    std::fs::write(&file, CONFIG).unwrap();
+    let state = dir.join("state.json");
+    let keep = ["--state-file", state.to_str().unwrap()];
+    let login = [("user", "u7"), ("action", "login")]; // 2 a minute
+    let own = || overridden(&[("client", "c7")], 1, 2); // 1 a minute
+    let first = Server::start_with(&file, &keep);
+    let mut client = first.client().await;
+    for _ in 0..2 {
+        assert_eq!(
+            code(&one(&mut client, "edge", &login, None).await),
+            Code::Ok
+        );
+    }
+    let r = ask(&mut client, "edge", vec![own()]).await;
+    assert_eq!(code(&r.statuses[0]), Code::Ok);
+    drop(client);
+    terminate(&first.child);
+    first.wait_for("saved 3 admissions of 2 keys");
+    first.wait_for("stopped");
+    let second = Server::start_with(&file, &keep);
+    let mut client = second.client().await;
+    let s = one(&mut client, "edge", &login, None).await;
+    assert_eq!(code(&s), Code::OverLimit, "the log came back");
+    let r = ask(&mut client, "edge", vec![own()]).await;
+    assert_eq!(
+        code(&r.statuses[0]),
+        Code::OverLimit,
+        "the override's log too"
+    );
+    let other = [("user", "u8"), ("action", "login")];
+    assert_eq!(
+        code(&one(&mut client, "edge", &other, None).await),
+        Code::Ok
+    );
+    drop((client, second));
+    std::fs::write(&state, "{ not a state").unwrap();
+    let third = Server::start_with(&file, &keep);
+    let s = one(&mut third.client().await, "edge", &login, None).await;
+    assert_eq!(
+        (code(&s), s.limit_remaining),
+        (Code::Ok, 1),
+        "started empty"
+    );
+}
+
 /// The HTTP/2 frame types read from a raw connection to `server` within
 /// `wait` (after the client preface and an empty SETTINGS), until it
 /// closes or `wait` passes.

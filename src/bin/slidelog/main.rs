@@ -76,7 +76,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "state_file"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -143,6 +143,11 @@ struct ServeArgs {
     /// Keep the logs in this Redis Cluster (seed nodes, comma-separated).
     #[arg(long, value_name = "URL,URL,..", value_delimiter = ',')]
     redis_cluster: Option<Vec<String>>,
+    /// Keep the in-process logs across restarts in this file: saved when
+    /// the service stops (SIGTERM, Ctrl-C), restored at start for the keys
+    /// the configuration still limits, so that a restart is no free burst.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["redis", "redis_cluster"])]
+    state_file: Option<std::path::PathBuf>,
     /// What the service's Redis keys start with (envoyproxy/ratelimit's
     /// CACHE_KEY_PREFIX): services with different prefixes share a Redis
     /// and no log. (In a Redis Cluster, a `{hash tag}` in it would put
@@ -373,6 +378,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         http: args.http,
         merge_domains: args.merge_domains,
         max_connection_age: args.max_connection_age,
+        state_file: args.state_file,
         settings: serve::Settings {
             modes: serve::Modes {
                 all_or_nothing: args.all_or_nothing,

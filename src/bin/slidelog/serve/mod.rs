@@ -60,6 +60,9 @@ pub(crate) struct Options {
     /// closes a connection at age plus grace without the GOAWAY, failing
     /// its calls in flight, which Envoy admits by default.
     pub(crate) max_connection_age: Duration,
+    /// Where the in-process logs are kept across a restart: saved when
+    /// the service stops, restored when it starts ([`Service::restore`]).
+    pub(crate) state_file: Option<PathBuf>,
     pub(crate) settings: Settings,
 }
 
@@ -518,6 +521,74 @@ impl Service {
             near_limit_ratio,
             metrics,
         })
+    }
+
+    /// Restores the logs saved in `path` (`--state-file`) into the
+    /// in-process store, for the keys the configuration still limits
+    /// (each under its limits now): a restart is no free burst. A missing
+    /// file is a first start. A file that cannot be read is reported and
+    /// the service starts empty: refusing to start would leave Envoy,
+    /// which fails open by default, admitting everything. Returns what to
+    /// report.
+    pub(crate) fn restore(&mut self, path: &std::path::Path) -> String {
+        let shown = path.display();
+        let Store::Local(limiter) = &mut self.store else {
+            return format!("--state-file {shown}: kept in Redis, nothing to restore");
+        };
+        let text = match std::fs::read(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return format!("no saved state at {shown} (a first start)");
+            }
+            Err(e) => return format!("--state-file {shown}: {e}; starting empty"),
+        };
+        let mut snapshot: slidelog::snapshot::KeyedSnapshot<String> =
+            match serde_json::from_slice(&text) {
+                Ok(snapshot) => snapshot,
+                Err(e) => {
+                    return format!(
+                        "--state-file {shown}: not a saved state ({e}); starting empty"
+                    );
+                }
+            };
+        let config = self.config.load();
+        let before = snapshot.keys.len();
+        snapshot
+            .keys
+            .retain(|k| quota_of(&config, &k.key).is_some());
+        match limiter.restore(&snapshot) {
+            Ok(restored) => format!(
+                "restored {} admissions of {} keys from {shown} ({} keys no longer limited, {} admissions expired, {} keys over the budget)",
+                restored.admissions,
+                restored.keys,
+                before - snapshot.keys.len(),
+                restored.expired,
+                restored.refused_keys,
+            ),
+            Err(e) => format!("--state-file {shown}: {e}; starting empty"),
+        }
+    }
+
+    /// Saves the in-process logs to `path` (`--state-file`): written
+    /// beside it, then renamed over it, so a crash mid-write leaves the
+    /// last state whole. Returns what to report.
+    pub(crate) fn save(&self, path: &std::path::Path) -> Result<String, String> {
+        let Store::Local(limiter) = &self.store else {
+            return Ok(String::new());
+        };
+        let shown = path.display();
+        let snapshot = limiter.snapshot();
+        let text =
+            serde_json::to_vec(&snapshot).map_err(|e| format!("--state-file {shown}: {e}"))?;
+        let partial = partial(path);
+        std::fs::write(&partial, &text)
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|e| format!("--state-file {shown}: {e}"))?;
+        let admissions: usize = snapshot.keys.iter().map(|k| k.admissions.len()).sum();
+        Ok(format!(
+            "saved {admissions} admissions of {} keys to {shown}",
+            snapshot.keys.len()
+        ))
     }
 
     /// Applies a new configuration: every live key whose limits changed
@@ -1009,7 +1080,20 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         if let Some(addr) = options.metrics {
             serve_metrics(addr).await?;
         }
-        let service = Arc::new(Service::new(config, options.settings.clone())?);
+        let mut service = Service::new(config, options.settings.clone())?;
+        if let Some(path) = &options.state_file {
+            eprintln!("slidelog serve: {}", service.restore(path));
+            let probe = partial(path);
+            let written = std::fs::write(&probe, b"").and_then(|()| std::fs::remove_file(&probe));
+            if let Err(e) = written {
+                eprintln!(
+                    "slidelog serve: --state-file {}: cannot be written ({e}); the logs will not be kept across a restart",
+                    path.display()
+                );
+            }
+        }
+        let service = Arc::new(service);
+        let kept = Arc::clone(&service);
         watch(&options.config, options.merge_domains, Arc::clone(&service))?;
         let (reporter, health_service) = tonic_health::server::health_reporter();
         let health = Arc::new(Health::new(reporter));
@@ -1065,9 +1149,20 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
             Listen::Unix(_) => return Err("--grpc-uds needs a Unix system".into()),
         };
         served.map_err(|e| e.to_string())?;
+        if let Some(path) = &options.state_file {
+            eprintln!("slidelog serve: {}", kept.save(path)?);
+        }
         eprintln!("slidelog serve: stopped");
         Ok(())
     })
+}
+
+/// Where `--state-file`'s state is written before it is renamed over
+/// `path` (and where a start tries whether it can be).
+fn partial(path: &std::path::Path) -> PathBuf {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    PathBuf::from(partial)
 }
 
 /// The gRPC health service names told the service's health: the server as
