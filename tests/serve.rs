@@ -1297,6 +1297,35 @@ async fn state_outlives_a_restart() {
         Code::Ok
     );
     drop((client, second));
+    // Saved every 100 ms too: a kill (no SIGTERM) loses at most that.
+    let often = [&keep[..], &["--state-interval", "100ms"]].concat();
+    let fourth = Server::start_with(&file, &often);
+    let login = [("user", "u9"), ("action", "login")];
+    for _ in 0..2 {
+        let s = one(&mut fourth.client().await, "edge", &login, None).await;
+        assert_eq!(code(&s), Code::Ok);
+    }
+    // Both of u9's admissions in the file.
+    let saved = |text: &str| {
+        let Ok(state) = serde_json::from_str::<serde_json::Value>(text) else {
+            return false;
+        };
+        let keys = state["keys"].as_array().cloned().unwrap_or_default();
+        keys.iter().any(|k| {
+            k["key"].as_str().is_some_and(|key| key.contains("u9"))
+                && k["admissions"].as_array().is_some_and(|a| a.len() == 2)
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&state).is_ok_and(|t| saved(&t)) {
+        assert!(Instant::now() < deadline, "no periodic save within 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(fourth); // SIGKILL
+    let fifth = Server::start_with(&file, &keep);
+    let s = one(&mut fifth.client().await, "edge", &login, None).await;
+    assert_eq!(code(&s), Code::OverLimit, "the periodic save came back");
+    drop(fifth);
     std::fs::write(&state, "{ not a state").unwrap();
     let third = Server::start_with(&file, &keep);
     let s = one(&mut third.client().await, "edge", &login, None).await;

@@ -148,6 +148,10 @@ struct ServeArgs {
     /// the configuration still limits, so that a restart is no free burst.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["redis", "redis_cluster"])]
     state_file: Option<std::path::PathBuf>,
+    /// Save the state file this often too, so that a crash (a kill, the
+    /// machine lost) loses at most this much of it; e.g. `30s`.
+    #[arg(long, value_name = "DURATION", requires = "state_file", value_parser = parse::positive_duration)]
+    state_interval: Option<Duration>,
     /// What the service's Redis keys start with (envoyproxy/ratelimit's
     /// CACHE_KEY_PREFIX): services with different prefixes share a Redis
     /// and no log. (In a Redis Cluster, a `{hash tag}` in it would put
@@ -379,6 +383,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         merge_domains: args.merge_domains,
         max_connection_age: args.max_connection_age,
         state_file: args.state_file,
+        state_interval: args.state_interval,
         settings: serve::Settings {
             modes: serve::Modes {
                 all_or_nothing: args.all_or_nothing,

@@ -63,6 +63,9 @@ pub(crate) struct Options {
     /// Where the in-process logs are kept across a restart: saved when
     /// the service stops, restored when it starts ([`Service::restore`]).
     pub(crate) state_file: Option<PathBuf>,
+    /// How often the state is saved besides (`None`: only at the stop),
+    /// so that a crash loses at most this much of it.
+    pub(crate) state_interval: Option<Duration>,
     pub(crate) settings: Settings,
 }
 
@@ -417,6 +420,8 @@ pub(crate) struct Service {
     near_limit_ratio: f64,
     /// Whether metrics are served (their labels are built only then).
     metrics: bool,
+    /// Held while `--state-file` is written ([`Service::save`]).
+    saving: std::sync::Mutex<()>,
 }
 
 /// Whether a refill (`is_negative_hits`) has been reported.
@@ -520,6 +525,7 @@ impl Service {
             headers,
             near_limit_ratio,
             metrics,
+            saving: std::sync::Mutex::new(()),
         })
     }
 
@@ -576,6 +582,12 @@ impl Service {
         let Store::Local(limiter) = &self.store else {
             return Ok(String::new());
         };
+        // One save at a time: a periodic one and the last share the file
+        // written beside the state.
+        let _saving = self
+            .saving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let shown = path.display();
         let snapshot = limiter.snapshot();
         let text =
@@ -1094,6 +1106,9 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         }
         let service = Arc::new(service);
         let kept = Arc::clone(&service);
+        if let (Some(path), Some(every)) = (&options.state_file, options.state_interval) {
+            tokio::spawn(save_every(Arc::clone(&service), path.clone(), every));
+        }
         watch(&options.config, options.merge_domains, Arc::clone(&service))?;
         let (reporter, health_service) = tonic_health::server::health_reporter();
         let health = Arc::new(Health::new(reporter));
@@ -1155,6 +1170,22 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         eprintln!("slidelog serve: stopped");
         Ok(())
     })
+}
+
+/// Saves the state to `path` every `every` (`--state-interval`), off the
+/// runtime's workers; a failure is reported each time.
+async fn save_every(service: Arc<Service>, path: PathBuf, every: Duration) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let (service, path) = (Arc::clone(&service), path.clone());
+        match tokio::task::spawn_blocking(move || service.save(&path)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => eprintln!("slidelog serve: {e}"),
+            Err(e) => eprintln!("slidelog serve: saving the state: {e}"),
+        }
+    }
 }
 
 /// Where `--state-file`'s state is written before it is renamed over
