@@ -113,6 +113,46 @@ impl Descriptor {
     }
 }
 
+/// `slidelog serve`'s `POST /json` body: any bytes are read as a request
+/// or refused with a message naming where, never a panic; a request read
+/// is answered, as the service would answer it, with JSON that reads back.
+pub fn serve_json(data: &[u8]) {
+    match serve::json::request(data) {
+        Ok(request) => {
+            // Echo what was read as a response's statuses: the printer
+            // takes any values the reader let through.
+            use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+            use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+                DescriptorStatus, RateLimit,
+            };
+            let statuses = request
+                .descriptors
+                .iter()
+                .map(|d| DescriptorStatus {
+                    code: d.limit.map_or(0, |l| l.unit),
+                    current_limit: d.limit.map(|l| RateLimit {
+                        name: request.domain.clone(),
+                        requests_per_unit: l.requests_per_unit,
+                        unit: l.unit,
+                    }),
+                    limit_remaining: request.hits_addend,
+                    ..Default::default()
+                })
+                .collect();
+            let response = RateLimitResponse {
+                overall_code: i32::try_from(request.hits_addend).unwrap_or(-1),
+                statuses,
+                ..Default::default()
+            };
+            let text = serve::json::response(&response).to_string();
+            let back: serde_json::Value =
+                serde_json::from_str(&text).expect("the printer writes JSON");
+            assert!(back.is_object(), "{text}");
+        }
+        Err(message) => assert!(!message.is_empty()),
+    }
+}
+
 /// `slidelog serve`'s limiter keys, built from a client's descriptor
 /// entries: a key reads back as exactly what was written, two descriptors
 /// share a key only if they are equal, and any other string is no key or
