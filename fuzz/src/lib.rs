@@ -147,7 +147,17 @@ pub fn serve_json(data: &[u8]) {
             let text = serve::json::response(&response).to_string();
             let back: serde_json::Value =
                 serde_json::from_str(&text).expect("the printer writes JSON");
-            assert!(back.is_object(), "{text}");
+            // A status each (the list left out only when empty), and each
+            // limit's count as read.
+            let printed = back["statuses"].as_array().cloned().unwrap_or_default();
+            assert_eq!(printed.len(), request.descriptors.len(), "{text}");
+            for (status, d) in printed.iter().zip(&request.descriptors) {
+                let rpu = d.limit.map_or(0, |l| l.requests_per_unit);
+                let shown = status["currentLimit"]["requestsPerUnit"]
+                    .as_u64()
+                    .unwrap_or(0);
+                assert_eq!(shown, u64::from(rpu), "{text}");
+            }
         }
         Err(message) => assert!(!message.is_empty()),
     }
