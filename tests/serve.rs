@@ -91,11 +91,17 @@ impl Server {
     }
 }
 
+/// `config` written as `config.yaml` in a directory of its own, `name`.
+fn config_file(name: &str, config: &str) -> PathBuf {
+    let file = temp_dir(name).join("config.yaml");
+    std::fs::write(&file, config).unwrap();
+    file
+}
+
 /// A service on `config` (written in a directory of its own, `name`),
 /// and a client of it.
 async fn serving(name: &str, config: &str) -> (Server, RateLimitServiceClient<Channel>) {
-    let file = temp_dir(name).join("config.yaml");
-    std::fs::write(&file, config).unwrap();
+    let file = config_file(name, config);
     let server = Server::start(&file);
     let client = server.client().await;
     (server, client)
@@ -882,8 +888,7 @@ descriptors:
     );
     // All or nothing counts a request that is not over as a whole, even
     // with one quota over; one that is over counts nothing.
-    let file = temp_dir("newer-all").join("config.yaml");
-    std::fs::write(&file, NEWER).unwrap();
+    let file = config_file("newer-all", NEWER);
     let server = Server::start_with(&file, &["--all-or-nothing"]);
     let plain_y = || descriptor(&[("plain", "y")], None);
     let mut client = server.client().await;
@@ -906,8 +911,7 @@ descriptors:
 /// descriptor (an unlimited one aside, an unmatched one included) a quota.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn global_shadow_and_quota_modes() {
-    let file = temp_dir("global-modes").join("config.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
+    let file = config_file("global-modes", CONFIG);
     // Two a minute: each `me` fills its log.
     let me = |user: &str| descriptor(&[("user", user), ("action", "login")], Some(2));
     let metrics_port = free_port();
@@ -963,8 +967,7 @@ async fn global_shadow_and_quota_modes() {
 /// names given; none without the flag, and a bad name is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn response_headers_tell_the_client_its_room() {
-    let file = temp_dir("response-headers").join("config.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
+    let file = config_file("response-headers", CONFIG);
     let headers = |r: &RateLimitResponse| -> Vec<(String, String)> {
         let added = r.response_headers_to_add.iter();
         added.map(|h| (h.key.clone(), h.value.clone())).collect()
@@ -1034,8 +1037,7 @@ async fn response_headers_tell_the_client_its_room() {
 /// over, 400 with the reason when malformed), beside `GET /healthcheck`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_over_http_answers_as_upstream() {
-    let file = temp_dir("http-json").join("config.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
+    let file = config_file("http-json", CONFIG);
     let port = free_port();
     let server = Server::start_with(&file, &["--http", &format!("127.0.0.1:{port}")]);
     let ask = |body: &'static str| http(port, "POST", "/json", body);
@@ -1148,8 +1150,7 @@ async fn health_of(port: u16, service: &str) -> Result<i32, tonic::Code> {
 async fn health_is_told_as_upstream_tells_it() {
     const SERVING: Result<i32, tonic::Code> = Ok(1);
     const NOT_SERVING: Result<i32, tonic::Code> = Ok(2);
-    let file = temp_dir("health").join("config.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
+    let file = config_file("health", CONFIG);
     let http_port = free_port();
     let local = Server::start_with(&file, &["--http", &format!("127.0.0.1:{http_port}")]);
     for name in [
@@ -1221,9 +1222,8 @@ fn terminate(child: &Child) {
 /// another service answers, and removed when the service stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_on_a_unix_socket() {
-    let dir = temp_dir("uds");
-    let file = dir.join("config.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
+    let file = config_file("uds", CONFIG);
+    let dir = file.parent().unwrap();
     let socket = dir.join("rls.sock");
     let path = socket.to_str().unwrap();
     // A socket file no process listens on any more.
@@ -1260,9 +1260,8 @@ async fn grpc_on_a_unix_socket() {
 /// the service starts empty rather than not at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_outlives_a_restart() {
-    let dir = temp_dir("state");
-    let file = dir.join("config.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
+    let file = config_file("state", CONFIG);
+    let dir = file.parent().unwrap();
     let state = dir.join("state.json");
     let keep = ["--state-file", state.to_str().unwrap()];
     let login = [("user", "u7"), ("action", "login")]; // 2 a minute
@@ -1371,8 +1370,7 @@ fn frames_within(server: &Server, wait: Duration) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_connections_are_asked_to_reconnect() {
     const GOAWAY: u8 = 7;
-    let file = temp_dir("connection-age").join("config.yaml");
-    std::fs::write(&file, CONFIG).unwrap();
+    let file = config_file("connection-age", CONFIG);
     let aging = Server::start_with(&file, &["--max-connection-age", "500ms"]);
     let types = frames_within(&aging, Duration::from_secs(5));
     assert!(types.contains(&GOAWAY), "frames {types:?}");
