@@ -160,6 +160,19 @@ fn code(status: &DescriptorStatus) -> Code {
     Code::try_from(status.code).unwrap()
 }
 
+/// Asks for one descriptor `n` times; each must be admitted.
+async fn admits(
+    client: &mut RateLimitServiceClient<Channel>,
+    domain: &str,
+    entries: &[(&str, &str)],
+    n: usize,
+) {
+    for i in 0..n {
+        let s = one(client, domain, entries, None).await;
+        assert_eq!(code(&s), Code::Ok, "call {i} of {n} for {entries:?}");
+    }
+}
+
 const CONFIG: &str = r#"
 domain: edge
 descriptors:
@@ -245,9 +258,7 @@ async fn exact_windows_and_envoy_semantics_over_grpc() {
 
     // Several limits on one descriptor, all or nothing on one ring.
     let gold = [("tier", "gold")];
-    for _ in 0..5 {
-        assert_eq!(code(&one(&mut client, "edge", &gold, None).await), Code::Ok);
-    }
+    admits(&mut client, "edge", &gold, 5).await;
     let s = one(&mut client, "edge", &gold, None).await;
     assert_eq!(code(&s), Code::OverLimit);
     assert_eq!(s.current_limit.unwrap().requests_per_unit, 5);
@@ -295,12 +306,7 @@ async fn exact_windows_and_envoy_semantics_over_grpc() {
         code(&one(&mut client, "nowhere", &ip("10.0.0.1"), None).await),
         Code::Ok
     );
-    for _ in 0..10 {
-        assert_eq!(
-            code(&one(&mut client, "edge", &[("path", "/health")], None).await),
-            Code::Ok
-        );
-    }
+    admits(&mut client, "edge", &[("path", "/health")], 10).await;
 
     // Shadow mode: decided and counted, answered OK.
     let canary = [("canary", "x")];
@@ -490,16 +496,7 @@ async fn the_example_config_serves() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy/ratelimit.yaml");
     let server = Server::start(&path);
     let mut client = server.client().await;
-    for _ in 0..10 {
-        let s = one(
-            &mut client,
-            "edge",
-            &[("remote_address", "192.0.2.1")],
-            None,
-        )
-        .await;
-        assert_eq!(code(&s), Code::Ok);
-    }
+    admits(&mut client, "edge", &[("remote_address", "192.0.2.1")], 10).await;
     let s = one(
         &mut client,
         "edge",
@@ -811,23 +808,9 @@ descriptors:
     }
     let s = one(&mut client, d, &[("files", "files/c.txt")], None).await;
     assert_eq!(code(&s), Code::OverLimit);
-    for _ in 0..10 {
-        let s = one(
-            &mut client,
-            d,
-            &[("files_no_share", "files_no_share/a.pdf")],
-            None,
-        )
-        .await;
-        assert_eq!(code(&s), Code::Ok);
-    }
-    let a = one(
-        &mut client,
-        d,
-        &[("files_no_share", "files_no_share/a.pdf")],
-        None,
-    )
-    .await;
+    let unshared = [("files_no_share", "files_no_share/a.pdf")];
+    admits(&mut client, d, &unshared, 10).await;
+    let a = one(&mut client, d, &unshared, None).await;
     let b = one(
         &mut client,
         d,
@@ -1268,12 +1251,7 @@ async fn state_outlives_a_restart() {
     let own = || overridden(&[("client", "c7")], 1, 2); // 1 a minute
     let first = Server::start_with(&file, &keep);
     let mut client = first.client().await;
-    for _ in 0..2 {
-        assert_eq!(
-            code(&one(&mut client, "edge", &login, None).await),
-            Code::Ok
-        );
-    }
+    admits(&mut client, "edge", &login, 2).await;
     let r = ask(&mut client, "edge", vec![own()]).await;
     assert_eq!(code(&r.statuses[0]), Code::Ok);
     drop(client);
@@ -1300,10 +1278,7 @@ async fn state_outlives_a_restart() {
     let often = [&keep[..], &["--state-interval", "100ms"]].concat();
     let fourth = Server::start_with(&file, &often);
     let login = [("user", "u9"), ("action", "login")];
-    for _ in 0..2 {
-        let s = one(&mut fourth.client().await, "edge", &login, None).await;
-        assert_eq!(code(&s), Code::Ok);
-    }
+    admits(&mut fourth.client().await, "edge", &login, 2).await;
     // Both of u9's admissions in the file.
     let saved = |text: &str| {
         let Ok(state) = serde_json::from_str::<serde_json::Value>(text) else {
@@ -1617,12 +1592,7 @@ async fn values_cannot_forge_a_limit_or_a_log() {
     // A value spelling the override of another address: its own log, not
     // the override's.
     let forged = [("remote_address", "10.9.0.3\u{1f}\u{0}3/Second")];
-    for _ in 0..3 {
-        assert_eq!(
-            code(&one(&mut client, "edge", &forged, None).await),
-            Code::Ok
-        );
-    }
+    admits(&mut client, "edge", &forged, 3).await;
     let address = [("remote_address", "10.9.0.3")];
     let r = ask(&mut client, "edge", vec![overridden(&address, 3, SECOND)]).await;
     assert_eq!(

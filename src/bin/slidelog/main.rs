@@ -396,13 +396,14 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
                 reset: args.reset_header,
             }),
             near_limit_ratio: args.near_limit_ratio,
-            metrics: args.metrics.is_some(),
             redis: match (args.redis, args.redis_cluster) {
                 (Some(url), _) => Some(serve::RedisTarget::Node(url)),
                 (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
                 (None, None) => None,
             },
             redis_prefix: args.redis_prefix,
+            // From `metrics` above, by `serve::run`.
+            ..serve::Settings::default()
         },
     })
 }

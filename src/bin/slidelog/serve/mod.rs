@@ -90,7 +90,8 @@ pub(crate) struct Settings {
     /// the limit is used after it (envoyproxy/ratelimit's
     /// `NEAR_LIMIT_RATIO`; the `near_limit` metric).
     pub(crate) near_limit_ratio: f64,
-    /// Whether metrics are served (their labels are built only then).
+    /// Whether metrics are served (their labels are built only then):
+    /// [`run`] sets it from [`Options::metrics`].
     pub(crate) metrics: bool,
     /// Keep the logs in Redis, shared by every replica.
     pub(crate) redis: Option<RedisTarget>,
@@ -716,10 +717,11 @@ impl Service {
         }
         // The headers describe what was decided, shadow mode or not (as
         // upstream adds them before its global shadow mode answers OK).
-        let response_headers_to_add = match (&self.headers, closest(&statuses, &verdicts)) {
-            (Some(names), Some(i)) => names.values(&statuses[i]),
-            _ => Vec::new(),
-        };
+        let response_headers_to_add = self
+            .headers
+            .as_ref()
+            .and_then(|names| Some(names.values(&statuses[closest(&statuses, &verdicts)?])))
+            .unwrap_or_default();
         Ok(RateLimitResponse {
             overall_code: overall as i32,
             statuses,
@@ -1092,7 +1094,11 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         if let Some(addr) = options.metrics {
             serve_metrics(addr).await?;
         }
-        let mut service = Service::new(config, options.settings.clone())?;
+        let settings = Settings {
+            metrics: options.metrics.is_some(),
+            ..options.settings.clone()
+        };
+        let mut service = Service::new(config, settings)?;
         if let Some(path) = &options.state_file {
             eprintln!("slidelog serve: {}", service.restore(path));
             let probe = partial(path);
