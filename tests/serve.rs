@@ -11,10 +11,11 @@
 
 mod common;
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -25,11 +26,12 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use tonic::transport::Channel;
 
 /// A running `slidelog serve`, killed on drop; its stderr lines arrive on
-/// `log`.
+/// `log`, except those that came before it said it serves, kept in `early`.
 struct Server {
     child: Child,
     port: u16,
     log: mpsc::Receiver<String>,
+    early: Mutex<VecDeque<String>>,
 }
 
 impl Drop for Server {
@@ -66,13 +68,35 @@ impl Server {
                 let _ = tx.send(line);
             }
         });
-        let server = Server { child, port, log };
-        server.wait_for("gRPC on");
-        server
+        let server = Server {
+            child,
+            port,
+            log,
+            early: Mutex::new(VecDeque::new()),
+        };
+        // What a start says before "gRPC on" (tasks it starts first may
+        // speak first) stays for the test to wait for.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match server.log.recv_timeout(left) {
+                Ok(line) if line.contains("gRPC on") => return server,
+                Ok(line) => server.early.lock().unwrap().push_back(line),
+                Err(_) => panic!("slidelog serve did not say `gRPC on` within 10 s"),
+            }
+        }
     }
 
-    /// Waits (up to 10 s) for a stderr line containing `needle`.
+    /// Waits (up to 10 s) for a stderr line containing `needle`, passing
+    /// over the lines before it.
     fn wait_for(&self, needle: &str) -> String {
+        let mut early = self.early.lock().unwrap();
+        while let Some(line) = early.pop_front() {
+            if line.contains(needle) {
+                return line;
+            }
+        }
+        drop(early);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
