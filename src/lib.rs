@@ -336,7 +336,7 @@
 //! * `serve`: `slidelog serve`, an Envoy rate-limit service (gRPC
 //!   `ShouldRateLimit`, envoyproxy/ratelimit's YAML) with exact sliding
 //!   windows, in process or on Redis (pulls in tonic and Envoy's protos;
-//!   implies `cli`, `tower`, `redis`, `metrics`): `cargo install slidelog
+//!   implies `cli`, `tower`, `redis`, `redis-tls`, `metrics`): `cargo install slidelog
 //!   --features serve`.
 //! * `async`: `until_ready()` / `until_n_ready(n)` on every limiter, sleeping
 //!   exactly `retry_after` on tokio timers (cancel-safe).
@@ -344,6 +344,10 @@
 //!   `Retry-After` and IETF `RateLimit` headers (implies `async`).
 //! * `redis`: [`redis::RedisLimiter`](crate::redis), the same exact log on
 //!   Redis, shared across processes (sorted set or ring layout).
+//! * `redis-tls`: Redis over TLS, `rediss://` URLs (rustls on ring), with
+//!   [`tls_root_cert`](crate::redis::RedisBuilder::tls_root_cert) and
+//!   [`tls_client_cert`](crate::redis::RedisBuilder::tls_client_cert)
+//!   (implies `redis`).
 //! * `tracing`: debug-level `tracing` events (target `slidelog`) for the
 //!   denials the tower layer answers, sweeps that evict, new keys refused at
 //!   the cap and failed Redis checks; never on the in-process check path

@@ -27,6 +27,10 @@
 //! routed to the shard that owns the key, and the script is loaded on every
 //! primary and reloaded wherever `NOSCRIPT` comes back.
 //!
+//! With feature `redis-tls`, a `rediss://` URL connects over TLS (rustls),
+//! trusting the system's roots or [`RedisBuilder::tls_root_cert`], with a
+//! client certificate if [`RedisBuilder::tls_client_cert`] gives one.
+//!
 //! # Examples
 //!
 //! ```no_run
@@ -385,6 +389,8 @@ pub struct RedisBuilder {
     precheck: bool,
     max_key_len: usize,
     name: crate::observe::Name,
+    #[cfg(feature = "redis-tls")]
+    tls: Tls,
 }
 
 /// Where a [`RedisBuilder`] connects.
@@ -496,6 +502,50 @@ impl RedisBuilder {
         self
     }
 
+    /// Trusts the certificate authorities in `pem` (PEM, one or more
+    /// certificates) for a `rediss://` connection, instead of the system's
+    /// roots: a Redis whose certificate a private CA signed. Feature
+    /// `redis-tls`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use slidelog::redis::RedisLimiter;
+    ///
+    /// let limiter = RedisLimiter::builder("rediss://redis.internal:6380/", 100, Duration::from_secs(60))
+    ///     .tls_root_cert(std::fs::read("/etc/redis/ca.pem")?)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "redis-tls")]
+    pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root_cert = Some(pem.into());
+        self
+    }
+
+    /// Presents this certificate (PEM, its chain after it) and private key
+    /// (PEM: PKCS #8, PKCS #1 or SEC1) to a Redis that asks for one (mutual
+    /// TLS, `tls-auth-clients yes`). Feature `redis-tls`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use slidelog::redis::RedisLimiter;
+    ///
+    /// let limiter = RedisLimiter::builder("rediss://redis.internal:6380/", 100, Duration::from_secs(60))
+    ///     .tls_root_cert(std::fs::read("/etc/redis/ca.pem")?)
+    ///     .tls_client_cert(std::fs::read("/etc/rl/client.pem")?, std::fs::read("/etc/rl/client.key")?)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "redis-tls")]
+    pub fn tls_client_cert(mut self, cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        self.tls.client = Some((cert.into(), key.into()));
+        self
+    }
+
     /// Connects (one multiplexed connection, reconnecting as needed).
     ///
     /// # Errors
@@ -519,6 +569,9 @@ impl RedisBuilder {
         crate::observe::describe();
         let conn = match &self.target {
             Target::Node(url) => {
+                #[cfg(feature = "redis-tls")]
+                let client = self.tls.client(url)?;
+                #[cfg(not(feature = "redis-tls"))]
                 let client = Client::open(url.as_str())?;
                 // No retry of the first connection: a refused one is
                 // reported as refused at once, not as a timeout.
@@ -537,7 +590,10 @@ impl RedisBuilder {
                 )
             }
             Target::Cluster(nodes) => {
-                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                let client = ClusterClient::builder(nodes.iter().map(String::as_str));
+                #[cfg(feature = "redis-tls")]
+                let client = self.tls.cluster(client, nodes)?;
+                let client = client
                     .connection_timeout(self.timeout)
                     .response_timeout(self.timeout)
                     .retries(1)
@@ -570,6 +626,79 @@ impl RedisBuilder {
                 },
             )),
         })
+    }
+}
+
+/// A builder's TLS material (feature `redis-tls`): kept out of `Debug`.
+#[cfg(feature = "redis-tls")]
+#[derive(Clone, Default)]
+struct Tls {
+    /// PEM: the CAs trusted instead of the system's roots.
+    root_cert: Option<Vec<u8>>,
+    /// PEM: the client's certificate and its private key.
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+#[cfg(feature = "redis-tls")]
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("root_cert", &self.root_cert.is_some())
+            .field("client_cert", &self.client.is_some())
+            .finish()
+    }
+}
+
+#[cfg(feature = "redis-tls")]
+impl Tls {
+    fn is_set(&self) -> bool {
+        self.root_cert.is_some() || self.client.is_some()
+    }
+
+    fn certificates(&self) -> ::redis::TlsCertificates {
+        ::redis::TlsCertificates {
+            client_tls: self
+                .client
+                .as_ref()
+                .map(|(cert, key)| ::redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.root_cert.clone(),
+        }
+    }
+
+    /// Certificates are for `rediss://` URLs only: on a `redis://` one
+    /// they would be ignored (one node) or turn TLS on unasked (a cluster).
+    fn refuse_plain(url: &str) -> Result<(), ::redis::RedisError> {
+        if url.starts_with("rediss://") {
+            Ok(())
+        } else {
+            Err(::redis::RedisError::from((
+                ::redis::ErrorKind::InvalidClientConfig,
+                "TLS certificates given for a URL that is not rediss://",
+            )))
+        }
+    }
+
+    fn client(&self, url: &str) -> Result<Client, ::redis::RedisError> {
+        if !self.is_set() {
+            return Client::open(url);
+        }
+        Tls::refuse_plain(url)?;
+        Client::build_with_tls(url, self.certificates())
+    }
+
+    fn cluster(
+        &self,
+        builder: ::redis::cluster::ClusterClientBuilder,
+        nodes: &[String],
+    ) -> Result<::redis::cluster::ClusterClientBuilder, ::redis::RedisError> {
+        if !self.is_set() {
+            return Ok(builder);
+        }
+        nodes.iter().try_for_each(|url| Tls::refuse_plain(url))?;
+        Ok(builder.certs(self.certificates()))
     }
 }
 
@@ -812,6 +941,8 @@ impl RedisBuilder {
             precheck: false,
             max_key_len: DEFAULT_MAX_KEY_LEN,
             name: crate::observe::Name::default(),
+            #[cfg(feature = "redis-tls")]
+            tls: Tls::default(),
         }
     }
 }

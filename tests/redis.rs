@@ -883,3 +883,90 @@ fn the_demo_runs_against_redis() {
         "{stdout}"
     );
 }
+
+/// `rediss://` with a private CA (`tls_root_cert`): exact over TLS, both
+/// layouts; a CA that did not sign the server's certificate is refused at
+/// connect, and certificates given for a plain `redis://` URL (one node or
+/// a cluster's seeds) are refused rather than ignored.
+#[cfg(feature = "redis-tls")]
+#[test]
+fn tls_with_a_private_ca_is_exact() {
+    let pki = common::redis_tls::Pki::new("private-ca");
+    let Some((mut child, port)) = common::redis_tls::start_or_skip(&pki, false) else {
+        return;
+    };
+    let url = format!("rediss://127.0.0.1:{port}/");
+    let window = Duration::from_secs(60);
+    runtime().block_on(async {
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let l = RedisLimiter::builder(url.as_str(), 3, window)
+                .layout(layout)
+                .tls_root_cert(pki.read("ca.pem"))
+                .connect()
+                .await
+                .unwrap();
+            for left in [2, 1, 0] {
+                assert_eq!(l.check("k").await.unwrap().unwrap().remaining(), left);
+            }
+            assert!(l.check("k").await.unwrap().is_err(), "{layout:?}");
+        }
+        let strange = RedisLimiter::builder(url.as_str(), 3, window)
+            .tls_root_cert(pki.read("other-ca.pem"))
+            .connect()
+            .await;
+        let Err(RedisLimitError::Redis(e)) = strange else {
+            panic!("connected trusting another CA: {strange:?}");
+        };
+        assert!(e.to_string().contains("UnknownIssuer"), "{e}");
+        let plain = format!("redis://127.0.0.1:{}/", port - 10_000);
+        let on_plain = RedisLimiter::builder(plain.as_str(), 3, window)
+            .tls_root_cert(pki.read("ca.pem"))
+            .connect()
+            .await;
+        let seeds = RedisLimiter::cluster_builder([plain.as_str()], 3, window)
+            .tls_root_cert(pki.read("ca.pem"))
+            .connect()
+            .await;
+        for refused in [on_plain, seeds] {
+            let Err(e) = refused else {
+                panic!("certificates used on a redis:// URL");
+            };
+            assert!(e.to_string().contains("not rediss://"), "{e}");
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Mutual TLS (`tls-auth-clients yes`): without a client certificate the
+/// server refuses the client; with one its CA signed, exact.
+#[cfg(feature = "redis-tls")]
+#[test]
+fn mutual_tls_presents_the_client_certificate() {
+    let pki = common::redis_tls::Pki::new("mutual");
+    let Some((mut child, port)) = common::redis_tls::start_or_skip(&pki, true) else {
+        return;
+    };
+    let url = format!("rediss://127.0.0.1:{port}/");
+    let builder = || {
+        RedisLimiter::builder(url.as_str(), 2, Duration::from_secs(60))
+            .tls_root_cert(pki.read("ca.pem"))
+    };
+    runtime().block_on(async {
+        let anonymous = match builder().connect().await {
+            Ok(l) => l.check("k").await.map(drop),
+            Err(e) => Err(e),
+        };
+        assert!(anonymous.is_err(), "served a client without a certificate");
+        let l = builder()
+            .tls_client_cert(pki.read("client.pem"), pki.read("client.key"))
+            .connect()
+            .await
+            .unwrap();
+        assert_eq!(l.check("k").await.unwrap().unwrap().remaining(), 1);
+        assert_eq!(l.check("k").await.unwrap().unwrap().remaining(), 0);
+        assert!(l.check("k").await.unwrap().is_err());
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1214,6 +1214,78 @@ async fn health_is_told_as_upstream_tells_it() {
     let _ = redis.wait();
 }
 
+/// Redis over TLS (`rediss://`), as envoyproxy/ratelimit's `REDIS_TLS_*`:
+/// `--redis-ca` trusts a private CA and `--redis-client-cert` /
+/// `--redis-client-key` answer a Redis that asks clients for a certificate
+/// (without them it refuses the service, which says so and is not
+/// serving). Flags that cannot work are refused at start: certificates for
+/// a plain `redis://` URL, a file with no PEM of its kind, a certificate
+/// without its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_over_tls_with_a_client_certificate() {
+    let pki = common::redis_tls::Pki::new("serve");
+    let Some((mut redis, port)) = common::redis_tls::start_or_skip(&pki, true) else {
+        return;
+    };
+    let file = config_file(
+        "tls",
+        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+    );
+    let path = |name: &str| pki.path(name).display().to_string();
+    let url = format!("rediss://127.0.0.1:{port}/");
+    let trusting = ["--redis", &url, "--redis-ca", &path("ca.pem")];
+    let anonymous = Server::start_with(&file, &trusting);
+    let refused = anonymous.wait_for("not serving until it answers");
+    assert!(
+        refused.contains("redis: received fatal alert: CertificateRequired")
+            && !refused.contains("redis: redis:"),
+        "{refused}"
+    );
+    assert_eq!(health_of(anonymous.port, "ratelimit").await, Ok(2));
+    drop(anonymous);
+    let client_cert = ["--redis-client-cert", &path("client.pem")];
+    let client_key = ["--redis-client-key", &path("client.key")];
+    let server = Server::start_with(&file, &[&trusting[..], &client_cert, &client_key].concat());
+    let mut client = server.client().await;
+    let me = [("remote_address", "10.9.0.1")];
+    for left in [1, 0] {
+        let s = one(&mut client, "edge", &me, None).await;
+        assert_eq!((code(&s), s.limit_remaining), (Code::Ok, left));
+    }
+    let s = one(&mut client, "edge", &me, None).await;
+    assert_eq!(code(&s), Code::OverLimit);
+    assert_eq!(health_of(server.port, "ratelimit").await, Ok(1));
+    drop(server);
+
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let plain = format!("redis://127.0.0.1:{}/", port - 10_000);
+    let refusals: [(&[&str], &str); 4] = [
+        (
+            &["--redis", &plain, "--redis-ca", &path("ca.pem")],
+            "not redis://",
+        ),
+        (
+            &["--redis", &url, "--redis-ca", &path("client.key")],
+            "no PEM certificate",
+        ),
+        (
+            &["--redis-ca", &path("ca.pem")],
+            "need --redis or --redis-cluster",
+        ),
+        (
+            &["--redis", &url, "--redis-client-cert", &path("client.pem")],
+            "--redis-client-key",
+        ),
+    ];
+    for (args, reason) in refusals {
+        let (code, _, stderr) = serve_once(&file, &[&["--grpc", grpc.as_str()], args].concat());
+        assert!(code.is_some_and(|c| c != 0), "{args:?}: {code:?}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
+    let _ = redis.kill();
+    let _ = redis.wait();
+}
+
 /// Sends `child` SIGTERM (a service's signal to stop, calls in flight
 /// finishing).
 #[allow(unsafe_code)]

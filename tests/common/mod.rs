@@ -16,6 +16,8 @@ pub mod redis_cluster;
 pub mod redis_model;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+#[cfg(feature = "redis-tls")]
+pub mod redis_tls;
 
 /// What the model decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -62,10 +62,17 @@ pub fn answers_as(port: u16, pid: u32) -> bool {
 /// with a visible notice when there is none — a failure instead when
 /// `SLIDELOG_REQUIRE_REDIS=1` (set by `.ci/run`).
 pub fn start_or_skip() -> Option<(Child, u16)> {
-    match start(|_| {
-        ["--save", "", "--appendonly", "no"]
+    start_or_skip_with(|_| Vec::new())
+}
+
+/// [`start_or_skip`] with more arguments for the server on `port`.
+pub fn start_or_skip_with(args: impl Fn(u16) -> Vec<String>) -> Option<(Child, u16)> {
+    match start(|port| {
+        let mut all = ["--save", "", "--appendonly", "no"]
             .map(String::from)
-            .to_vec()
+            .to_vec();
+        all.extend(args(port));
+        all
     }) {
         Ok(started) => Some(started),
         Err(e) => {

@@ -55,7 +55,7 @@ enum Command {
     /// Serve Envoy's rate-limit API (gRPC ShouldRateLimit, health) with
     /// exact sliding windows, configured with envoyproxy/ratelimit's YAML
     /// (needs a binary built with `--features serve`).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -76,7 +76,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "state_file"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_ca", "redis_client_cert", "state_file"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -143,6 +143,18 @@ struct ServeArgs {
     /// Keep the logs in this Redis Cluster (seed nodes, comma-separated).
     #[arg(long, value_name = "URL,URL,..", value_delimiter = ',')]
     redis_cluster: Option<Vec<String>>,
+    /// Trust the CA certificates in this PEM file, instead of the system's
+    /// roots, for a Redis reached over TLS (`rediss://` URLs;
+    /// envoyproxy/ratelimit's REDIS_TLS_CACERT).
+    #[arg(long, value_name = "PATH")]
+    redis_ca: Option<std::path::PathBuf>,
+    /// Present this certificate (PEM) to a Redis that asks clients for one
+    /// (mutual TLS, `tls-auth-clients yes`; REDIS_TLS_CLIENT_CERT).
+    #[arg(long, value_name = "PATH", requires = "redis_client_key")]
+    redis_client_cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM; REDIS_TLS_CLIENT_KEY).
+    #[arg(long, value_name = "PATH", requires = "redis_client_cert")]
+    redis_client_key: Option<std::path::PathBuf>,
     /// Keep the in-process logs across restarts in this file: saved when
     /// the service stops (SIGTERM, Ctrl-C), restored at start for the keys
     /// the configuration still limits, so that a restart is no free burst.
@@ -310,7 +322,7 @@ fn main() {
     let result = match command {
         Command::Demo(args) => demo(&args),
         Command::Bench(args) => bench::run(args.seconds, args.threads),
-        Command::Serve(args) => run_serve(args),
+        Command::Serve(args) => run_serve(*args),
         Command::Replay(args) => replay::run(&replay::Options {
             file: args.file,
             policies: args.limits,
@@ -375,6 +387,18 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         (None, Some(path)) => serve::Listen::Unix(path),
         (None, None) => return serve::check(&args.config, args.merge_domains),
     };
+    let redis = match (args.redis, args.redis_cluster) {
+        (Some(url), _) => Some(serve::RedisTarget::Node(url)),
+        (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
+        (None, None) => None,
+    };
+    let redis_tls = serve::RedisTls::load(
+        redis.as_ref(),
+        args.redis_ca.as_deref(),
+        args.redis_client_cert
+            .as_deref()
+            .zip(args.redis_client_key.as_deref()),
+    )?;
     serve::run(&serve::Options {
         config: args.config,
         grpc,
@@ -396,11 +420,8 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
                 reset: args.reset_header,
             }),
             near_limit_ratio: args.near_limit_ratio,
-            redis: match (args.redis, args.redis_cluster) {
-                (Some(url), _) => Some(serve::RedisTarget::Node(url)),
-                (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
-                (None, None) => None,
-            },
+            redis,
+            redis_tls,
             redis_prefix: args.redis_prefix,
             // From `metrics` above, by `serve::run`.
             ..serve::Settings::default()

@@ -95,6 +95,8 @@ pub(crate) struct Settings {
     pub(crate) metrics: bool,
     /// Keep the logs in Redis, shared by every replica.
     pub(crate) redis: Option<RedisTarget>,
+    /// The CA and client certificate for a `rediss://` Redis.
+    pub(crate) redis_tls: RedisTls,
     /// What the service's Redis keys start with (envoyproxy/ratelimit's
     /// `CACHE_KEY_PREFIX`): services with different prefixes share a Redis
     /// and no log.
@@ -109,6 +111,7 @@ impl Default for Settings {
             near_limit_ratio: DEFAULT_NEAR_LIMIT_RATIO,
             metrics: false,
             redis: None,
+            redis_tls: RedisTls::default(),
             redis_prefix: DEFAULT_REDIS_PREFIX.into(),
         }
     }
@@ -221,6 +224,101 @@ pub(crate) enum RedisTarget {
     Cluster(Vec<String>),
 }
 
+/// TLS to Redis beyond a `rediss://` URL's defaults (the system's roots,
+/// no client certificate): envoyproxy/ratelimit's `REDIS_TLS_CACERT`,
+/// `REDIS_TLS_CLIENT_CERT` and `REDIS_TLS_CLIENT_KEY`.
+#[derive(Clone, Default)]
+pub(crate) struct RedisTls {
+    /// PEM: the CAs trusted instead of the system's roots.
+    ca: Option<Vec<u8>>,
+    /// PEM: the client's certificate (chain) and private key.
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("ca", &self.ca.is_some())
+            .field("client", &self.client.is_some())
+            .finish()
+    }
+}
+
+impl RedisTls {
+    /// Reads `--redis-ca`, `--redis-client-cert` and `--redis-client-key`
+    /// for `target`, refusing a file that holds no PEM of its kind and
+    /// certificates for a Redis not reached over TLS (`rediss://`).
+    pub(crate) fn load(
+        target: Option<&RedisTarget>,
+        ca: Option<&std::path::Path>,
+        client: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<RedisTls, String> {
+        if ca.is_none() && client.is_none() {
+            return Ok(RedisTls::default());
+        }
+        let urls: &[String] = match target {
+            Some(RedisTarget::Node(url)) => std::slice::from_ref(url),
+            Some(RedisTarget::Cluster(nodes)) => nodes,
+            None => {
+                return Err(
+                    "--redis-ca and --redis-client-cert need --redis or --redis-cluster".into(),
+                );
+            }
+        };
+        if let Some(url) = urls.iter().find(|url| !url.starts_with("rediss://")) {
+            let scheme = url
+                .split_once("://")
+                .map_or(url.as_str(), |(scheme, _)| scheme);
+            return Err(format!(
+                "--redis-ca and --redis-client-cert are for Redis over TLS: a rediss:// URL, not {scheme}://"
+            ));
+        }
+        let read = |flag: &str, path: &std::path::Path, kind: &str| {
+            let pem = std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+            // A PEM block of this kind: `-----BEGIN CERTIFICATE-----`, or
+            // for a key `-----BEGIN PRIVATE KEY-----`, `… RSA PRIVATE KEY-----`
+            // or `… EC PRIVATE KEY-----`.
+            let has_kind = pem.split(|&b| b == b'\n').any(|line| {
+                let line = line.trim_ascii_end();
+                line.strip_prefix(b"-----BEGIN ")
+                    .and_then(|rest| rest.strip_suffix(b"-----"))
+                    .is_some_and(|label| label.ends_with(kind.as_bytes()))
+            });
+            if !has_kind {
+                return Err(format!(
+                    "{flag} {}: no PEM {} in it",
+                    path.display(),
+                    kind.to_lowercase()
+                ));
+            }
+            Ok(pem)
+        };
+        Ok(RedisTls {
+            ca: ca
+                .map(|path| read("--redis-ca", path, "CERTIFICATE"))
+                .transpose()?,
+            client: client
+                .map(|(cert, key)| {
+                    Ok::<_, String>((
+                        read("--redis-client-cert", cert, "CERTIFICATE")?,
+                        read("--redis-client-key", key, "PRIVATE KEY")?,
+                    ))
+                })
+                .transpose()?,
+        })
+    }
+
+    fn apply(&self, mut builder: slidelog::redis::RedisBuilder) -> slidelog::redis::RedisBuilder {
+        if let Some(ca) = &self.ca {
+            builder = builder.tls_root_cert(ca.clone());
+        }
+        if let Some((cert, key)) = &self.client {
+            builder = builder.tls_client_cert(cert.clone(), key.clone());
+        }
+        builder
+    }
+}
+
 /// Where the logs live.
 enum Store {
     /// In process: one keyed limiter whose per-key quotas come from the
@@ -231,6 +329,7 @@ enum Store {
     /// policies change keeps its history (the ring script rebuilds it).
     Redis {
         target: RedisTarget,
+        tls: Box<RedisTls>,
         /// What every key starts with.
         prefix: String,
         /// The one connection, made on first use (the service starts while
@@ -283,7 +382,7 @@ impl Store {
                 } else {
                     limiter.check_n_with_growth(key, n).await
                 };
-                answer.map_err(|e| Status::unavailable(format!("redis: {e}")))
+                answer.map_err(unavailable)
             }
         }
     }
@@ -320,6 +419,7 @@ impl Store {
     async fn base(&self) -> Result<&RedisLimiter, Status> {
         let Store::Redis {
             target,
+            tls,
             prefix,
             base,
             ..
@@ -339,16 +439,27 @@ impl Store {
                     policies.window,
                 ),
             };
-            builder
+            tls.apply(builder)
                 .layout(slidelog::redis::Layout::Ring)
                 .prefix(prefix.as_str())
                 .max_key_len(REDIS_MAX_KEY)
                 .name("rls")
                 .connect()
                 .await
-                .map_err(|e| Status::unavailable(format!("redis: {e}")))
+                .map_err(unavailable)
         })
         .await
+    }
+}
+
+/// A Redis failure as the call's `UNAVAILABLE`, its message naming Redis
+/// once.
+fn unavailable(e: slidelog::redis::RedisLimitError) -> Status {
+    let message = e.to_string();
+    if message.starts_with("redis") {
+        Status::unavailable(message)
+    } else {
+        Status::unavailable(format!("redis: {message}"))
     }
 }
 
@@ -495,12 +606,14 @@ impl Service {
             near_limit_ratio,
             metrics,
             redis,
+            redis_tls,
             redis_prefix,
         } = settings;
         let config = Arc::new(ArcSwap::from_pointee(config));
         let store = match redis {
             Some(target) => Store::Redis {
                 target,
+                tls: Box::new(redis_tls),
                 prefix: redis_prefix,
                 base: tokio::sync::OnceCell::new(),
                 limiters: std::sync::Mutex::new(HashMap::new()),

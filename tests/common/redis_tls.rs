@@ -1,0 +1,97 @@
+//! Redis over TLS for a test: a throwaway CA and the certificates it signs
+//! (made with rcgen, written to a directory of their own), and a
+//! `redis-server` serving TLS with them.
+
+use std::path::PathBuf;
+use std::process::Child;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+
+/// A CA, a server certificate it signed for `127.0.0.1` and `localhost`,
+/// a client certificate it signed, and a second CA that signed neither:
+/// `ca.pem`, `server.pem` / `server.key`, `client.pem` / `client.key` and
+/// `other-ca.pem` in `dir`.
+pub struct Pki {
+    pub dir: PathBuf,
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    (cert.pem(), Issuer::new(params, key))
+}
+
+fn signed(names: &[&str], by: &Issuer<'static, KeyPair>) -> (String, String) {
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(names).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "slidelog test");
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, by).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+impl Pki {
+    pub fn new(name: &str) -> Pki {
+        let dir = std::env::temp_dir().join(format!("slidelog-tls-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ca_pem, issuer) = ca("slidelog test CA");
+        let (server, server_key) = signed(&["127.0.0.1", "localhost"], &issuer);
+        let (client, client_key) = signed(&["client.slidelog.test"], &issuer);
+        let (other, _) = ca("another CA");
+        for (file, pem) in [
+            ("ca.pem", ca_pem),
+            ("server.pem", server),
+            ("server.key", server_key),
+            ("client.pem", client),
+            ("client.key", client_key),
+            ("other-ca.pem", other),
+        ] {
+            std::fs::write(dir.join(file), pem).unwrap();
+        }
+        Pki { dir }
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    pub fn read(&self, file: &str) -> Vec<u8> {
+        std::fs::read(self.path(file)).unwrap()
+    }
+}
+
+/// A throwaway `redis-server` answering TLS on the returned port (its
+/// plain port, 10,000 below, is how the harness sees it is up), with
+/// `pki`'s server certificate; with `auth_clients`, it refuses a client
+/// without a certificate `pki`'s CA signed. `None` as
+/// [`start_or_skip`](super::redis_server::start_or_skip).
+pub fn start_or_skip(pki: &Pki, auth_clients: bool) -> Option<(Child, u16)> {
+    let file = |name: &str| pki.path(name).display().to_string();
+    let (child, port) = super::redis_server::start_or_skip_with(|port| {
+        vec![
+            "--tls-port".into(),
+            (port + 10_000).to_string(),
+            "--tls-cert-file".into(),
+            file("server.pem"),
+            "--tls-key-file".into(),
+            file("server.key"),
+            "--tls-ca-cert-file".into(),
+            file("ca.pem"),
+            "--tls-auth-clients".into(),
+            if auth_clients { "yes" } else { "no" }.into(),
+        ]
+    })?;
+    Some((child, port + 10_000))
+}
