@@ -351,3 +351,44 @@ fn throughput_is_measured() {
     let _ = single.kill();
     let _ = single.wait();
 }
+
+/// A cluster over TLS (`rediss://` seeds, a private CA): the client
+/// discovers the shards as TLS tells them and each key admits exactly its
+/// limit, on every shard; a CA that did not sign the nodes' certificate is
+/// refused.
+#[cfg(feature = "redis-tls")]
+#[test]
+fn a_cluster_over_tls_admits_exactly_the_limit() {
+    let pki = common::redis_tls::Pki::new("cluster");
+    let Some((cluster, tls_ports)) = common::redis_tls::cluster_or_skip(&pki) else {
+        return;
+    };
+    let seeds: Vec<String> = tls_ports
+        .iter()
+        .map(|port| format!("rediss://127.0.0.1:{port}/"))
+        .collect();
+    let window = Duration::from_secs(60);
+    runtime().block_on(async {
+        let l = RedisLimiter::cluster_builder(seeds.iter().map(String::as_str), 2, window)
+            .layout(Layout::Ring)
+            .tls_root_cert(pki.read("ca.pem"))
+            .connect()
+            .await
+            .unwrap();
+        let mut owners = BTreeSet::new();
+        for k in 0..12 {
+            let key = format!("k{k}");
+            owners.insert(cluster.owner(&l.redis_key(&key)));
+            for left in [1, 0] {
+                assert_eq!(l.check(&key).await.unwrap().unwrap().remaining(), left);
+            }
+            assert!(l.check(&key).await.unwrap().is_err(), "{key}");
+        }
+        assert_eq!(owners.len(), 3, "keys on every shard: {owners:?}");
+        let strange = RedisLimiter::cluster_builder(seeds.iter().map(String::as_str), 2, window)
+            .tls_root_cert(pki.read("other-ca.pem"))
+            .connect()
+            .await;
+        assert!(strange.is_err(), "connected trusting another CA");
+    });
+}

@@ -72,6 +72,11 @@ pub fn cli(port: u16, args: &[&str]) -> Option<String> {
 }
 
 pub fn cluster() -> Option<Cluster> {
+    cluster_with(|_| Vec::new())
+}
+
+/// [`cluster`] with more arguments for the node on `port`.
+pub fn cluster_with(extra: impl Fn(u16) -> Vec<String>) -> Option<Cluster> {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("slidelog-cluster-{}-{id}", std::process::id()));
@@ -84,6 +89,7 @@ pub fn cluster() -> Option<Cluster> {
     let start = Instant::now();
     for _ in 0..3 {
         let dir = dir.clone();
+        let extra = &extra;
         let started = super::redis_server::start(move |port| {
             let mut args: Vec<String> = ["--cluster-enabled", "yes"].map(String::from).to_vec();
             args.push("--cluster-config-file".into());
@@ -94,6 +100,7 @@ pub fn cluster() -> Option<Cluster> {
             args.extend(["--save", "", "--appendonly", "no"].map(String::from));
             args.push("--dir".into());
             args.push(dir.display().to_string());
+            args.extend(extra(port));
             args
         });
         match started {

@@ -95,3 +95,37 @@ pub fn start_or_skip(pki: &Pki, auth_clients: bool) -> Option<(Child, u16)> {
     })?;
     Some((child, port + 10_000))
 }
+
+/// A 3-master Redis Cluster answering TLS too (`tls-cluster yes`: its bus
+/// and what it tells TLS clients of its nodes), with `pki`'s server
+/// certificate: the cluster and each node's TLS port. `None` as
+/// [`cluster`](super::redis_cluster::cluster).
+pub fn cluster_or_skip(pki: &Pki) -> Option<(super::redis_cluster::Cluster, Vec<u16>)> {
+    let file = |name: &str| pki.path(name).display().to_string();
+    let tls_ports = std::sync::Mutex::new(std::collections::HashMap::new());
+    let cluster = super::redis_cluster::cluster_with(|port| {
+        let tls = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        tls_ports.lock().unwrap().insert(port, tls);
+        vec![
+            "--tls-port".into(),
+            tls.to_string(),
+            "--tls-cluster".into(),
+            "yes".into(),
+            "--tls-cert-file".into(),
+            file("server.pem"),
+            "--tls-key-file".into(),
+            file("server.key"),
+            "--tls-ca-cert-file".into(),
+            file("ca.pem"),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ]
+    })?;
+    let tls_ports = tls_ports.into_inner().unwrap();
+    let ports = cluster.nodes.iter().map(|n| tls_ports[&n.port]).collect();
+    Some((cluster, ports))
+}
