@@ -1286,6 +1286,133 @@ async fn redis_over_tls_with_a_client_certificate() {
     let _ = redis.wait();
 }
 
+/// A channel to `port` over TLS, trusting `pki`'s CA for `localhost`,
+/// presenting `pki`'s client certificate if `identity`.
+async fn tls_channel(
+    port: u16,
+    pki: &common::redis_tls::Pki,
+    identity: bool,
+) -> Result<Channel, tonic::transport::Error> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(pki.read("ca.pem")))
+        .domain_name("localhost");
+    if identity {
+        tls = tls.identity(Identity::from_pem(
+            pki.read("client.pem"),
+            pki.read("client.key"),
+        ));
+    }
+    Channel::from_shared(format!("https://127.0.0.1:{port}"))
+        .unwrap()
+        .tls_config(tls)?
+        .connect()
+        .await
+}
+
+/// gRPC over TLS, as envoyproxy/ratelimit's `GRPC_SERVER_USE_TLS`:
+/// `--grpc-tls-cert` and `--grpc-tls-key` serve the rate-limit and health
+/// services over TLS (a plaintext client is refused), and
+/// `--grpc-client-ca` refuses a client without a certificate that CA
+/// signed. Files that cannot work are refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_over_tls_and_mutual_tls() {
+    let pki = common::redis_tls::Pki::new("grpc");
+    let file = config_file(
+        "grpc-tls",
+        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
+    );
+    let path = |name: &str| pki.path(name).display().to_string();
+    let (cert, key) = (path("server.pem"), path("server.key"));
+    let tls = [
+        "--grpc-tls-cert",
+        cert.as_str(),
+        "--grpc-tls-key",
+        key.as_str(),
+    ];
+    let me = [("remote_address", "10.9.0.2")];
+
+    let port = free_port();
+    let grpc = format!("127.0.0.1:{port}");
+    let server = Server::spawn(
+        &file,
+        &[&["--grpc", grpc.as_str()], &tls[..]].concat(),
+        port,
+    );
+    let mut plain = server.client().await;
+    let refused = plain
+        .should_rate_limit(RateLimitRequest {
+            domain: "edge".into(),
+            descriptors: vec![descriptor(&me, None)],
+            hits_addend: 0,
+        })
+        .await;
+    assert!(refused.is_err(), "a plaintext client was served");
+    let channel = tls_channel(port, &pki, false).await.unwrap();
+    let mut client = RateLimitServiceClient::new(channel.clone());
+    for left in [1, 0] {
+        let s = one(&mut client, "edge", &me, None).await;
+        assert_eq!((code(&s), s.limit_remaining), (Code::Ok, left));
+    }
+    assert_eq!(
+        code(&one(&mut client, "edge", &me, None).await),
+        Code::OverLimit
+    );
+    let health = HealthClient::new(channel)
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "ratelimit".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(health.into_inner().status, 1);
+    drop(server);
+
+    let port = free_port();
+    let grpc = format!("127.0.0.1:{port}");
+    let ca = path("ca.pem");
+    let mutual = [
+        &["--grpc", grpc.as_str(), "--grpc-client-ca", ca.as_str()],
+        &tls[..],
+    ]
+    .concat();
+    let server = Server::spawn(&file, &mutual, port);
+    let anonymous = match tls_channel(port, &pki, false).await {
+        Ok(channel) => RateLimitServiceClient::new(channel)
+            .should_rate_limit(RateLimitRequest {
+                domain: "edge".into(),
+                descriptors: vec![descriptor(&me, None)],
+                hits_addend: 0,
+            })
+            .await
+            .map(drop)
+            .map_err(|status| status.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    assert!(
+        anonymous.is_err(),
+        "a client without a certificate was served"
+    );
+    let mut client = RateLimitServiceClient::new(tls_channel(port, &pki, true).await.unwrap());
+    let s = one(&mut client, "edge", &[("remote_address", "10.9.0.3")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1));
+    drop(server);
+
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let refusals: [(&[&str], &str); 3] = [
+        (&["--grpc-tls-cert", &cert], "--grpc-tls-key"),
+        (
+            &["--grpc-tls-cert", &cert, "--grpc-tls-key", &cert],
+            "no PEM private key",
+        ),
+        (&["--grpc-client-ca", &ca], "--grpc-tls-cert"),
+    ];
+    for (args, reason) in refusals {
+        let (code, _, stderr) = serve_once(&file, &[&["--grpc", grpc.as_str()], args].concat());
+        assert!(code.is_some_and(|c| c != 0), "{args:?}: {code:?}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
+}
+
 /// Sends `child` SIGTERM (a service's signal to stop, calls in flight
 /// finishing).
 #[allow(unsafe_code)]

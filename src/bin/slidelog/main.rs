@@ -73,10 +73,22 @@ struct ServeArgs {
     /// at start, replacing a socket no process listens on, removed at exit.
     #[arg(long, value_name = "PATH", conflicts_with = "grpc")]
     grpc_uds: Option<std::path::PathBuf>,
+    /// Serve gRPC over TLS with this certificate (PEM, its chain after it;
+    /// envoyproxy/ratelimit's GRPC_SERVER_TLS_CERT). Health is served over
+    /// it too; `--http` and `--metrics` stay plain.
+    #[arg(long, value_name = "PATH", requires = "grpc_tls_key")]
+    grpc_tls_cert: Option<std::path::PathBuf>,
+    /// The gRPC certificate's private key (PEM; GRPC_SERVER_TLS_KEY).
+    #[arg(long, value_name = "PATH", requires = "grpc_tls_cert")]
+    grpc_tls_key: Option<std::path::PathBuf>,
+    /// Mutual TLS on the gRPC port: refuse a client without a certificate
+    /// signed by a CA in this PEM file (GRPC_CLIENT_TLS_CACERT).
+    #[arg(long, value_name = "PATH", requires = "grpc_tls_cert")]
+    grpc_client_ca: Option<std::path::PathBuf>,
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_ca", "redis_client_cert", "state_file"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_ca", "redis_client_cert", "grpc_tls_cert", "state_file"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -399,9 +411,16 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
             .as_deref()
             .zip(args.redis_client_key.as_deref()),
     )?;
+    let grpc_tls = args
+        .grpc_tls_cert
+        .as_deref()
+        .zip(args.grpc_tls_key.as_deref())
+        .map(|(cert, key)| serve::GrpcTls::load(cert, key, args.grpc_client_ca.as_deref()))
+        .transpose()?;
     serve::run(&serve::Options {
         config: args.config,
         grpc,
+        grpc_tls,
         metrics: args.metrics,
         http: args.http,
         merge_domains: args.merge_domains,

@@ -46,6 +46,8 @@ use config::{Config, Limit, Rule, Unit};
 pub(crate) struct Options {
     pub(crate) config: PathBuf,
     pub(crate) grpc: Listen,
+    /// TLS on the gRPC port, if asked for.
+    pub(crate) grpc_tls: Option<GrpcTls>,
     pub(crate) metrics: Option<SocketAddr>,
     /// Where to serve HTTP/1.1: `POST /json`, `GET /healthcheck` and `GET
     /// /rlconfig` ([`serve_http`]).
@@ -273,35 +275,15 @@ impl RedisTls {
                 "--redis-ca and --redis-client-cert are for Redis over TLS: a rediss:// URL, not {scheme}://"
             ));
         }
-        let read = |flag: &str, path: &std::path::Path, kind: &str| {
-            let pem = std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
-            // A PEM block of this kind: `-----BEGIN CERTIFICATE-----`, or
-            // for a key `-----BEGIN PRIVATE KEY-----`, `… RSA PRIVATE KEY-----`
-            // or `… EC PRIVATE KEY-----`.
-            let has_kind = pem.split(|&b| b == b'\n').any(|line| {
-                let line = line.trim_ascii_end();
-                line.strip_prefix(b"-----BEGIN ")
-                    .and_then(|rest| rest.strip_suffix(b"-----"))
-                    .is_some_and(|label| label.ends_with(kind.as_bytes()))
-            });
-            if !has_kind {
-                return Err(format!(
-                    "{flag} {}: no PEM {} in it",
-                    path.display(),
-                    kind.to_lowercase()
-                ));
-            }
-            Ok(pem)
-        };
         Ok(RedisTls {
             ca: ca
-                .map(|path| read("--redis-ca", path, "CERTIFICATE"))
+                .map(|path| read_pem("--redis-ca", path, "CERTIFICATE"))
                 .transpose()?,
             client: client
                 .map(|(cert, key)| {
                     Ok::<_, String>((
-                        read("--redis-client-cert", cert, "CERTIFICATE")?,
-                        read("--redis-client-key", key, "PRIVATE KEY")?,
+                        read_pem("--redis-client-cert", cert, "CERTIFICATE")?,
+                        read_pem("--redis-client-key", key, "PRIVATE KEY")?,
                     ))
                 })
                 .transpose()?,
@@ -316,6 +298,72 @@ impl RedisTls {
             builder = builder.tls_client_cert(cert.clone(), key.clone());
         }
         builder
+    }
+}
+
+/// `flag`'s file at `path`, refused unless it holds a PEM block of `kind`
+/// (`CERTIFICATE`, or `PRIVATE KEY`: PKCS #8, or `RSA` / `EC` before it).
+fn read_pem(flag: &str, path: &std::path::Path, kind: &str) -> Result<Vec<u8>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    let has_kind = pem.split(|&b| b == b'\n').any(|line| {
+        line.trim_ascii_end()
+            .strip_prefix(b"-----BEGIN ")
+            .and_then(|rest| rest.strip_suffix(b"-----"))
+            .is_some_and(|label| label.ends_with(kind.as_bytes()))
+    });
+    if has_kind {
+        Ok(pem)
+    } else {
+        Err(format!(
+            "{flag} {}: no PEM {} in it",
+            path.display(),
+            kind.to_lowercase()
+        ))
+    }
+}
+
+/// TLS on the gRPC port (envoyproxy/ratelimit's `GRPC_SERVER_USE_TLS`):
+/// the server's certificate and key, and with a client CA, mutual TLS
+/// (`GRPC_CLIENT_TLS_CACERT`: a client without a certificate it signed is
+/// refused).
+#[derive(Clone)]
+pub(crate) struct GrpcTls {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    client_ca: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for GrpcTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcTls")
+            .field("client_ca", &self.client_ca.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrpcTls {
+    /// Reads `--grpc-tls-cert`, `--grpc-tls-key` and `--grpc-client-ca`.
+    pub(crate) fn load(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        client_ca: Option<&std::path::Path>,
+    ) -> Result<GrpcTls, String> {
+        Ok(GrpcTls {
+            cert: read_pem("--grpc-tls-cert", cert, "CERTIFICATE")?,
+            key: read_pem("--grpc-tls-key", key, "PRIVATE KEY")?,
+            client_ca: client_ca
+                .map(|path| read_pem("--grpc-client-ca", path, "CERTIFICATE"))
+                .transpose()?,
+        })
+    }
+
+    fn config(&self) -> tonic::transport::ServerTlsConfig {
+        let config = tonic::transport::ServerTlsConfig::new()
+            .identity(tonic::transport::Identity::from_pem(&self.cert, &self.key));
+        match &self.client_ca {
+            Some(ca) => config.client_ca_root(tonic::transport::Certificate::from_pem(ca)),
+            None => config,
+        }
     }
 }
 
@@ -1243,7 +1291,13 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         if let Some(addr) = options.http {
             serve_http(addr, Arc::clone(&service), Arc::clone(&health)).await?;
         }
-        let router = tonic::transport::Server::builder()
+        let mut server = tonic::transport::Server::builder();
+        if let Some(tls) = &options.grpc_tls {
+            server = server
+                .tls_config(tls.config())
+                .map_err(|e| format!("--grpc-tls-cert and --grpc-tls-key: {e}"))?;
+        }
+        let router = server
             .max_connection_age(options.max_connection_age)
             .add_service(health_service)
             .add_service(RateLimitServiceServer::new(Grpc(service)));
@@ -1253,9 +1307,16 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
             shutdown_signal().await;
             health.update(|state| state.stopping = true).await;
         };
+        let tls = match &options.grpc_tls {
+            None => "",
+            Some(GrpcTls {
+                client_ca: None, ..
+            }) => " over TLS",
+            Some(_) => " over mutual TLS",
+        };
         let announce = |on: &dyn std::fmt::Display| {
             eprintln!(
-                "slidelog serve: {domains} domain{} from {}, gRPC on {on}",
+                "slidelog serve: {domains} domain{} from {}, gRPC on {on}{tls}",
                 if domains == 1 { "" } else { "s" },
                 options.config.display(),
             );
