@@ -345,8 +345,9 @@
 //! * `redis`: [`redis::RedisLimiter`](crate::redis), the same exact log on
 //!   Redis, shared across processes (sorted set or ring layout).
 //! * `redis-tls`: Redis over TLS, `rediss://` URLs (rustls on ring), with
-//!   [`tls_root_cert`](crate::redis::RedisBuilder::tls_root_cert) and
-//!   [`tls_client_cert`](crate::redis::RedisBuilder::tls_client_cert)
+//!   [`tls_root_cert`](crate::redis::RedisBuilder::tls_root_cert),
+//!   [`tls_client_cert`](crate::redis::RedisBuilder::tls_client_cert) and
+//!   [`tls_accept_invalid_hostnames`](crate::redis::RedisBuilder::tls_accept_invalid_hostnames)
 //!   (implies `redis`).
 //! * `tracing`: debug-level `tracing` events (target `slidelog`) for the
 //!   denials the tower layer answers, sweeps that evict, new keys refused at

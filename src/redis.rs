@@ -546,6 +546,32 @@ impl RedisBuilder {
         self
     }
 
+    /// Accepts a `rediss://` server's certificate whatever host names it
+    /// is for, still requiring a chain to a trusted root: for a Redis whose
+    /// certificate does not name the address it is reached at (GCP
+    /// Memorystore's, say). Anyone with a certificate from the same roots
+    /// could then pose as the server: trust a private CA
+    /// ([`tls_root_cert`](Self::tls_root_cert)) with it. Feature
+    /// `redis-tls`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use slidelog::redis::RedisLimiter;
+    ///
+    /// let limiter = RedisLimiter::builder("rediss://10.0.0.3:6378/", 100, Duration::from_secs(60))
+    ///     .tls_root_cert(std::fs::read("/etc/redis/server-ca.pem")?)
+    ///     .tls_accept_invalid_hostnames(true)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "redis-tls")]
+    pub fn tls_accept_invalid_hostnames(mut self, accept: bool) -> Self {
+        self.tls.any_hostname = accept;
+        self
+    }
+
     /// Connects (one multiplexed connection, reconnecting as needed).
     ///
     /// # Errors
@@ -637,6 +663,8 @@ struct Tls {
     root_cert: Option<Vec<u8>>,
     /// PEM: the client's certificate and its private key.
     client: Option<(Vec<u8>, Vec<u8>)>,
+    /// Whether the server's certificate may name other hosts.
+    any_hostname: bool,
 }
 
 #[cfg(feature = "redis-tls")]
@@ -645,6 +673,7 @@ impl fmt::Debug for Tls {
         f.debug_struct("Tls")
             .field("root_cert", &self.root_cert.is_some())
             .field("client_cert", &self.client.is_some())
+            .field("any_hostname", &self.any_hostname)
             .finish()
     }
 }
@@ -652,7 +681,7 @@ impl fmt::Debug for Tls {
 #[cfg(feature = "redis-tls")]
 impl Tls {
     fn is_set(&self) -> bool {
-        self.root_cert.is_some() || self.client.is_some()
+        self.root_cert.is_some() || self.client.is_some() || self.any_hostname
     }
 
     fn certificates(&self) -> ::redis::TlsCertificates {
@@ -668,7 +697,7 @@ impl Tls {
         }
     }
 
-    /// Certificates are for `rediss://` URLs only: on a `redis://` one
+    /// TLS options are for `rediss://` URLs only: on a `redis://` one
     /// they would be ignored (one node) or turn TLS on unasked (a cluster).
     fn refuse_plain(url: &str) -> Result<(), ::redis::RedisError> {
         if url.starts_with("rediss://") {
@@ -676,7 +705,7 @@ impl Tls {
         } else {
             Err(::redis::RedisError::from((
                 ::redis::ErrorKind::InvalidClientConfig,
-                "TLS certificates given for a URL that is not rediss://",
+                "TLS options given for a URL that is not rediss://",
             )))
         }
     }
@@ -686,7 +715,14 @@ impl Tls {
             return Client::open(url);
         }
         Tls::refuse_plain(url)?;
-        Client::build_with_tls(url, self.certificates())
+        let client = Client::build_with_tls(url, self.certificates())?;
+        if !self.any_hostname {
+            return Ok(client);
+        }
+        let info = client.get_connection_info().clone();
+        let mut addr = info.addr().clone();
+        addr.set_danger_accept_invalid_hostnames(true);
+        Client::open(info.set_addr(addr))
     }
 
     fn cluster(
@@ -698,7 +734,9 @@ impl Tls {
             return Ok(builder);
         }
         nodes.iter().try_for_each(|url| Tls::refuse_plain(url))?;
-        Ok(builder.certs(self.certificates()))
+        Ok(builder
+            .certs(self.certificates())
+            .danger_accept_invalid_hostnames(self.any_hostname))
     }
 }
 

@@ -970,3 +970,43 @@ fn mutual_tls_presents_the_client_certificate() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A server whose certificate names another host (GCP Memorystore's,
+/// say): refused ("not valid for name") unless `tls_accept_invalid_hostnames`,
+/// which still requires the chain to a trusted root.
+#[cfg(feature = "redis-tls")]
+#[test]
+fn tls_accepts_another_hostname_only_when_asked() {
+    let pki = common::redis_tls::Pki::new("hostname");
+    let Some((mut child, port)) = common::redis_tls::start_as_or_skip(&pki, "elsewhere", false)
+    else {
+        return;
+    };
+    let url = format!("rediss://127.0.0.1:{port}/");
+    let builder = |ca: &str| {
+        RedisLimiter::builder(url.as_str(), 2, Duration::from_secs(60)).tls_root_cert(pki.read(ca))
+    };
+    runtime().block_on(async {
+        let strict = builder("ca.pem").connect().await;
+        let Err(RedisLimitError::Redis(e)) = strict else {
+            panic!("connected to a certificate for another host: {strict:?}");
+        };
+        assert!(e.to_string().contains("not valid for name"), "{e}");
+        let l = builder("ca.pem")
+            .tls_accept_invalid_hostnames(true)
+            .connect()
+            .await
+            .unwrap();
+        assert_eq!(l.check("k").await.unwrap().unwrap().remaining(), 1);
+        let strange = builder("other-ca.pem")
+            .tls_accept_invalid_hostnames(true)
+            .connect()
+            .await;
+        let Err(RedisLimitError::Redis(e)) = strange else {
+            panic!("any hostname accepted any issuer: {strange:?}");
+        };
+        assert!(e.to_string().contains("UnknownIssuer"), "{e}");
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}

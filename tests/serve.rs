@@ -1259,7 +1259,7 @@ async fn redis_over_tls_with_a_client_certificate() {
 
     let grpc = format!("127.0.0.1:{}", free_port());
     let plain = format!("redis://127.0.0.1:{}/", port - 10_000);
-    let refusals: [(&[&str], &str); 4] = [
+    let refusals: [(&[&str], &str); 5] = [
         (
             &["--redis", &plain, "--redis-ca", &path("ca.pem")],
             "not redis://",
@@ -1276,12 +1276,36 @@ async fn redis_over_tls_with_a_client_certificate() {
             &["--redis", &url, "--redis-client-cert", &path("client.pem")],
             "--redis-client-key",
         ),
+        (
+            &["--redis", &plain, "--redis-tls-skip-hostname-verification"],
+            "not redis://",
+        ),
     ];
     for (args, reason) in refusals {
         let (code, _, stderr) = serve_once(&file, &[&["--grpc", grpc.as_str()], args].concat());
         assert!(code.is_some_and(|c| c != 0), "{args:?}: {code:?}");
         assert!(stderr.contains(reason), "{args:?}: {stderr}");
     }
+    let _ = redis.kill();
+    let _ = redis.wait();
+
+    // A Redis whose certificate names another host: refused, unless
+    // --redis-tls-skip-hostname-verification (the CA still checked).
+    let Some((mut redis, port)) = common::redis_tls::start_as_or_skip(&pki, "elsewhere", false)
+    else {
+        return;
+    };
+    let url = format!("rediss://127.0.0.1:{port}/");
+    let trusting = ["--redis", &url, "--redis-ca", &path("ca.pem")];
+    let strict = Server::start_with(&file, &trusting);
+    let refused = strict.wait_for("not serving until it answers");
+    assert!(refused.contains("not valid for name"), "{refused}");
+    drop(strict);
+    let skip = ["--redis-tls-skip-hostname-verification"];
+    let server = Server::start_with(&file, &[&trusting[..], &skip].concat());
+    let s = one(&mut server.client().await, "edge", &me, None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1));
+    drop(server);
     let _ = redis.kill();
     let _ = redis.wait();
 }

@@ -8,9 +8,10 @@ use std::process::Child;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
 /// A CA, a server certificate it signed for `127.0.0.1` and `localhost`,
-/// a client certificate it signed, and a second CA that signed neither:
-/// `ca.pem`, `server.pem` / `server.key`, `client.pem` / `client.key` and
-/// `other-ca.pem` in `dir`.
+/// another for `redis.elsewhere.test` only, a client certificate it
+/// signed, and a second CA that signed none: `ca.pem`, `server.pem` /
+/// `server.key`, `elsewhere.pem` / `elsewhere.key`, `client.pem` /
+/// `client.key` and `other-ca.pem` in `dir`.
 pub struct Pki {
     pub dir: PathBuf,
 }
@@ -48,12 +49,15 @@ impl Pki {
         std::fs::create_dir_all(&dir).unwrap();
         let (ca_pem, issuer) = ca("slidelog test CA");
         let (server, server_key) = signed(&["127.0.0.1", "localhost"], &issuer);
+        let (elsewhere, elsewhere_key) = signed(&["redis.elsewhere.test"], &issuer);
         let (client, client_key) = signed(&["client.slidelog.test"], &issuer);
         let (other, _) = ca("another CA");
         for (file, pem) in [
             ("ca.pem", ca_pem),
             ("server.pem", server),
             ("server.key", server_key),
+            ("elsewhere.pem", elsewhere),
+            ("elsewhere.key", elsewhere_key),
             ("client.pem", client),
             ("client.key", client_key),
             ("other-ca.pem", other),
@@ -78,15 +82,21 @@ impl Pki {
 /// without a certificate `pki`'s CA signed. `None` as
 /// [`start_or_skip`](super::redis_server::start_or_skip).
 pub fn start_or_skip(pki: &Pki, auth_clients: bool) -> Option<(Child, u16)> {
+    start_as_or_skip(pki, "server", auth_clients)
+}
+
+/// [`start_or_skip`] presenting `name.pem` (and `name.key`) of `pki`.
+pub fn start_as_or_skip(pki: &Pki, name: &str, auth_clients: bool) -> Option<(Child, u16)> {
     let file = |name: &str| pki.path(name).display().to_string();
+    let (cert, key) = (file(&format!("{name}.pem")), file(&format!("{name}.key")));
     let (child, port) = super::redis_server::start_or_skip_with(|port| {
         vec![
             "--tls-port".into(),
             (port + 10_000).to_string(),
             "--tls-cert-file".into(),
-            file("server.pem"),
+            cert.clone(),
             "--tls-key-file".into(),
-            file("server.key"),
+            key.clone(),
             "--tls-ca-cert-file".into(),
             file("ca.pem"),
             "--tls-auth-clients".into(),

@@ -88,7 +88,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_ca", "redis_client_cert", "grpc_tls_cert", "state_file"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -167,6 +167,13 @@ struct ServeArgs {
     /// The client certificate's private key (PEM; REDIS_TLS_CLIENT_KEY).
     #[arg(long, value_name = "PATH", requires = "redis_client_cert")]
     redis_client_key: Option<std::path::PathBuf>,
+    /// Accept a Redis certificate whatever host names it is for, still
+    /// requiring its chain to a trusted root
+    /// (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION; for a certificate that does
+    /// not name the address Redis is reached at, e.g. GCP Memorystore's).
+    /// Use it with `--redis-ca`.
+    #[arg(long)]
+    redis_tls_skip_hostname_verification: bool,
     /// Keep the in-process logs across restarts in this file: saved when
     /// the service stops (SIGTERM, Ctrl-C), restored at start for the keys
     /// the configuration still limits, so that a restart is no free burst.
@@ -410,6 +417,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         args.redis_client_cert
             .as_deref()
             .zip(args.redis_client_key.as_deref()),
+        args.redis_tls_skip_hostname_verification,
     )?;
     let grpc_tls = args
         .grpc_tls_cert

@@ -235,6 +235,9 @@ pub(crate) struct RedisTls {
     ca: Option<Vec<u8>>,
     /// PEM: the client's certificate (chain) and private key.
     client: Option<(Vec<u8>, Vec<u8>)>,
+    /// Accept a server certificate for other host names
+    /// (`REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`).
+    any_hostname: bool,
 }
 
 impl std::fmt::Debug for RedisTls {
@@ -242,20 +245,22 @@ impl std::fmt::Debug for RedisTls {
         f.debug_struct("RedisTls")
             .field("ca", &self.ca.is_some())
             .field("client", &self.client.is_some())
+            .field("any_hostname", &self.any_hostname)
             .finish()
     }
 }
 
 impl RedisTls {
     /// Reads `--redis-ca`, `--redis-client-cert` and `--redis-client-key`
-    /// for `target`, refusing a file that holds no PEM of its kind and
-    /// certificates for a Redis not reached over TLS (`rediss://`).
+    /// for `target`, refusing a file that holds no PEM of its kind and TLS
+    /// options for a Redis not reached over TLS (`rediss://`).
     pub(crate) fn load(
         target: Option<&RedisTarget>,
         ca: Option<&std::path::Path>,
         client: Option<(&std::path::Path, &std::path::Path)>,
+        any_hostname: bool,
     ) -> Result<RedisTls, String> {
-        if ca.is_none() && client.is_none() {
+        if ca.is_none() && client.is_none() && !any_hostname {
             return Ok(RedisTls::default());
         }
         let urls: &[String] = match target {
@@ -263,7 +268,7 @@ impl RedisTls {
             Some(RedisTarget::Cluster(nodes)) => nodes,
             None => {
                 return Err(
-                    "--redis-ca and --redis-client-cert need --redis or --redis-cluster".into(),
+                    "--redis-ca, --redis-client-cert and --redis-tls-skip-hostname-verification need --redis or --redis-cluster".into(),
                 );
             }
         };
@@ -272,7 +277,7 @@ impl RedisTls {
                 .split_once("://")
                 .map_or(url.as_str(), |(scheme, _)| scheme);
             return Err(format!(
-                "--redis-ca and --redis-client-cert are for Redis over TLS: a rediss:// URL, not {scheme}://"
+                "--redis-ca, --redis-client-cert and --redis-tls-skip-hostname-verification are for Redis over TLS: a rediss:// URL, not {scheme}://"
             ));
         }
         Ok(RedisTls {
@@ -287,6 +292,7 @@ impl RedisTls {
                     ))
                 })
                 .transpose()?,
+            any_hostname,
         })
     }
 
@@ -296,6 +302,9 @@ impl RedisTls {
         }
         if let Some((cert, key)) = &self.client {
             builder = builder.tls_client_cert(cert.clone(), key.clone());
+        }
+        if self.any_hostname {
+            builder = builder.tls_accept_invalid_hostnames(true);
         }
         builder
     }
