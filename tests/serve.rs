@@ -1421,9 +1421,60 @@ async fn grpc_over_tls_and_mutual_tls() {
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1));
     drop(server);
 
+    // --grpc-client-san: the certificate must name it, for health too.
+    for (san, served) in [
+        ("client.slidelog.test", true),
+        ("other.slidelog.test", false),
+    ] {
+        let port = free_port();
+        let grpc = format!("127.0.0.1:{port}");
+        let named = [
+            &mutual[2..],
+            &["--grpc", grpc.as_str(), "--grpc-client-san", san],
+        ]
+        .concat();
+        let server = Server::spawn(&file, &named, port);
+        let channel = tls_channel(port, &pki, true).await.unwrap();
+        let call = RateLimitServiceClient::new(channel.clone())
+            .should_rate_limit(RateLimitRequest {
+                domain: "edge".into(),
+                descriptors: vec![descriptor(&[("remote_address", "10.9.0.4")], None)],
+                hits_addend: 0,
+            })
+            .await;
+        let health = HealthClient::new(channel)
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "ratelimit".into(),
+            })
+            .await;
+        if served {
+            assert_eq!(call.unwrap().into_inner().overall_code, Code::Ok as i32);
+            assert_eq!(health.unwrap().into_inner().status, 1);
+        } else {
+            for refused in [call.map(drop), health.map(drop)] {
+                let status = refused.unwrap_err();
+                assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+                assert!(status.message().contains(san), "{status:?}");
+            }
+        }
+        drop(server);
+    }
+
     let grpc = format!("127.0.0.1:{}", free_port());
-    let refusals: [(&[&str], &str); 3] = [
+    let refusals: [(&[&str], &str); 5] = [
         (&["--grpc-tls-cert", &cert], "--grpc-tls-key"),
+        (
+            &[
+                &tls[..],
+                &["--grpc-client-ca", &ca, "--grpc-client-san", "not a name!"],
+            ]
+            .concat(),
+            "not a DNS name",
+        ),
+        (
+            &[&tls[..], &["--grpc-client-san", "a.test"]].concat(),
+            "--grpc-client-ca",
+        ),
         (
             &["--grpc-tls-cert", &cert, "--grpc-tls-key", &cert],
             "no PEM private key",

@@ -85,6 +85,11 @@ struct ServeArgs {
     /// signed by a CA in this PEM file (GRPC_CLIENT_TLS_CACERT).
     #[arg(long, value_name = "PATH", requires = "grpc_tls_cert")]
     grpc_client_ca: Option<std::path::PathBuf>,
+    /// With `--grpc-client-ca`: a client's certificate must also name this
+    /// DNS name (or IP address), else its calls are UNAUTHENTICATED
+    /// (GRPC_CLIENT_TLS_SAN).
+    #[arg(long, value_name = "NAME", requires = "grpc_client_ca")]
+    grpc_client_san: Option<String>,
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
@@ -423,7 +428,14 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         .grpc_tls_cert
         .as_deref()
         .zip(args.grpc_tls_key.as_deref())
-        .map(|(cert, key)| serve::GrpcTls::load(cert, key, args.grpc_client_ca.as_deref()))
+        .map(|(cert, key)| {
+            serve::GrpcTls::load(
+                cert,
+                key,
+                args.grpc_client_ca.as_deref(),
+                args.grpc_client_san.as_deref(),
+            )
+        })
         .transpose()?;
     serve::run(&serve::Options {
         config: args.config,

@@ -334,28 +334,33 @@ fn read_pem(flag: &str, path: &std::path::Path, kind: &str) -> Result<Vec<u8>, S
 /// TLS on the gRPC port (envoyproxy/ratelimit's `GRPC_SERVER_USE_TLS`):
 /// the server's certificate and key, and with a client CA, mutual TLS
 /// (`GRPC_CLIENT_TLS_CACERT`: a client without a certificate it signed is
-/// refused).
+/// refused), the certificate naming `client_san` if given
+/// (`GRPC_CLIENT_TLS_SAN`).
 #[derive(Clone)]
 pub(crate) struct GrpcTls {
     cert: Vec<u8>,
     key: Vec<u8>,
     client_ca: Option<Vec<u8>>,
+    client_san: Option<rustls::pki_types::ServerName<'static>>,
 }
 
 impl std::fmt::Debug for GrpcTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrpcTls")
             .field("client_ca", &self.client_ca.is_some())
+            .field("client_san", &self.client_san)
             .finish_non_exhaustive()
     }
 }
 
 impl GrpcTls {
-    /// Reads `--grpc-tls-cert`, `--grpc-tls-key` and `--grpc-client-ca`.
+    /// Reads `--grpc-tls-cert`, `--grpc-tls-key` and `--grpc-client-ca`,
+    /// and checks `--grpc-client-san` is a DNS name or an IP address.
     pub(crate) fn load(
         cert: &std::path::Path,
         key: &std::path::Path,
         client_ca: Option<&std::path::Path>,
+        client_san: Option<&str>,
     ) -> Result<GrpcTls, String> {
         Ok(GrpcTls {
             cert: read_pem("--grpc-tls-cert", cert, "CERTIFICATE")?,
@@ -363,7 +368,41 @@ impl GrpcTls {
             client_ca: client_ca
                 .map(|path| read_pem("--grpc-client-ca", path, "CERTIFICATE"))
                 .transpose()?,
+            client_san: client_san
+                .map(|name| {
+                    rustls::pki_types::ServerName::try_from(name.to_owned()).map_err(|_| {
+                        format!("--grpc-client-san {name:?}: not a DNS name or an IP address")
+                    })
+                })
+                .transpose()?,
         })
+    }
+
+    /// What every gRPC call (health too) passes first: with
+    /// `--grpc-client-san`, the client's certificate must name it (a
+    /// wildcard in the certificate counts, as in a server's), else the call
+    /// is `UNAUTHENTICATED`.
+    fn interceptor(&self) -> impl tonic::service::Interceptor + Clone + use<> {
+        let san = self.client_san.clone();
+        move |request: tonic::Request<()>| {
+            let Some(san) = &san else {
+                return Ok(request);
+            };
+            let certs = request.peer_certs();
+            let leaf = certs.as_deref().and_then(|certs| certs.first());
+            let named = leaf.is_some_and(|der| {
+                webpki::EndEntityCert::try_from(der)
+                    .is_ok_and(|cert| cert.verify_is_valid_for_subject_name(san).is_ok())
+            });
+            if named {
+                Ok(request)
+            } else {
+                Err(tonic::Status::unauthenticated(format!(
+                    "the client certificate does not name {}",
+                    san.to_str()
+                )))
+            }
+        }
     }
 
     fn config(&self) -> tonic::transport::ServerTlsConfig {
@@ -1306,10 +1345,22 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
                 .tls_config(tls.config())
                 .map_err(|e| format!("--grpc-tls-cert and --grpc-tls-key: {e}"))?;
         }
-        let router = server
-            .max_connection_age(options.max_connection_age)
-            .add_service(health_service)
-            .add_service(RateLimitServiceServer::new(Grpc(service)));
+        let router = match options.grpc_tls.as_ref().filter(|tls| tls.client_san.is_some()) {
+            None => server
+                .max_connection_age(options.max_connection_age)
+                .add_service(health_service)
+                .add_service(RateLimitServiceServer::new(Grpc(service))),
+            Some(tls) => server
+                .max_connection_age(options.max_connection_age)
+                .add_service(tonic::service::interceptor::InterceptedService::new(
+                    health_service,
+                    tls.interceptor(),
+                ))
+                .add_service(RateLimitServiceServer::with_interceptor(
+                    Grpc(service),
+                    tls.interceptor(),
+                )),
+        };
         // SIGTERM or Ctrl-C: health says so first, then calls in flight
         // finish.
         let stop = async move {
