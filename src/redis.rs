@@ -386,7 +386,8 @@ pub struct RedisBuilder {
     prefix: String,
     policy: FailurePolicy,
     timeout: Duration,
-    precheck: bool,
+    /// The pre-check's capacity in keys, if it is on.
+    precheck: Option<usize>,
     max_key_len: usize,
     name: crate::observe::Name,
     #[cfg(feature = "redis-tls")]
@@ -491,14 +492,41 @@ impl RedisBuilder {
     /// Deny locally, without a round trip, a request that is certain to be
     /// denied: one for at least as many units as a denial Redis gave this
     /// process, before that denial's retry time. It never denies what Redis
-    /// would admit (entries only leave Redis at their deadline).
+    /// would admit while the key's policies stay this limiter's (entries
+    /// only leave Redis at their deadline). It remembers at most
+    /// [`DEFAULT_PRECHECK_KEYS`] keys' denials (see
+    /// [`local_precheck_capacity`](Self::local_precheck_capacity)).
+    ///
+    /// A key checked elsewhere under other policies (another process's
+    /// [`reconfigure`](RedisLimiter::reconfigure), or a
+    /// [`with_quota`](RedisLimiter::with_quota) sibling) can lose
+    /// admissions in Redis when the ring layout moves it to a smaller
+    /// limit; a denial remembered here before that stands until its retry
+    /// time. Keep the pre-check off where one key meets several policy sets
+    /// (`slidelog serve` does).
     ///
     /// ```
     /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
     /// let _ = b.local_precheck(true);
     /// ```
     pub fn local_precheck(mut self, on: bool) -> Self {
-        self.precheck = on;
+        self.precheck = on.then_some(self.precheck.unwrap_or(DEFAULT_PRECHECK_KEYS));
+        self
+    }
+
+    /// Turns the [local pre-check](Self::local_precheck) on, remembering at
+    /// most `keys` keys' denials: when it is full, the expired ones are
+    /// dropped, and a denial that still finds no room is not remembered
+    /// (its key's next check makes the round trip). Keys are the callers',
+    /// so without a bound a client naming new keys would grow the map
+    /// without end.
+    ///
+    /// ```
+    /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
+    /// let _ = b.local_precheck_capacity(10_000);
+    /// ```
+    pub fn local_precheck_capacity(mut self, keys: usize) -> Self {
+        self.precheck = Some(keys);
         self
     }
 
@@ -746,7 +774,8 @@ struct Options {
     policy: FailurePolicy,
     timeout: Duration,
     max_key_len: usize,
-    precheck: bool,
+    /// The pre-check's capacity in keys, if it is on.
+    precheck: Option<usize>,
     name: crate::observe::Name,
 }
 
@@ -862,6 +891,8 @@ struct Shared {
     /// certainly denied, the policy Redis said denied them, and the
     /// generation of the rules it judged by.
     precheck: Option<papaya::HashMap<String, (u64, u32, u8, u64)>>,
+    /// The most keys `precheck` holds.
+    precheck_keys: usize,
     clock: QuantaClock,
     member: String,
     /// One reconfiguration at a time (so generations count up by one).
@@ -891,7 +922,8 @@ impl Shared {
             policy: options.policy,
             timeout: options.timeout,
             max_key_len: options.max_key_len,
-            precheck: options.precheck.then(papaya::HashMap::new),
+            precheck: options.precheck.map(|_| papaya::HashMap::new()),
+            precheck_keys: options.precheck.unwrap_or(0),
             clock: QuantaClock::new(),
             // Unique per limiter (each RandomState is keyed anew): sorted-set
             // members are this, then a count.
@@ -917,8 +949,9 @@ impl fmt::Debug for RedisLimiter {
     }
 }
 
-/// Most pre-check entries kept before expired ones are swept.
-const PRECHECK_CAP: usize = 100_000;
+/// The most keys' denials the local pre-check remembers unless
+/// [`RedisBuilder::local_precheck_capacity`] says otherwise.
+pub const DEFAULT_PRECHECK_KEYS: usize = 100_000;
 
 impl RedisLimiter {
     /// Options for a limiter of `limit` admissions per `window` per key on
@@ -976,7 +1009,7 @@ impl RedisBuilder {
             prefix: "slidelog:".into(),
             policy: FailurePolicy::default(),
             timeout: Duration::from_secs(1),
-            precheck: false,
+            precheck: None,
             max_key_len: DEFAULT_MAX_KEY_LEN,
             name: crate::observe::Name::default(),
             #[cfg(feature = "redis-tls")]
@@ -1349,20 +1382,25 @@ impl RedisLimiter {
             let retry_ns = value.saturating_mul(1_000);
             if let Some(map) = &self.shared.precheck {
                 let map = map.pin();
-                if map.len() > PRECHECK_CAP {
+                let cap = self.shared.precheck_keys;
+                if map.len() >= cap {
                     map.retain(|_, &(until, _, _, _)| until > local_now);
                 }
-                // From the time we *sent* the request: Redis judged it
-                // later, so the true retry time is no earlier than this.
-                map.insert(
-                    full_key,
-                    (
-                        local_now.saturating_add(retry_ns),
-                        n,
-                        policy,
-                        rules.generation,
-                    ),
-                );
+                // Full of live denials: this one is not remembered (a miss
+                // costs a round trip, never a wrong answer).
+                if map.len() < cap || map.contains_key(&full_key) {
+                    // From the time we *sent* the request: Redis judged it
+                    // later, so the true retry time is no earlier than this.
+                    map.insert(
+                        full_key,
+                        (
+                            local_now.saturating_add(retry_ns),
+                            n,
+                            policy,
+                            rules.generation,
+                        ),
+                    );
+                }
             }
             Ok(untimed(Err(
                 Denied::rate_limited(retry_ns.max(1)).with_policy(policy)
@@ -1519,7 +1557,7 @@ impl RedisLimiter {
                     policy: shared.policy,
                     timeout: shared.timeout,
                     max_key_len: shared.max_key_len,
-                    precheck: shared.precheck.is_some(),
+                    precheck: shared.precheck.as_ref().map(|_| shared.precheck_keys),
                     name: shared.name.clone(),
                 },
             )),

@@ -372,6 +372,31 @@ fn local_precheck_saves_round_trips() {
     });
 }
 
+/// The pre-check remembers at most its capacity of keys: with room for
+/// two, a third key's denial is not remembered, and its next check makes
+/// the round trip (the first two's are answered locally).
+#[test]
+fn local_precheck_is_bounded() {
+    let Some(server) = server() else { return };
+    runtime().block_on(async {
+        let l = RedisLimiter::builder(server.url.clone(), 1, Duration::from_secs(60))
+            .prefix("bounded:")
+            .local_precheck_capacity(2)
+            .connect()
+            .await
+            .unwrap();
+        for key in ["a", "b", "c"] {
+            assert!(l.check(key).await.unwrap().is_ok());
+            assert!(l.check(key).await.unwrap().is_err());
+        }
+        assert_eq!((l.stats().round_trips, l.stats().local_denials), (6, 0));
+        for key in ["a", "b", "c"] {
+            assert!(l.check(key).await.unwrap().is_err());
+        }
+        assert_eq!((l.stats().round_trips, l.stats().local_denials), (7, 2));
+    });
+}
+
 /// `MEMORY USAGE` per admitted entry for both layouts (printed for
 /// BENCHMARKS.md; asserted only loosely).
 #[test]
