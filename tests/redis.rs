@@ -917,10 +917,10 @@ fn the_demo_runs_against_redis() {
 #[test]
 fn tls_with_a_private_ca_is_exact() {
     let pki = common::redis_tls::Pki::new("private-ca");
-    let Some((mut child, port)) = common::redis_tls::start_or_skip(&pki, false) else {
+    let Some(redis) = common::redis_tls::TlsRedis::start(&pki, "server", false) else {
         return;
     };
-    let url = format!("rediss://127.0.0.1:{port}/");
+    let url = redis.url();
     let window = Duration::from_secs(60);
     runtime().block_on(async {
         for layout in [Layout::SortedSet, Layout::Ring] {
@@ -943,7 +943,7 @@ fn tls_with_a_private_ca_is_exact() {
             panic!("connected trusting another CA: {strange:?}");
         };
         assert!(e.to_string().contains("UnknownIssuer"), "{e}");
-        let plain = format!("redis://127.0.0.1:{}/", port - 10_000);
+        let plain = redis.plain_url();
         let on_plain = RedisLimiter::builder(plain.as_str(), 3, window)
             .tls_root_cert(pki.read("ca.pem"))
             .connect()
@@ -959,8 +959,6 @@ fn tls_with_a_private_ca_is_exact() {
             assert!(e.to_string().contains("not rediss://"), "{e}");
         }
     });
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Mutual TLS (`tls-auth-clients yes`): without a client certificate the
@@ -969,10 +967,10 @@ fn tls_with_a_private_ca_is_exact() {
 #[test]
 fn mutual_tls_presents_the_client_certificate() {
     let pki = common::redis_tls::Pki::new("mutual");
-    let Some((mut child, port)) = common::redis_tls::start_or_skip(&pki, true) else {
+    let Some(redis) = common::redis_tls::TlsRedis::start(&pki, "server", true) else {
         return;
     };
-    let url = format!("rediss://127.0.0.1:{port}/");
+    let url = redis.url();
     let builder = || {
         RedisLimiter::builder(url.as_str(), 2, Duration::from_secs(60))
             .tls_root_cert(pki.read("ca.pem"))
@@ -992,8 +990,6 @@ fn mutual_tls_presents_the_client_certificate() {
         assert_eq!(l.check("k").await.unwrap().unwrap().remaining(), 0);
         assert!(l.check("k").await.unwrap().is_err());
     });
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// A server whose certificate names another host (GCP Memorystore's,
@@ -1003,11 +999,10 @@ fn mutual_tls_presents_the_client_certificate() {
 #[test]
 fn tls_accepts_another_hostname_only_when_asked() {
     let pki = common::redis_tls::Pki::new("hostname");
-    let Some((mut child, port)) = common::redis_tls::start_as_or_skip(&pki, "elsewhere", false)
-    else {
+    let Some(redis) = common::redis_tls::TlsRedis::start(&pki, "elsewhere", false) else {
         return;
     };
-    let url = format!("rediss://127.0.0.1:{port}/");
+    let url = redis.url();
     let builder = |ca: &str| {
         RedisLimiter::builder(url.as_str(), 2, Duration::from_secs(60)).tls_root_cert(pki.read(ca))
     };
@@ -1032,6 +1027,4 @@ fn tls_accepts_another_hostname_only_when_asked() {
         };
         assert!(e.to_string().contains("UnknownIssuer"), "{e}");
     });
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -1224,7 +1224,7 @@ async fn health_is_told_as_upstream_tells_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_over_tls_with_a_client_certificate() {
     let pki = common::redis_tls::Pki::new("serve");
-    let Some((mut redis, port)) = common::redis_tls::start_or_skip(&pki, true) else {
+    let Some(redis) = common::redis_tls::TlsRedis::start(&pki, "server", true) else {
         return;
     };
     let file = config_file(
@@ -1232,7 +1232,7 @@ async fn redis_over_tls_with_a_client_certificate() {
         "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
     );
     let path = |name: &str| pki.path(name).display().to_string();
-    let url = format!("rediss://127.0.0.1:{port}/");
+    let url = redis.url();
     let trusting = ["--redis", &url, "--redis-ca", &path("ca.pem")];
     let anonymous = Server::start_with(&file, &trusting);
     let refused = anonymous.wait_for("not serving until it answers");
@@ -1258,7 +1258,7 @@ async fn redis_over_tls_with_a_client_certificate() {
     drop(server);
 
     let grpc = format!("127.0.0.1:{}", free_port());
-    let plain = format!("redis://127.0.0.1:{}/", port - 10_000);
+    let plain = redis.plain_url();
     let refusals: [(&[&str], &str); 5] = [
         (
             &["--redis", &plain, "--redis-ca", &path("ca.pem")],
@@ -1286,16 +1286,14 @@ async fn redis_over_tls_with_a_client_certificate() {
         assert!(code.is_some_and(|c| c != 0), "{args:?}: {code:?}");
         assert!(stderr.contains(reason), "{args:?}: {stderr}");
     }
-    let _ = redis.kill();
-    let _ = redis.wait();
+    drop(redis);
 
     // A Redis whose certificate names another host: refused, unless
     // --redis-tls-skip-hostname-verification (the CA still checked).
-    let Some((mut redis, port)) = common::redis_tls::start_as_or_skip(&pki, "elsewhere", false)
-    else {
+    let Some(redis) = common::redis_tls::TlsRedis::start(&pki, "elsewhere", false) else {
         return;
     };
-    let url = format!("rediss://127.0.0.1:{port}/");
+    let url = redis.url();
     let trusting = ["--redis", &url, "--redis-ca", &path("ca.pem")];
     let strict = Server::start_with(&file, &trusting);
     let refused = strict.wait_for("not serving until it answers");
@@ -1305,9 +1303,6 @@ async fn redis_over_tls_with_a_client_certificate() {
     let server = Server::start_with(&file, &[&trusting[..], &skip].concat());
     let s = one(&mut server.client().await, "edge", &me, None).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1));
-    drop(server);
-    let _ = redis.kill();
-    let _ = redis.wait();
 }
 
 /// A channel to `port` over TLS, trusting `pki`'s CA for `localhost`,

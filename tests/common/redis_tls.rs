@@ -76,34 +76,55 @@ impl Pki {
     }
 }
 
-/// A throwaway `redis-server` answering TLS on the returned port (its
-/// plain port, 10,000 below, is how the harness sees it is up), with
-/// `pki`'s server certificate; with `auth_clients`, it refuses a client
-/// without a certificate `pki`'s CA signed. `None` as
-/// [`start_or_skip`](super::redis_server::start_or_skip).
-pub fn start_or_skip(pki: &Pki, auth_clients: bool) -> Option<(Child, u16)> {
-    start_as_or_skip(pki, "server", auth_clients)
+/// A throwaway `redis-server` answering TLS on `port` (its plain port,
+/// 10,000 below, is how the harness sees it is up), killed on drop.
+pub struct TlsRedis {
+    child: Child,
+    pub port: u16,
 }
 
-/// [`start_or_skip`] presenting `name.pem` (and `name.key`) of `pki`.
-pub fn start_as_or_skip(pki: &Pki, name: &str, auth_clients: bool) -> Option<(Child, u16)> {
-    let file = |name: &str| pki.path(name).display().to_string();
-    let (cert, key) = (file(&format!("{name}.pem")), file(&format!("{name}.key")));
-    let (child, port) = super::redis_server::start_or_skip_with(|port| {
-        vec![
-            "--tls-port".into(),
-            (port + 10_000).to_string(),
-            "--tls-cert-file".into(),
-            cert.clone(),
-            "--tls-key-file".into(),
-            key.clone(),
-            "--tls-ca-cert-file".into(),
-            file("ca.pem"),
-            "--tls-auth-clients".into(),
-            if auth_clients { "yes" } else { "no" }.into(),
-        ]
-    })?;
-    Some((child, port + 10_000))
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl TlsRedis {
+    /// A server presenting `cert.pem` (and `cert.key`) of `pki`; with
+    /// `auth_clients`, refusing a client without a certificate `pki`'s CA
+    /// signed. `None` as [`start_or_skip`](super::redis_server::start_or_skip).
+    pub fn start(pki: &Pki, cert: &str, auth_clients: bool) -> Option<TlsRedis> {
+        let file = |name: &str| pki.path(name).display().to_string();
+        let (cert, key) = (file(&format!("{cert}.pem")), file(&format!("{cert}.key")));
+        let (child, port) = super::redis_server::start_or_skip_with(|port| {
+            vec![
+                "--tls-port".into(),
+                (port + 10_000).to_string(),
+                "--tls-cert-file".into(),
+                cert.clone(),
+                "--tls-key-file".into(),
+                key.clone(),
+                "--tls-ca-cert-file".into(),
+                file("ca.pem"),
+                "--tls-auth-clients".into(),
+                if auth_clients { "yes" } else { "no" }.into(),
+            ]
+        })?;
+        Some(TlsRedis {
+            child,
+            port: port + 10_000,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.port)
+    }
+
+    /// The same server's plaintext URL.
+    pub fn plain_url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port - 10_000)
+    }
 }
 
 /// A 3-master Redis Cluster answering TLS too (`tls-cluster yes`: its bus
