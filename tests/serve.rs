@@ -1456,8 +1456,13 @@ async fn grpc_over_tls_and_mutual_tls() {
     }
 
     let grpc = format!("127.0.0.1:{}", free_port());
-    let refusals: [(&[&str], &str); 5] = [
+    let other_key = path("client.key");
+    let refusals: [(&[&str], &str); 6] = [
         (&["--grpc-tls-cert", &cert], "--grpc-tls-key"),
+        (
+            &["--grpc-tls-cert", &cert, "--grpc-tls-key", &other_key],
+            "KeyMismatch",
+        ),
         (
             &[
                 &tls[..],

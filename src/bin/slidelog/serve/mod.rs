@@ -1343,7 +1343,17 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         if let Some(tls) = &options.grpc_tls {
             server = server
                 .tls_config(tls.config())
-                .map_err(|e| format!("--grpc-tls-cert and --grpc-tls-key: {e}"))?;
+                .map_err(|e| {
+                    // tonic's error says only "transport error": its
+                    // sources say why (a key that is not the certificate's).
+                    let mut why = e.to_string();
+                    let mut source = std::error::Error::source(&e);
+                    while let Some(cause) = source {
+                        why = format!("{why}: {cause}");
+                        source = cause.source();
+                    }
+                    format!("--grpc-tls-cert and --grpc-tls-key: {why}")
+                })?;
         }
         let router = match options.grpc_tls.as_ref().filter(|tls| tls.client_san.is_some()) {
             None => server
