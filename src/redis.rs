@@ -728,7 +728,11 @@ impl Tls {
     /// TLS options are for `rediss://` URLs only: on a `redis://` one
     /// they would be ignored (one node) or turn TLS on unasked (a cluster).
     fn refuse_plain(url: &str) -> Result<(), ::redis::RedisError> {
-        if url.starts_with("rediss://") {
+        // (Schemes are case-insensitive.)
+        if url
+            .get(..9)
+            .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"))
+        {
             Ok(())
         } else {
             Err(::redis::RedisError::from((

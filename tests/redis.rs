@@ -935,6 +935,13 @@ fn tls_with_a_private_ca_is_exact() {
             }
             assert!(l.check("k").await.unwrap().is_err(), "{layout:?}");
         }
+        // The scheme in capitals is the same scheme.
+        let shouted = RedisLimiter::builder(url.replacen("rediss", "REDISS", 1), 3, window)
+            .tls_root_cert(pki.read("ca.pem"))
+            .connect()
+            .await
+            .unwrap();
+        assert!(shouted.check("shouted").await.unwrap().is_ok());
         let strange = RedisLimiter::builder(url.as_str(), 3, window)
             .tls_root_cert(pki.read("other-ca.pem"))
             .connect()

@@ -272,7 +272,11 @@ impl RedisTls {
                 );
             }
         };
-        if let Some(url) = urls.iter().find(|url| !url.starts_with("rediss://")) {
+        let tls = |url: &&String| {
+            url.get(..9)
+                .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"))
+        };
+        if let Some(url) = urls.iter().find(|url| !tls(url)) {
             let scheme = url
                 .split_once("://")
                 .map_or(url.as_str(), |(scheme, _)| scheme);
