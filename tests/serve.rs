@@ -1455,6 +1455,40 @@ async fn grpc_over_tls_and_mutual_tls() {
         drop(server);
     }
 
+    // The same on a Unix socket (where tonic's own look for the client's
+    // certificate does not reach).
+    let socket = file.parent().unwrap().join("rls-tls.sock");
+    let uds = [&mutual[2..], &["--grpc-uds", socket.to_str().unwrap()]].concat();
+    let server = Server::spawn(
+        &file,
+        &[&uds[..], &["--grpc-client-san", "client.slidelog.test"]].concat(),
+        0,
+    );
+    let client_tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(pki.read("ca.pem")))
+        .identity(tonic::transport::Identity::from_pem(
+            pki.read("client.pem"),
+            pki.read("client.key"),
+        ))
+        .domain_name("localhost");
+    let to = socket.clone();
+    let channel = tonic::transport::Endpoint::from_static("https://localhost")
+        .tls_config(client_tls)
+        .unwrap()
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let to = to.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(to).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .unwrap();
+    let mut client = RateLimitServiceClient::new(channel);
+    let s = one(&mut client, "edge", &[("remote_address", "10.9.0.5")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1));
+    drop(server);
+
     let grpc = format!("127.0.0.1:{}", free_port());
     let other_key = path("client.key");
     let refusals: [(&[&str], &str); 6] = [

@@ -392,7 +392,7 @@ impl GrpcTls {
             let Some(san) = &san else {
                 return Ok(request);
             };
-            let certs = request.peer_certs();
+            let certs = peer_certs(&request);
             let leaf = certs.as_deref().and_then(|certs| certs.first());
             let named = leaf.is_some_and(|der| {
                 webpki::EndEntityCert::try_from(der)
@@ -417,6 +417,23 @@ impl GrpcTls {
             None => config,
         }
     }
+}
+
+/// The client's certificates, over TCP or (tonic's `peer_certs` looks at
+/// TCP only) a Unix socket.
+fn peer_certs(
+    request: &tonic::Request<()>,
+) -> Option<Arc<Vec<rustls::pki_types::CertificateDer<'static>>>> {
+    use tonic::transport::server::TlsConnectInfo;
+    request.peer_certs().or_else(|| {
+        #[cfg(unix)]
+        return request
+            .extensions()
+            .get::<TlsConnectInfo<tonic::transport::server::UdsConnectInfo>>()
+            .and_then(TlsConnectInfo::peer_certs);
+        #[cfg(not(unix))]
+        None
+    })
 }
 
 /// Where the logs live.
@@ -1359,13 +1376,12 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
                     format!("--grpc-tls-cert and --grpc-tls-key: {why}")
                 })?;
         }
+        let mut server = server.max_connection_age(options.max_connection_age);
         let router = match options.grpc_tls.as_ref().filter(|tls| tls.client_san.is_some()) {
             None => server
-                .max_connection_age(options.max_connection_age)
                 .add_service(health_service)
                 .add_service(RateLimitServiceServer::new(Grpc(service))),
             Some(tls) => server
-                .max_connection_age(options.max_connection_age)
                 .add_service(tonic::service::interceptor::InterceptedService::new(
                     health_service,
                     tls.interceptor(),
