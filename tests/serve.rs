@@ -1524,12 +1524,89 @@ async fn grpc_over_tls_and_mutual_tls() {
 
 /// Sends `child` SIGTERM (a service's signal to stop, calls in flight
 /// finishing).
-#[allow(unsafe_code)]
 fn terminate(child: &Child) {
+    signal(child, libc::SIGTERM);
+}
+
+/// Sends `child` the signal `signal`.
+#[allow(unsafe_code)]
+fn signal(child: &Child, signal: libc::c_int) {
     let pid = libc::pid_t::try_from(child.id()).unwrap();
     // SAFETY: `kill` takes two integers and touches no memory of ours; the
     // pid is our child's, not yet waited for, so it names no other process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+}
+
+/// The gRPC certificate and key are read again on SIGHUP (and every 10 s,
+/// as upstream reloads them): a new pair serves the next handshakes without
+/// a restart, and a pair whose key is not the certificate's (caught half
+/// written, say) is refused, the previous staying in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_certificate_reloads_without_a_restart() {
+    let pki = common::redis_tls::Pki::new("reload");
+    let file = config_file(
+        "grpc-reload",
+        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+    );
+    let dir = file.parent().unwrap();
+    let (cert, key) = (dir.join("grpc.pem"), dir.join("grpc.key"));
+    let install = |pem: &str, private: &str| {
+        std::fs::copy(pki.path(pem), &cert).unwrap();
+        std::fs::copy(pki.path(private), &key).unwrap();
+    };
+    install("server.pem", "server.key");
+    let port = free_port();
+    let grpc = format!("127.0.0.1:{port}");
+    let args = [
+        "--grpc",
+        grpc.as_str(),
+        "--grpc-tls-cert",
+        cert.to_str().unwrap(),
+        "--grpc-tls-key",
+        key.to_str().unwrap(),
+    ];
+    let server = Server::spawn(&file, &args, port);
+    // Whether a client trusting `ca` alone is served.
+    let trusted_by = |ca: &'static str| {
+        let pki = &pki;
+        async move {
+            let tls = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(pki.read(ca)))
+                .domain_name("localhost");
+            let Ok(channel) = Channel::from_shared(format!("https://127.0.0.1:{port}"))
+                .unwrap()
+                .tls_config(tls)
+                .unwrap()
+                .connect()
+                .await
+            else {
+                return false;
+            };
+            let mut client = RateLimitServiceClient::new(channel);
+            let asked = client
+                .should_rate_limit(RateLimitRequest {
+                    domain: "edge".into(),
+                    descriptors: vec![descriptor(&[("remote_address", "10.9.1.1")], None)],
+                    hits_addend: 0,
+                })
+                .await;
+            asked.is_ok()
+        }
+    };
+    assert!(trusted_by("ca.pem").await);
+    assert!(!trusted_by("other-ca.pem").await);
+
+    install("other-server.pem", "other-server.key");
+    signal(&server.child, libc::SIGHUP);
+    server.wait_for("reloaded the gRPC certificate");
+    assert!(trusted_by("other-ca.pem").await);
+    assert!(!trusted_by("ca.pem").await);
+
+    install("server.pem", "other-server.key");
+    signal(&server.child, libc::SIGHUP);
+    let refused = server.wait_for("gRPC certificate reload refused");
+    assert!(refused.contains("KeyMismatch"), "{refused}");
+    assert!(trusted_by("other-ca.pem").await);
 }
 
 /// `--grpc-uds`: gRPC on a Unix domain socket (for an Envoy beside the

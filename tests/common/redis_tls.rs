@@ -9,9 +9,10 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
 /// A CA, a server certificate it signed for `127.0.0.1` and `localhost`,
 /// another for `redis.elsewhere.test` only, a client certificate it
-/// signed, and a second CA that signed none: `ca.pem`, `server.pem` /
-/// `server.key`, `elsewhere.pem` / `elsewhere.key`, `client.pem` /
-/// `client.key` and `other-ca.pem` in `dir`.
+/// signed, and a second CA that signed one more server certificate:
+/// `ca.pem`, `server.pem` / `server.key`, `elsewhere.pem` /
+/// `elsewhere.key`, `client.pem` / `client.key`, `other-ca.pem` and
+/// `other-server.pem` / `other-server.key` in `dir`.
 pub struct Pki {
     pub dir: PathBuf,
 }
@@ -51,7 +52,8 @@ impl Pki {
         let (server, server_key) = signed(&["127.0.0.1", "localhost"], &issuer);
         let (elsewhere, elsewhere_key) = signed(&["redis.elsewhere.test"], &issuer);
         let (client, client_key) = signed(&["client.slidelog.test"], &issuer);
-        let (other, _) = ca("another CA");
+        let (other, other_issuer) = ca("another CA");
+        let (other_server, other_server_key) = signed(&["127.0.0.1", "localhost"], &other_issuer);
         for (file, pem) in [
             ("ca.pem", ca_pem),
             ("server.pem", server),
@@ -61,6 +63,8 @@ impl Pki {
             ("client.pem", client),
             ("client.key", client_key),
             ("other-ca.pem", other),
+            ("other-server.pem", other_server),
+            ("other-server.key", other_server_key),
         ] {
             std::fs::write(dir.join(file), pem).unwrap();
         }

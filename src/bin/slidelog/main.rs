@@ -74,8 +74,9 @@ struct ServeArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "grpc")]
     grpc_uds: Option<std::path::PathBuf>,
     /// Serve gRPC over TLS with this certificate (PEM, its chain after it;
-    /// envoyproxy/ratelimit's GRPC_SERVER_TLS_CERT). Health is served over
-    /// it too; `--http` and `--metrics` stay plain.
+    /// envoyproxy/ratelimit's GRPC_SERVER_TLS_CERT), read again with its key
+    /// every 10 s and on SIGHUP (a rotated pair serves without a restart).
+    /// Health is served over it too; `--http` and `--metrics` stay plain.
     #[arg(long, value_name = "PATH", requires = "grpc_tls_key")]
     grpc_tls_cert: Option<std::path::PathBuf>,
     /// The gRPC certificate's private key (PEM; GRPC_SERVER_TLS_KEY).

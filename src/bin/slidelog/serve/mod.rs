@@ -17,6 +17,7 @@
 mod config;
 mod json;
 mod key;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,6 +41,7 @@ use slidelog::{Admitted, Denied, DenyReason, KeyedLimiter, Quota};
 use tonic::{Request, Response, Status};
 
 use config::{Config, Limit, Rule, Unit};
+pub(crate) use tls::{GrpcTls, RedisTls};
 
 /// What `slidelog serve` was asked to do.
 #[derive(Debug)]
@@ -224,216 +226,6 @@ fn closest(statuses: &[DescriptorStatus], verdicts: &[(bool, bool)]) -> Option<u
 pub(crate) enum RedisTarget {
     Node(String),
     Cluster(Vec<String>),
-}
-
-/// TLS to Redis beyond a `rediss://` URL's defaults (the system's roots,
-/// no client certificate): envoyproxy/ratelimit's `REDIS_TLS_CACERT`,
-/// `REDIS_TLS_CLIENT_CERT` and `REDIS_TLS_CLIENT_KEY`.
-#[derive(Clone, Default)]
-pub(crate) struct RedisTls {
-    /// PEM: the CAs trusted instead of the system's roots.
-    ca: Option<Vec<u8>>,
-    /// PEM: the client's certificate (chain) and private key.
-    client: Option<(Vec<u8>, Vec<u8>)>,
-    /// Accept a server certificate for other host names
-    /// (`REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`).
-    any_hostname: bool,
-}
-
-impl std::fmt::Debug for RedisTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisTls")
-            .field("ca", &self.ca.is_some())
-            .field("client", &self.client.is_some())
-            .field("any_hostname", &self.any_hostname)
-            .finish()
-    }
-}
-
-impl RedisTls {
-    /// Reads `--redis-ca`, `--redis-client-cert` and `--redis-client-key`
-    /// for `target`, refusing a file that holds no PEM of its kind and TLS
-    /// options for a Redis not reached over TLS (`rediss://`).
-    pub(crate) fn load(
-        target: Option<&RedisTarget>,
-        ca: Option<&std::path::Path>,
-        client: Option<(&std::path::Path, &std::path::Path)>,
-        any_hostname: bool,
-    ) -> Result<RedisTls, String> {
-        if ca.is_none() && client.is_none() && !any_hostname {
-            return Ok(RedisTls::default());
-        }
-        let urls: &[String] = match target {
-            Some(RedisTarget::Node(url)) => std::slice::from_ref(url),
-            Some(RedisTarget::Cluster(nodes)) => nodes,
-            None => {
-                return Err(
-                    "--redis-ca, --redis-client-cert and --redis-tls-skip-hostname-verification need --redis or --redis-cluster".into(),
-                );
-            }
-        };
-        let tls = |url: &&String| {
-            url.get(..9)
-                .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"))
-        };
-        if let Some(url) = urls.iter().find(|url| !tls(url)) {
-            let scheme = url
-                .split_once("://")
-                .map_or(url.as_str(), |(scheme, _)| scheme);
-            return Err(format!(
-                "--redis-ca, --redis-client-cert and --redis-tls-skip-hostname-verification are for Redis over TLS: a rediss:// URL, not {scheme}://"
-            ));
-        }
-        Ok(RedisTls {
-            ca: ca
-                .map(|path| read_pem("--redis-ca", path, "CERTIFICATE"))
-                .transpose()?,
-            client: client
-                .map(|(cert, key)| {
-                    Ok::<_, String>((
-                        read_pem("--redis-client-cert", cert, "CERTIFICATE")?,
-                        read_pem("--redis-client-key", key, "PRIVATE KEY")?,
-                    ))
-                })
-                .transpose()?,
-            any_hostname,
-        })
-    }
-
-    fn apply(&self, mut builder: slidelog::redis::RedisBuilder) -> slidelog::redis::RedisBuilder {
-        if let Some(ca) = &self.ca {
-            builder = builder.tls_root_cert(ca.clone());
-        }
-        if let Some((cert, key)) = &self.client {
-            builder = builder.tls_client_cert(cert.clone(), key.clone());
-        }
-        if self.any_hostname {
-            builder = builder.tls_accept_invalid_hostnames(true);
-        }
-        builder
-    }
-}
-
-/// `flag`'s file at `path`, refused unless it holds a PEM block of `kind`
-/// (`CERTIFICATE`, or `PRIVATE KEY`: PKCS #8, or `RSA` / `EC` before it).
-fn read_pem(flag: &str, path: &std::path::Path, kind: &str) -> Result<Vec<u8>, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
-    let has_kind = pem.split(|&b| b == b'\n').any(|line| {
-        line.trim_ascii_end()
-            .strip_prefix(b"-----BEGIN ")
-            .and_then(|rest| rest.strip_suffix(b"-----"))
-            .is_some_and(|label| label.ends_with(kind.as_bytes()))
-    });
-    if has_kind {
-        Ok(pem)
-    } else {
-        Err(format!(
-            "{flag} {}: no PEM {} in it",
-            path.display(),
-            kind.to_lowercase()
-        ))
-    }
-}
-
-/// TLS on the gRPC port (envoyproxy/ratelimit's `GRPC_SERVER_USE_TLS`):
-/// the server's certificate and key, and with a client CA, mutual TLS
-/// (`GRPC_CLIENT_TLS_CACERT`: a client without a certificate it signed is
-/// refused), the certificate naming `client_san` if given
-/// (`GRPC_CLIENT_TLS_SAN`).
-#[derive(Clone)]
-pub(crate) struct GrpcTls {
-    cert: Vec<u8>,
-    key: Vec<u8>,
-    client_ca: Option<Vec<u8>>,
-    client_san: Option<rustls::pki_types::ServerName<'static>>,
-}
-
-impl std::fmt::Debug for GrpcTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrpcTls")
-            .field("client_ca", &self.client_ca.is_some())
-            .field("client_san", &self.client_san)
-            .finish_non_exhaustive()
-    }
-}
-
-impl GrpcTls {
-    /// Reads `--grpc-tls-cert`, `--grpc-tls-key` and `--grpc-client-ca`,
-    /// and checks `--grpc-client-san` is a DNS name or an IP address.
-    pub(crate) fn load(
-        cert: &std::path::Path,
-        key: &std::path::Path,
-        client_ca: Option<&std::path::Path>,
-        client_san: Option<&str>,
-    ) -> Result<GrpcTls, String> {
-        Ok(GrpcTls {
-            cert: read_pem("--grpc-tls-cert", cert, "CERTIFICATE")?,
-            key: read_pem("--grpc-tls-key", key, "PRIVATE KEY")?,
-            client_ca: client_ca
-                .map(|path| read_pem("--grpc-client-ca", path, "CERTIFICATE"))
-                .transpose()?,
-            client_san: client_san
-                .map(|name| {
-                    rustls::pki_types::ServerName::try_from(name.to_owned()).map_err(|_| {
-                        format!("--grpc-client-san {name:?}: not a DNS name or an IP address")
-                    })
-                })
-                .transpose()?,
-        })
-    }
-
-    /// What every gRPC call (health too) passes first: with
-    /// `--grpc-client-san`, the client's certificate must name it (a
-    /// wildcard in the certificate counts, as in a server's), else the call
-    /// is `UNAUTHENTICATED`.
-    fn interceptor(&self) -> impl tonic::service::Interceptor + Clone + use<> {
-        let san = self.client_san.clone();
-        move |request: tonic::Request<()>| {
-            let Some(san) = &san else {
-                return Ok(request);
-            };
-            let certs = peer_certs(&request);
-            let leaf = certs.as_deref().and_then(|certs| certs.first());
-            let named = leaf.is_some_and(|der| {
-                webpki::EndEntityCert::try_from(der)
-                    .is_ok_and(|cert| cert.verify_is_valid_for_subject_name(san).is_ok())
-            });
-            if named {
-                Ok(request)
-            } else {
-                Err(tonic::Status::unauthenticated(format!(
-                    "the client certificate does not name {}",
-                    san.to_str()
-                )))
-            }
-        }
-    }
-
-    fn config(&self) -> tonic::transport::ServerTlsConfig {
-        let config = tonic::transport::ServerTlsConfig::new()
-            .identity(tonic::transport::Identity::from_pem(&self.cert, &self.key));
-        match &self.client_ca {
-            Some(ca) => config.client_ca_root(tonic::transport::Certificate::from_pem(ca)),
-            None => config,
-        }
-    }
-}
-
-/// The client's certificates, over TCP or (tonic's `peer_certs` looks at
-/// TCP only) a Unix socket.
-fn peer_certs(
-    request: &tonic::Request<()>,
-) -> Option<Arc<Vec<rustls::pki_types::CertificateDer<'static>>>> {
-    use tonic::transport::server::TlsConnectInfo;
-    request.peer_certs().or_else(|| {
-        #[cfg(unix)]
-        return request
-            .extensions()
-            .get::<TlsConnectInfo<tonic::transport::server::UdsConnectInfo>>()
-            .and_then(TlsConnectInfo::peer_certs);
-        #[cfg(not(unix))]
-        None
-    })
 }
 
 /// Where the logs live.
@@ -1360,23 +1152,18 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         if let Some(addr) = options.http {
             serve_http(addr, Arc::clone(&service), Arc::clone(&health)).await?;
         }
-        let mut server = tonic::transport::Server::builder();
-        if let Some(tls) = &options.grpc_tls {
-            server = server
-                .tls_config(tls.config())
-                .map_err(|e| {
-                    // tonic's error says only "transport error": its
-                    // sources say why (a key that is not the certificate's).
-                    let mut why = e.to_string();
-                    let mut source = std::error::Error::source(&e);
-                    while let Some(cause) = source {
-                        why = format!("{why}: {cause}");
-                        source = cause.source();
-                    }
-                    format!("--grpc-tls-cert and --grpc-tls-key: {why}")
-                })?;
-        }
-        let mut server = server.max_connection_age(options.max_connection_age);
+        // TLS is ours, not tonic's: the certificate in force is read again
+        // as it changes (tls.rs).
+        let acceptor = options
+            .grpc_tls
+            .as_ref()
+            .map(|tls| {
+                tls.reload_as_they_change();
+                tls.acceptor()
+            })
+            .transpose()?;
+        let mut server =
+            tonic::transport::Server::builder().max_connection_age(options.max_connection_age);
         let router = match options.grpc_tls.as_ref().filter(|tls| tls.client_san.is_some()) {
             None => server
                 .add_service(health_service)
@@ -1399,10 +1186,8 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         };
         let tls = match &options.grpc_tls {
             None => "",
-            Some(GrpcTls {
-                client_ca: None, ..
-            }) => " over TLS",
-            Some(_) => " over mutual TLS",
+            Some(tls) if tls.mutual() => " over mutual TLS",
+            Some(_) => " over TLS",
         };
         let announce = |on: &dyn std::fmt::Display| {
             eprintln!(
@@ -1419,14 +1204,26 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
                 announce(&listener.local_addr().map_err(|e| e.to_string())?);
                 let incoming =
                     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-                router.serve_with_incoming_shutdown(incoming, stop).await
+                match acceptor {
+                    Some(acceptor) => {
+                        let incoming = tls::incoming(incoming, acceptor);
+                        router.serve_with_incoming_shutdown(incoming, stop).await
+                    }
+                    None => router.serve_with_incoming_shutdown(incoming, stop).await,
+                }
             }
             #[cfg(unix)]
             Listen::Unix(path) => {
                 let listener = bind_unix(path)?;
                 announce(&format!("unix:{}", path.display()));
                 let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-                let served = router.serve_with_incoming_shutdown(incoming, stop).await;
+                let served = match acceptor {
+                    Some(acceptor) => {
+                        let incoming = tls::incoming(incoming, acceptor);
+                        router.serve_with_incoming_shutdown(incoming, stop).await
+                    }
+                    None => router.serve_with_incoming_shutdown(incoming, stop).await,
+                };
                 let _ = std::fs::remove_file(path);
                 served
             }
