@@ -1259,7 +1259,14 @@ async fn redis_over_tls_with_a_client_certificate() {
 
     let grpc = format!("127.0.0.1:{}", free_port());
     let plain = redis.plain_url();
-    let refusals: [(&[&str], &str); 5] = [
+    let server_key = path("server.key");
+    let mismatched = [
+        &trusting[..],
+        &client_cert,
+        &["--redis-client-key", &server_key],
+    ]
+    .concat();
+    let refusals: [(&[&str], &str); 6] = [
         (
             &["--redis", &plain, "--redis-ca", &path("ca.pem")],
             "not redis://",
@@ -1280,6 +1287,7 @@ async fn redis_over_tls_with_a_client_certificate() {
             &["--redis", &plain, "--redis-tls-skip-hostname-verification"],
             "not redis://",
         ),
+        (&mismatched, "KeyMismatch"),
     ];
     for (args, reason) in refusals {
         let (code, _, stderr) = serve_once(&file, &[&["--grpc", grpc.as_str()], args].concat());
@@ -1780,15 +1788,40 @@ fn serve_check(config: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
 }
 
 /// `slidelog serve --config config` with `args`, run to its exit (a
-/// check, or a start that fails): its exit code, stdout and stderr.
+/// check, or a start that fails): its exit code, stdout and stderr. One
+/// still running after 20 s (a start that should have failed, and serves)
+/// is killed, and its code is `None`.
 fn serve_once(config: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
         .args(["serve", "--config", config.to_str().unwrap()])
         .args(args)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (out.status.code(), text(&out.stdout), text(&out.stderr))
+    // Read as it comes, so that a long output cannot stall the child.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    (
+        status.code(),
+        stdout.join().unwrap(),
+        stderr.join().unwrap(),
+    )
 }
 
 /// `--check` loads a configuration as a start would and exits: 0 and each

@@ -83,10 +83,13 @@ impl RedisTls {
                 .transpose()?,
             client: client
                 .map(|(cert, key)| {
-                    Ok::<_, String>((
-                        read_pem("--redis-client-cert", cert, "CERTIFICATE")?,
-                        read_pem("--redis-client-key", key, "PRIVATE KEY")?,
-                    ))
+                    let cert = read_pem("--redis-client-cert", cert, "CERTIFICATE")?;
+                    let key = read_pem("--redis-client-key", key, "PRIVATE KEY")?;
+                    // Here, not at each connection attempt: the files are
+                    // read once, so no retry would mend them.
+                    certified(&cert, &key)
+                        .map_err(|e| format!("--redis-client-cert and --redis-client-key: {e}"))?;
+                    Ok::<_, String>((cert, key))
                 })
                 .transpose()?,
             any_hostname,
