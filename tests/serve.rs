@@ -1530,6 +1530,102 @@ async fn grpc_over_tls_and_mutual_tls() {
     }
 }
 
+/// `--response-dynamic-metadata` (upstream's `RESPONSE_DYNAMIC_METADATA`):
+/// the domain, each descriptor's entries, own limit and hits_addend, and
+/// the configured `metadata` of the descriptors that passed, merged
+/// (nested mappings key by key, the first descriptor's value kept); an
+/// unlimited descriptor's and an over one's left out. Without the flag,
+/// none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_metadata_tells_what_upstream_tells() {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    use envoy_types::pb::google::protobuf::{Struct, Value};
+    let file = config_file(
+        "metadata",
+        r#"
+domain: meta
+descriptors:
+  - key: user
+    metadata: {team: a, nested: {x: 1}}
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: path
+    metadata: {team: b, nested: {y: 2}, extra: true}
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: health
+    metadata: {never: here}
+    rate_limit: {unlimited: true}
+"#,
+    );
+    // A compact rendering of a protobuf value, for comparing.
+    fn show(value: &Value) -> String {
+        match &value.kind {
+            Some(Kind::StringValue(s)) => format!("{s:?}"),
+            Some(Kind::NumberValue(n)) => n.to_string(),
+            Some(Kind::BoolValue(b)) => b.to_string(),
+            Some(Kind::ListValue(list)) => {
+                let items: Vec<String> = list.values.iter().map(show).collect();
+                format!("[{}]", items.join(","))
+            }
+            Some(Kind::StructValue(s)) => shown(s),
+            _ => "null".into(),
+        }
+    }
+    fn shown(s: &Struct) -> String {
+        let mut fields: Vec<String> = s
+            .fields
+            .iter()
+            .map(|(k, v)| format!("{k}:{}", show(v)))
+            .collect();
+        fields.sort();
+        format!("{{{}}}", fields.join(","))
+    }
+    let request = || RateLimitRequest {
+        domain: "meta".into(),
+        descriptors: vec![
+            descriptor(&[("user", "u1")], None),
+            overridden(&[("path", "/a")], 7, 2),
+            descriptor(&[("health", "x")], Some(1)),
+        ],
+        hits_addend: 0,
+    };
+    let server = Server::start_with(&file, &["--response-dynamic-metadata"]);
+    let mut client = server.client().await;
+    let first = client
+        .should_rate_limit(request())
+        .await
+        .unwrap()
+        .into_inner();
+    let descriptors = r#"descriptors:[{entries:["user=u1"]},{entries:["path=/a"],limit:"requests_per_unit:7 unit:MINUTE"},{entries:["health=x"],hitsAddend:1}]"#;
+    assert_eq!(
+        shown(&first.dynamic_metadata.unwrap()),
+        format!(
+            r#"{{{descriptors},domain:"meta",metadata:{{extra:true,nested:{{x:1,y:2}},team:"a"}}}}"#
+        )
+    );
+    // The user is over now: only the path's metadata.
+    let second = client
+        .should_rate_limit(request())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(second.overall_code, Code::OverLimit as i32);
+    assert_eq!(
+        shown(&second.dynamic_metadata.unwrap()),
+        format!(
+            r#"{{{descriptors},domain:"meta",metadata:{{extra:true,nested:{{y:2}},team:"b"}}}}"#
+        )
+    );
+    drop(server);
+    let server = Server::start(&file);
+    let plain = server
+        .client()
+        .await
+        .should_rate_limit(request())
+        .await
+        .unwrap();
+    assert_eq!(plain.into_inner().dynamic_metadata, None);
+}
+
 /// Sends `child` SIGTERM (a service's signal to stop, calls in flight
 /// finishing).
 fn terminate(child: &Child) {

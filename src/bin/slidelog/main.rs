@@ -94,7 +94,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -148,6 +148,13 @@ struct ServeArgs {
     /// NEAR_LIMIT_RATIO), from 0 to 1.
     #[arg(long, value_name = "RATIO", default_value_t = 0.8, value_parser = parse::ratio)]
     near_limit_ratio: f64,
+    /// Answer with dynamic metadata, for Envoy's access logs and later
+    /// filters (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA): the
+    /// domain, each descriptor's entries (and its own limit and
+    /// hits_addend), the request's hits_addend, and the `metadata` of the
+    /// configured descriptors that passed, merged.
+    #[arg(long)]
+    response_dynamic_metadata: bool,
     /// How long a client's connection is served before it is asked to
     /// reconnect (an HTTP/2 GOAWAY; its calls in flight finish), so that
     /// clients spread over replicas started after them
@@ -460,6 +467,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
                 reset: args.reset_header,
             }),
             near_limit_ratio: args.near_limit_ratio,
+            dynamic_metadata: args.response_dynamic_metadata,
             redis,
             redis_tls,
             redis_prefix: args.redis_prefix,

@@ -26,6 +26,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use envoy_types::pb::google::protobuf::value::Kind;
+use envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
 use serde::Deserialize;
 use slidelog::Quota;
 
@@ -68,10 +70,10 @@ struct DescriptorConfig {
     #[serde(default)]
     #[allow(dead_code)]
     value_to_metric: bool,
-    /// Accepted for compatibility: upstream returns it as dynamic metadata
-    /// when so configured; this service returns none.
+    /// Returned in the response's dynamic metadata, merged over the
+    /// descriptors that pass, with `--response-dynamic-metadata`
+    /// (envoyproxy/ratelimit's `RESPONSE_DYNAMIC_METADATA`).
     #[serde(default)]
-    #[allow(dead_code)]
     metadata: Option<serde_yaml_ng::Value>,
 }
 
@@ -236,6 +238,9 @@ pub(crate) struct Rule {
     pub(crate) replaces: Vec<String>,
     /// For metrics: the path of keys (and values where given) to here.
     pub(crate) label: String,
+    /// `metadata`, as the response's dynamic metadata carries it (`None`
+    /// for none, or an empty mapping, as upstream).
+    pub(crate) metadata: Option<Struct>,
     pub(crate) children: Vec<Rule>,
 }
 
@@ -508,11 +513,55 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
             shadow: d.shadow_mode,
             quota_mode: d.quota_mode,
             replaces,
+            metadata: d
+                .metadata
+                .as_ref()
+                .map(|m| metadata(m).map_err(|e| format!("descriptor `{label}`: `metadata`: {e}")))
+                .transpose()?
+                .filter(|m| !m.fields.is_empty()),
             children: compile(&d.descriptors, &label)?,
             label,
         });
     }
     Ok(rules)
+}
+
+/// A descriptor's `metadata` as protobuf's `Struct`: a mapping, its keys
+/// scalars (a number or a boolean key is written out, as upstream's YAML
+/// reader does), its values any YAML (numbers become doubles).
+fn metadata(yaml: &serde_yaml_ng::Value) -> Result<Struct, String> {
+    match proto_value(yaml)?.kind {
+        Some(Kind::StructValue(fields)) => Ok(fields),
+        _ => Err("a mapping is wanted".into()),
+    }
+}
+
+fn proto_value(yaml: &serde_yaml_ng::Value) -> Result<Value, String> {
+    use serde_yaml_ng::Value as Y;
+    let kind = match yaml {
+        Y::Null => Kind::NullValue(0),
+        Y::Bool(b) => Kind::BoolValue(*b),
+        Y::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(f64::NAN)),
+        Y::String(s) => Kind::StringValue(s.clone()),
+        Y::Sequence(items) => Kind::ListValue(ListValue {
+            values: items.iter().map(proto_value).collect::<Result<_, _>>()?,
+        }),
+        Y::Mapping(map) => {
+            let mut fields = HashMap::with_capacity(map.len());
+            for (key, value) in map {
+                let key = match key {
+                    Y::String(s) => s.clone(),
+                    Y::Bool(b) => b.to_string(),
+                    Y::Number(n) => n.to_string(),
+                    _ => return Err("a key that is not a string, a number or a boolean".into()),
+                };
+                fields.insert(key, proto_value(value)?);
+            }
+            Kind::StructValue(Struct { fields })
+        }
+        Y::Tagged(tagged) => return proto_value(&tagged.value),
+    };
+    Ok(Value { kind: Some(kind) })
 }
 
 #[cfg(test)]
@@ -615,6 +664,10 @@ descriptors:
         let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, name: x, replaces: [{name: x}]}\n")
             .unwrap_err();
         assert!(e.contains("`a`") && e.contains("its own name `x`"), "{e}");
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    metadata: [x]\n").unwrap_err();
+        assert!(e.contains("`a`: `metadata`: a mapping"), "{e}");
+        let e = parse("domain: d\ndescriptors:\n  - key: a\n    metadata: {[x]: 1}\n").unwrap_err();
+        assert!(e.contains("`a`: `metadata`: a key"), "{e}");
         let e = parse("domain: ''\n").unwrap_err();
         assert!(e.contains("domain"), "{e}");
         let e = parse("domain: d\ndescriptors:\n  - key: a\n  - key: a\n").unwrap_err();

@@ -24,7 +24,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use envoy_types::pb::google::protobuf::{Duration as PbDuration, UInt64Value};
+use envoy_types::pb::google::protobuf::value::Kind;
+use envoy_types::pb::google::protobuf::{
+    Duration as PbDuration, Struct as PbStruct, UInt64Value, Value as PbValue,
+};
 use serde_json::{Map, Value, json};
 
 /// `envoy.type.v3.RateLimitUnit`'s names, by number.
@@ -215,7 +218,41 @@ pub(crate) fn response(response: &RateLimitResponse) -> Value {
     if !headers.is_empty() {
         out.insert("responseHeadersToAdd".into(), Value::Array(headers));
     }
+    if let Some(metadata) = &response.dynamic_metadata {
+        out.insert("dynamicMetadata".into(), object(metadata));
+    }
     Value::Object(out)
+}
+
+/// A `google.protobuf.Struct` as JSON: the object it stands for.
+fn object(object: &PbStruct) -> Value {
+    Value::Object(
+        object
+            .fields
+            .iter()
+            .map(|(key, value)| (key.clone(), dynamic(value)))
+            .collect(),
+    )
+}
+
+/// A `google.protobuf.Value` as JSON. A whole number is written without a
+/// fraction, as protobuf's printer writes it; one JSON cannot hold (NaN,
+/// an infinity) as null.
+fn dynamic(value: &PbValue) -> Value {
+    match &value.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::NumberValue(n)) if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 => {
+            // Exact: a whole number under 2^53.
+            json!(*n as i64)
+        }
+        Some(Kind::NumberValue(n)) => {
+            serde_json::Number::from_f64(*n).map_or(Value::Null, Value::Number)
+        }
+        Some(Kind::StringValue(s)) => Value::String(s.clone()),
+        Some(Kind::BoolValue(b)) => Value::Bool(*b),
+        Some(Kind::StructValue(s)) => object(s),
+        Some(Kind::ListValue(list)) => Value::Array(list.values.iter().map(dynamic).collect()),
+    }
 }
 
 fn status(status: &DescriptorStatus) -> Value {
@@ -419,6 +456,27 @@ mod tests {
                 value: "0".into(),
                 ..Default::default()
             }],
+            dynamic_metadata: Some(PbStruct {
+                fields: [
+                    ("domain", Kind::StringValue("d".into())),
+                    ("n", Kind::NumberValue(3.0)),
+                    ("half", Kind::NumberValue(0.5)),
+                    ("nan", Kind::NumberValue(f64::NAN)),
+                    ("none", Kind::NullValue(0)),
+                    ("yes", Kind::BoolValue(true)),
+                    (
+                        "list",
+                        Kind::ListValue(envoy_types::pb::google::protobuf::ListValue {
+                            values: vec![PbValue {
+                                kind: Some(Kind::StructValue(PbStruct::default())),
+                            }],
+                        }),
+                    ),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), PbValue { kind: Some(v) }))
+                .collect(),
+            }),
             ..Default::default()
         };
         let expected = json!({
@@ -430,7 +488,9 @@ mod tests {
                  "limitRemaining": 1, "durationUntilReset": "0.000001500s"},
                 {}
             ],
-            "responseHeadersToAdd": [{"key": "RateLimit-Remaining", "value": "0"}]
+            "responseHeadersToAdd": [{"key": "RateLimit-Remaining", "value": "0"}],
+            "dynamicMetadata": {"domain": "d", "n": 3, "half": 0.5, "nan": null, "none": null,
+                                "yes": true, "list": [{}]}
         });
         assert_eq!(response(&r), expected);
         assert_eq!(response(&RateLimitResponse::default()), json!({}));

@@ -41,6 +41,8 @@ use slidelog::{Admitted, Denied, DenyReason, KeyedLimiter, Quota};
 use tonic::{Request, Response, Status};
 
 use config::{Config, Limit, Rule, Unit};
+use envoy_types::pb::google::protobuf::value::Kind;
+use envoy_types::pb::google::protobuf::{Struct, Value};
 pub(crate) use tls::{GrpcTls, RedisTls};
 
 /// What `slidelog serve` was asked to do.
@@ -94,6 +96,9 @@ pub(crate) struct Settings {
     /// the limit is used after it (envoyproxy/ratelimit's
     /// `NEAR_LIMIT_RATIO`; the `near_limit` metric).
     pub(crate) near_limit_ratio: f64,
+    /// Answer with dynamic metadata (envoyproxy/ratelimit's
+    /// `RESPONSE_DYNAMIC_METADATA`): [`dynamic_metadata`].
+    pub(crate) dynamic_metadata: bool,
     /// Whether metrics are served (their labels are built only then):
     /// [`run`] sets it from [`Options::metrics`].
     pub(crate) metrics: bool,
@@ -113,6 +118,7 @@ impl Default for Settings {
             modes: Modes::default(),
             headers: None,
             near_limit_ratio: DEFAULT_NEAR_LIMIT_RATIO,
+            dynamic_metadata: false,
             metrics: false,
             redis: None,
             redis_tls: RedisTls::default(),
@@ -361,6 +367,105 @@ impl Store {
     }
 }
 
+/// The response's dynamic metadata, as envoyproxy/ratelimit builds it:
+/// the `domain`; each descriptor's `entries` (`key=value`), its own
+/// `limit` (in protobuf's text form) and `hitsAddend` where given; the
+/// request's `hitsAddend` if not 0; and `metadata`, the configured
+/// `metadata` of every descriptor that passed (answered OK, and limited
+/// or unmatched, not unlimited), merged (mappings merged key by key, the
+/// first descriptor's value kept otherwise).
+fn dynamic_metadata(
+    request: &RateLimitRequest,
+    matched: &[Option<Matched<'_>>],
+    statuses: &[DescriptorStatus],
+) -> Struct {
+    use envoy_types::pb::google::protobuf::ListValue;
+    let string = |s: String| Value {
+        kind: Some(Kind::StringValue(s)),
+    };
+    let number = |n: f64| Value {
+        kind: Some(Kind::NumberValue(n)),
+    };
+    let object = |fields: HashMap<String, Value>| Value {
+        kind: Some(Kind::StructValue(Struct { fields })),
+    };
+    let list = |values: Vec<Value>| Value {
+        kind: Some(Kind::ListValue(ListValue { values })),
+    };
+    let descriptors = request.descriptors.iter().map(|d| {
+        let mut fields = HashMap::new();
+        let entries = d.entries.iter();
+        fields.insert(
+            "entries".into(),
+            list(
+                entries
+                    .map(|e| string(format!("{}={}", e.key, e.value)))
+                    .collect(),
+            ),
+        );
+        if let Some(limit) = &d.limit {
+            let unit = envoy_types::pb::envoy::r#type::v3::RateLimitUnit::try_from(limit.unit)
+                .map_or("UNKNOWN", |unit| unit.as_str_name());
+            fields.insert(
+                "limit".into(),
+                string(format!(
+                    "requests_per_unit:{} unit:{unit}",
+                    limit.requests_per_unit
+                )),
+            );
+        }
+        if let Some(hits) = &d.hits_addend {
+            fields.insert("hitsAddend".into(), number(hits.value as f64));
+        }
+        object(fields)
+    });
+    let mut fields = HashMap::new();
+    fields.insert("domain".into(), string(request.domain.clone()));
+    fields.insert("descriptors".into(), list(descriptors.collect()));
+    if request.hits_addend != 0 {
+        fields.insert("hitsAddend".into(), number(f64::from(request.hits_addend)));
+    }
+    let mut passed = Struct::default();
+    for (m, status) in matched.iter().zip(statuses) {
+        let rule = m.as_ref().and_then(|m| m.rule);
+        if status.code == Code::Ok as i32
+            && let Some(rule) = rule
+            && !matches!(rule.limit, Limit::Unlimited)
+            && let Some(metadata) = &rule.metadata
+        {
+            merge(&mut passed, metadata);
+        }
+    }
+    if !passed.fields.is_empty() {
+        fields.insert(
+            "metadata".into(),
+            Value {
+                kind: Some(Kind::StructValue(passed)),
+            },
+        );
+    }
+    Struct { fields }
+}
+
+/// `from`'s fields into `into`'s: a field both have as mappings is merged,
+/// any other field `into` has is kept (upstream's `mergeMetadata`).
+fn merge(into: &mut Struct, from: &Struct) {
+    for (key, value) in &from.fields {
+        match (into.fields.get_mut(key), &value.kind) {
+            (None, _) => {
+                into.fields.insert(key.clone(), value.clone());
+            }
+            (
+                Some(Value {
+                    kind: Some(Kind::StructValue(inner)),
+                }),
+                Some(Kind::StructValue(more)),
+            ) => merge(inner, more),
+            (Some(_), _) => {}
+        }
+    }
+}
+
 /// A Redis failure as the call's `UNAVAILABLE`, its message naming Redis
 /// once.
 fn unavailable(e: slidelog::redis::RedisLimitError) -> Status {
@@ -439,6 +544,8 @@ pub(crate) struct Service {
     headers: Option<HeaderNames>,
     /// See [`Settings::near_limit_ratio`].
     near_limit_ratio: f64,
+    /// See [`Settings::dynamic_metadata`].
+    dynamic_metadata: bool,
     /// Whether metrics are served (their labels are built only then).
     metrics: bool,
     /// Held while `--state-file` is written ([`Service::save`]).
@@ -513,6 +620,7 @@ impl Service {
             modes,
             headers,
             near_limit_ratio,
+            dynamic_metadata,
             metrics,
             redis,
             redis_tls,
@@ -547,6 +655,7 @@ impl Service {
             modes,
             headers,
             near_limit_ratio,
+            dynamic_metadata,
             metrics,
             saving: std::sync::Mutex::new(()),
         })
@@ -744,10 +853,14 @@ impl Service {
             .as_ref()
             .and_then(|names| Some(names.values(&statuses[closest(&statuses, &verdicts)?])))
             .unwrap_or_default();
+        let dynamic_metadata = self
+            .dynamic_metadata
+            .then(|| dynamic_metadata(request, &matched, &statuses));
         Ok(RateLimitResponse {
             overall_code: overall as i32,
             statuses,
             response_headers_to_add,
+            dynamic_metadata,
             ..Default::default()
         })
     }
