@@ -1479,20 +1479,7 @@ async fn grpc_over_tls_and_mutual_tls() {
             pki.read("client.key"),
         ))
         .domain_name("localhost");
-    let to = socket.clone();
-    let channel = tonic::transport::Endpoint::from_static("https://localhost")
-        .tls_config(client_tls)
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let to = to.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(to).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await
-        .unwrap();
-    let mut client = RateLimitServiceClient::new(channel);
+    let mut client = RateLimitServiceClient::new(uds_channel(&socket, Some(client_tls)).await);
     let s = one(&mut client, "edge", &[("remote_address", "10.9.0.5")], None).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 1));
     drop(server);
@@ -1713,6 +1700,28 @@ async fn grpc_certificate_reloads_without_a_restart() {
     assert!(trusted_by("other-ca.pem").await);
 }
 
+/// A channel to the service on the Unix socket `socket`, over TLS if
+/// `tls` says how.
+async fn uds_channel(socket: &Path, tls: Option<tonic::transport::ClientTlsConfig>) -> Channel {
+    let endpoint = match tls {
+        Some(tls) => tonic::transport::Endpoint::from_static("https://localhost")
+            .tls_config(tls)
+            .unwrap(),
+        None => tonic::transport::Endpoint::from_static("http://localhost"),
+    };
+    let to = socket.to_path_buf();
+    endpoint
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let to = to.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(to).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .unwrap()
+}
+
 /// `--grpc-uds`: gRPC on a Unix domain socket (for an Envoy beside the
 /// service), made where one left by a killed process lay, refused where
 /// another service answers, and removed when the service stops.
@@ -1725,18 +1734,7 @@ async fn grpc_on_a_unix_socket() {
     // A socket file no process listens on any more.
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
     let server = Server::spawn(&file, &["--grpc-uds", path], 0);
-    let to = socket.clone();
-    let channel = tonic::transport::Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let to = to.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(to).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await
-        .unwrap();
-    let mut client = RateLimitServiceClient::new(channel);
+    let mut client = RateLimitServiceClient::new(uds_channel(&socket, None).await);
     let s = one(&mut client, "edge", &[("remote_address", "10.6.0.1")], None).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
     let (code, _, stderr) = serve_once(&file, &["--grpc-uds", path]);
