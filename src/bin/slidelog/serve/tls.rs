@@ -49,8 +49,8 @@ impl RedisTls {
     /// options for a Redis not reached over TLS (`rediss://`).
     pub(crate) fn load(
         target: Option<&RedisTarget>,
-        ca: Option<&std::path::Path>,
-        client: Option<(&std::path::Path, &std::path::Path)>,
+        ca: Option<&Path>,
+        client: Option<(&Path, &Path)>,
         any_hostname: bool,
     ) -> Result<RedisTls, String> {
         if ca.is_none() && client.is_none() && !any_hostname {
@@ -115,7 +115,7 @@ impl RedisTls {
 
 /// `flag`'s file at `path`, refused unless it holds a PEM block of `kind`
 /// (`CERTIFICATE`, or `PRIVATE KEY`: PKCS #8, or `RSA` / `EC` before it).
-fn read_pem(flag: &str, path: &std::path::Path, kind: &str) -> Result<Vec<u8>, String> {
+fn read_pem(flag: &str, path: &Path, kind: &str) -> Result<Vec<u8>, String> {
     let pem = std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
     let has_kind = pem.split(|&b| b == b'\n').any(|line| {
         line.trim_ascii_end()
@@ -225,7 +225,8 @@ impl Certified {
             Ok(Some((pair, cert, key)))
         });
         match outcome {
-            Ok(None) => {}
+            // The pair in force: a refusal told before is over.
+            Ok(None) => last.2 = None,
             Ok(Some((pair, cert, key))) => {
                 self.current.store(Arc::new(pair));
                 *last = (cert, key, None);
