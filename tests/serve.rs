@@ -122,6 +122,17 @@ fn config_file(name: &str, config: &str) -> PathBuf {
     file
 }
 
+/// A configuration (in a directory of its own, `name`) limiting domain
+/// `edge`'s `remote_address` to `n` a minute.
+fn per_minute(name: &str, n: u32) -> PathBuf {
+    config_file(
+        name,
+        &format!(
+            "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {{unit: minute, requests_per_unit: {n}}}\n"
+        ),
+    )
+}
+
 /// A service on `config` (written in a directory of its own, `name`),
 /// and a client of it.
 async fn serving(name: &str, config: &str) -> (Server, RateLimitServiceClient<Channel>) {
@@ -1227,10 +1238,7 @@ async fn redis_over_tls_with_a_client_certificate() {
     let Some(redis) = common::redis_tls::TlsRedis::start(&pki, "server", true) else {
         return;
     };
-    let file = config_file(
-        "tls",
-        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
-    );
+    let file = per_minute("tls", 2);
     let path = |name: &str| pki.path(name).display().to_string();
     let url = redis.url();
     let trusting = ["--redis", &url, "--redis-ca", &path("ca.pem")];
@@ -1345,10 +1353,7 @@ async fn tls_channel(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_over_tls_and_mutual_tls() {
     let pki = common::redis_tls::Pki::new("grpc");
-    let file = config_file(
-        "grpc-tls",
-        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 2}\n",
-    );
+    let file = per_minute("grpc-tls", 2);
     let path = |name: &str| pki.path(name).display().to_string();
     let (cert, key) = (path("server.pem"), path("server.key"));
     let tls = [
@@ -1635,10 +1640,7 @@ fn signal(child: &Child, signal: libc::c_int) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_certificate_reloads_without_a_restart() {
     let pki = common::redis_tls::Pki::new("reload");
-    let file = config_file(
-        "grpc-reload",
-        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
-    );
+    let file = per_minute("grpc-reload", 5);
     let dir = file.parent().unwrap();
     let (cert, key) = (dir.join("grpc.pem"), dir.join("grpc.key"));
     let install = |pem: &str, private: &str| {

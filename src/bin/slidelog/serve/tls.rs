@@ -114,15 +114,17 @@ impl RedisTls {
 }
 
 /// `flag`'s file at `path`, refused unless it holds a PEM block of `kind`
-/// (`CERTIFICATE`, or `PRIVATE KEY`: PKCS #8, or `RSA` / `EC` before it).
+/// (`CERTIFICATE`, or `PRIVATE KEY`: PKCS #8, PKCS #1 or SEC1) that
+/// rustls's PEM reader takes.
 fn read_pem(flag: &str, path: &Path, kind: &str) -> Result<Vec<u8>, String> {
     let pem = std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
-    let has_kind = pem.split(|&b| b == b'\n').any(|line| {
-        line.trim_ascii_end()
-            .strip_prefix(b"-----BEGIN ")
-            .and_then(|rest| rest.strip_suffix(b"-----"))
-            .is_some_and(|label| label.ends_with(kind.as_bytes()))
-    });
+    let has_kind = if kind == "PRIVATE KEY" {
+        PrivateKeyDer::from_pem_slice(&pem).is_ok()
+    } else {
+        CertificateDer::pem_slice_iter(&pem)
+            .next()
+            .is_some_and(|cert| cert.is_ok())
+    };
     if has_kind {
         Ok(pem)
     } else {
