@@ -23,6 +23,8 @@
 //!
 //! Scenarios (each with `check` or `admit`; the `governor-…` ones call
 //! governor's `check` either way): `allow-small` (L = 10, W = 100 ns, a call every 20 ns),
+//! `allow-expired` (L = 10, W = 10 ns, a call every 20 ns: every earlier admission has expired,
+//! as in `side_by_side`'s one-thread row at L = 10),
 //! `allow-big` (L = 2^20, W = 1 µs), `deny` (10 per hour, full),
 //! `policies` (three policies on one ring: 10 per 100 ns, 100 per 1 µs,
 //! 1,000 per 10 µs, a call every 15 ns) and `policies-deny` (10 per second,
@@ -57,7 +59,7 @@ mod args;
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-const USAGE: &str = "usage: ring_calls <allow-small|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|keyed-live|keyed-std|keyed-deny-std|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
+const USAGE: &str = "usage: ring_calls <allow-small|allow-expired|allow-big|deny|policies|policies-deny|keyed-policies|keyed-policies-deny|weighted|weighted-deny|keyed|keyed-deny|keyed-live|keyed-std|keyed-deny-std|governor-allow|governor-weighted|governor-weighted-deny|governor-deny|governor-keyed|governor-keyed-deny> <check|admit> <calls>";
 
 /// The first reading: far from the clock's start, as a running process's.
 const T0: u64 = 1 << 55;
@@ -123,9 +125,10 @@ fn run() -> Result<(), String> {
     };
     let hour = Duration::from_secs(3600);
     let (admitted, took) = match scenario.as_str() {
-        "allow-small" | "allow-big" | "deny" => {
+        "allow-small" | "allow-expired" | "allow-big" | "deny" => {
             let (limit, window, step) = match scenario.as_str() {
                 "allow-small" => (10, Duration::from_nanos(100), 20),
+                "allow-expired" => (10, Duration::from_nanos(10), 20),
                 "allow-big" => (1 << 20, Duration::from_micros(1), 20),
                 _ => (10, hour, 1),
             };
