@@ -404,6 +404,14 @@ enum Target {
 /// The longest key a [`RedisLimiter`] accepts by default, in bytes.
 pub const DEFAULT_MAX_KEY_LEN: usize = 512;
 
+/// The longest a check (or the connection) may take unless
+/// [`RedisBuilder::timeout`] says otherwise.
+///
+/// ```
+/// assert_eq!(slidelog::redis::DEFAULT_TIMEOUT, std::time::Duration::from_secs(1));
+/// ```
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+
 impl RedisBuilder {
     /// The longest key accepted, in bytes (default [`DEFAULT_MAX_KEY_LEN`]);
     /// a longer one is refused with [`RedisLimitError::KeyTooLong`] before
@@ -478,7 +486,9 @@ impl RedisBuilder {
         self
     }
 
-    /// The longest a check (or the connection) may take (default 1 s).
+    /// The longest a check (or the connection) may take
+    /// ([`DEFAULT_TIMEOUT`], 1 s, unless set): past it the check fails
+    /// with [`RedisLimitError::Timeout`] and the failure policy decides.
     ///
     /// ```
     /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
@@ -630,8 +640,8 @@ impl RedisBuilder {
                 // No retry of the first connection: a refused one is
                 // reported as refused at once, not as a timeout.
                 let manager_config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.timeout))
-                    .set_response_timeout(Some(self.timeout))
+                    .set_connection_timeout(Some(backstop(self.timeout)))
+                    .set_response_timeout(Some(backstop(self.timeout)))
                     .set_number_of_retries(0)
                     .set_max_delay(self.timeout);
                 Conn::Node(
@@ -648,8 +658,8 @@ impl RedisBuilder {
                 #[cfg(feature = "redis-tls")]
                 let client = self.tls.cluster(client, nodes)?;
                 let client = client
-                    .connection_timeout(self.timeout)
-                    .response_timeout(self.timeout)
+                    .connection_timeout(backstop(self.timeout))
+                    .response_timeout(backstop(self.timeout))
                     .retries(1)
                     .build()?;
                 Conn::Cluster(
@@ -681,6 +691,18 @@ impl RedisBuilder {
             )),
         })
     }
+}
+
+/// The redis client's own connection and response timeouts for a limiter
+/// whose calls take at most `timeout`: twice it. Each call (and the
+/// connection) is bounded by `timeout` through `tokio::time::timeout`,
+/// whose expiry is [`RedisLimitError::Timeout`] naming it. The client's
+/// timers of the same length would expire first and answer a bare I/O
+/// "timed out" instead (`tests/redis.rs`,
+/// `a_stalled_server_times_out_as_configured`); twice as long, they only
+/// reap what no call waits for any more.
+fn backstop(timeout: Duration) -> Duration {
+    timeout.saturating_mul(2)
 }
 
 /// A builder's TLS material (feature `redis-tls`): kept out of `Debug`.
@@ -1012,7 +1034,7 @@ impl RedisBuilder {
             layout: Layout::default(),
             prefix: "slidelog:".into(),
             policy: FailurePolicy::default(),
-            timeout: Duration::from_secs(1),
+            timeout: DEFAULT_TIMEOUT,
             precheck: None,
             max_key_len: DEFAULT_MAX_KEY_LEN,
             name: crate::observe::Name::default(),

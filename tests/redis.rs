@@ -338,6 +338,57 @@ fn faults_follow_the_policy() {
     });
 }
 
+/// A server that stops answering (SIGSTOP, as a stalled or paused Redis
+/// does) fails each check at the configured timeout with
+/// `RedisLimitError::Timeout` naming it — not with the client's own
+/// "timed out" I/O error — and fail closed denies with that timeout as
+/// `retry_after`. Once it resumes it runs what was sent meanwhile: the
+/// check that timed out is counted, so a timeout never admits more.
+#[test]
+fn a_stalled_server_times_out_as_configured() {
+    let Some(server) = server() else { return };
+    let Some(child) = &server.child else {
+        eprintln!("NOTICE: external SLIDELOG_REDIS_URL: not stopping it; skipping");
+        return;
+    };
+    let pid = child.id().to_string();
+    let signal = |signal: &str| {
+        let sent = Command::new("kill").args([signal, pid.as_str()]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill {signal} {pid}");
+    };
+    let timeout = Duration::from_millis(200);
+    runtime().block_on(async {
+        let mk = |policy| {
+            RedisLimiter::builder(server.url.clone(), 5, Duration::from_secs(60))
+                .failure_policy(policy)
+                .timeout(timeout)
+                .prefix("stalled:")
+                .connect()
+        };
+        let (error, closed) = (
+            mk(FailurePolicy::Error).await.unwrap(),
+            mk(FailurePolicy::Closed).await.unwrap(),
+        );
+        assert_eq!(error.check("k").await.unwrap().unwrap().remaining(), 4);
+        signal("-STOP");
+        let stalled = error.check("k").await;
+        let denied = closed.check("k").await;
+        signal("-CONT");
+        assert!(
+            matches!(stalled, Err(RedisLimitError::Timeout(t)) if t == timeout),
+            "{stalled:?}"
+        );
+        let denied = denied.unwrap().unwrap_err();
+        assert_eq!(denied.reason(), slidelog::DenyReason::Unavailable);
+        assert_eq!(denied.retry_after(), timeout);
+        // Both late checks ran once the server resumed (each connection's
+        // own: a look through `closed` first, which its late check
+        // precedes on its connection).
+        assert!(closed.peek_n("k", 1).await.is_ok());
+        assert_eq!(error.check("k").await.unwrap().unwrap().remaining(), 1);
+    });
+}
+
 /// The pre-check tier denies locally what Redis would certainly deny, and
 /// never what it would admit.
 #[test]

@@ -1522,6 +1522,73 @@ async fn grpc_over_tls_and_mutual_tls() {
     }
 }
 
+/// `--redis-timeout` (upstream's `REDIS_TIMEOUT`): a Redis that stops
+/// answering (SIGSTOP) fails each call `UNAVAILABLE` once the timeout
+/// given has passed, naming it (without the flag, the library's 1 s), and
+/// the service answers again once Redis does — having counted the late
+/// call, which Redis ran when it resumed: a timeout can only make a log
+/// hold more, never admit more. The flag without a Redis is refused at
+/// start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_fails_calls_after_the_timeout_given() {
+    let file = per_minute("redis-timeout", 5);
+    let (code_without, _, err) =
+        serve_once(&file, &["--grpc", "127.0.0.1:0", "--redis-timeout", "50ms"]);
+    assert_eq!(code_without, Some(2), "{err}");
+    assert!(
+        err.contains("--redis-timeout") && err.contains("--redis"),
+        "{err}"
+    );
+    let (code_zero, _, err) = serve_once(
+        &file,
+        &[
+            "--grpc",
+            "127.0.0.1:0",
+            "--redis",
+            "redis://127.0.0.1/",
+            "--redis-timeout",
+            "0s",
+        ],
+    );
+    assert_eq!(code_zero, Some(2), "{err}");
+
+    let Some((mut redis, port)) = common::redis_server::start_or_skip() else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{port}/");
+    let ask_stalled = |flags: &'static [&'static str], expect: &'static str| {
+        let file = file.clone();
+        let url = url.clone();
+        let redis = &redis;
+        async move {
+            let server = Server::start_with(&file, &[&["--redis", url.as_str()], flags].concat());
+            let mut client = server.client().await;
+            let s = one(&mut client, "edge", &[("remote_address", "10.6.0.1")], None).await;
+            assert_eq!(code(&s), Code::Ok);
+            signal(redis, libc::SIGSTOP);
+            let stalled = client
+                .should_rate_limit(RateLimitRequest {
+                    domain: "edge".into(),
+                    descriptors: vec![descriptor(&[("remote_address", "10.6.0.1")], None)],
+                    hits_addend: 0,
+                })
+                .await;
+            signal(redis, libc::SIGCONT);
+            let status = stalled.expect_err("a call to a stalled Redis fails");
+            assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+            assert!(status.message().contains(expect), "{status:?}");
+            // Redis answers again, and so does the service: 5 a minute, the
+            // first call, the late one and this one counted.
+            let s = one(&mut client, "edge", &[("remote_address", "10.6.0.1")], None).await;
+            assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 2));
+        }
+    };
+    ask_stalled(&["--redis-timeout", "150ms"], "within 150ms").await;
+    ask_stalled(&["--redis-prefix", "default-timeout:"], "within 1s").await;
+    let _ = redis.kill();
+    let _ = redis.wait();
+}
+
 /// `--response-dynamic-metadata` (upstream's `RESPONSE_DYNAMIC_METADATA`):
 /// the domain, each descriptor's entries, own limit and hits_addend, and
 /// the configured `metadata` of the descriptors that passed, merged

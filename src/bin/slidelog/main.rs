@@ -94,7 +94,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_timeout", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -202,6 +202,14 @@ struct ServeArgs {
     /// every key on one shard.)
     #[arg(long, value_name = "PREFIX", default_value = "slidelog-rls:")]
     redis_prefix: String,
+    /// The longest a Redis round trip (or connecting) may take, e.g.
+    /// `15ms` (envoyproxy/ratelimit's REDIS_TIMEOUT); past it the call is
+    /// answered UNAVAILABLE, which Envoy admits unless its filter fails
+    /// closed. Below Envoy's own timeout for the call (the rate-limit
+    /// filter's `timeout`, 20 ms by default), a stalled Redis does not pile
+    /// up calls that Envoy has already given up on. Default: 1s.
+    #[arg(long, value_name = "DURATION", value_parser = parse::positive_duration)]
+    redis_timeout: Option<Duration>,
 }
 
 #[derive(Args, Debug)]
@@ -424,6 +432,9 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         (None, Some(nodes)) => Some(serve::RedisTarget::Cluster(nodes)),
         (None, None) => None,
     };
+    if redis.is_none() && args.redis_timeout.is_some() {
+        return Err("--redis-timeout is for a Redis: give --redis or --redis-cluster too".into());
+    }
     let redis_tls = serve::RedisTls::load(
         redis.as_ref(),
         args.redis_ca.as_deref(),
@@ -471,6 +482,9 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
             redis,
             redis_tls,
             redis_prefix: args.redis_prefix,
+            redis_timeout: args
+                .redis_timeout
+                .unwrap_or(slidelog::redis::DEFAULT_TIMEOUT),
             // From `metrics` above, by `serve::run`.
             ..serve::Settings::default()
         },

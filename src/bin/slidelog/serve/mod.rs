@@ -110,6 +110,10 @@ pub(crate) struct Settings {
     /// `CACHE_KEY_PREFIX`): services with different prefixes share a Redis
     /// and no log.
     pub(crate) redis_prefix: String,
+    /// The longest a Redis round trip (or connecting) may take before the
+    /// call is answered `UNAVAILABLE` (envoyproxy/ratelimit's
+    /// `REDIS_TIMEOUT`).
+    pub(crate) redis_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -123,6 +127,7 @@ impl Default for Settings {
             redis: None,
             redis_tls: RedisTls::default(),
             redis_prefix: DEFAULT_REDIS_PREFIX.into(),
+            redis_timeout: slidelog::redis::DEFAULT_TIMEOUT,
         }
     }
 }
@@ -247,6 +252,8 @@ enum Store {
         tls: Box<RedisTls>,
         /// What every key starts with.
         prefix: String,
+        /// The longest a round trip (or connecting) may take.
+        timeout: Duration,
         /// The one connection, made on first use (the service starts while
         /// Redis is down, answering UNAVAILABLE until it is up).
         base: tokio::sync::OnceCell<RedisLimiter>,
@@ -336,6 +343,7 @@ impl Store {
             target,
             tls,
             prefix,
+            timeout,
             base,
             ..
         } = self
@@ -357,6 +365,7 @@ impl Store {
             tls.apply(builder)
                 .layout(slidelog::redis::Layout::Ring)
                 .prefix(prefix.as_str())
+                .timeout(*timeout)
                 .max_key_len(REDIS_MAX_KEY)
                 .name("rls")
                 .connect()
@@ -625,6 +634,7 @@ impl Service {
             redis,
             redis_tls,
             redis_prefix,
+            redis_timeout,
         } = settings;
         let config = Arc::new(ArcSwap::from_pointee(config));
         let store = match redis {
@@ -632,6 +642,7 @@ impl Service {
                 target,
                 tls: Box::new(redis_tls),
                 prefix: redis_prefix,
+                timeout: redis_timeout,
                 base: tokio::sync::OnceCell::new(),
                 limiters: std::sync::Mutex::new(HashMap::new()),
             },
