@@ -109,7 +109,8 @@ struct ServeArgs {
     /// Consume a request's descriptors only if the request is not over as
     /// a whole: every descriptor fits, or, among those in `quota_mode`, one
     /// at least (Envoy's own service consumes each that fits even when
-    /// another is over).
+    /// another is over, unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT,
+    /// which this flag stands for).
     #[arg(long)]
     all_or_nothing: bool,
     /// Answer every request OK overall, whatever its descriptors' statuses
