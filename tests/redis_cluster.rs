@@ -9,6 +9,7 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::max_in_window;
@@ -148,9 +149,11 @@ fn clients_on_one_key_never_over_admit() {
     }
 }
 
-/// A shard killed mid-run: its keys follow the failure policy (a typed
-/// error, or a denial for `Closed`, or an admission for `Open`), while the
-/// keys of the other shards keep being answered exactly.
+/// A shard stalled, then killed mid-run: stalled, its key's check fails
+/// at the timeout as `RedisLimitError::Timeout`; killed, its keys follow
+/// the failure policy (a typed error, or a denial for `Closed`, or an
+/// admission for `Open`), while the keys of the other shards keep being
+/// answered exactly.
 #[test]
 fn a_killed_shard_follows_the_policy_and_the_others_answer() {
     let Some(mut cluster) = cluster() else { return };
@@ -192,6 +195,20 @@ fn a_killed_shard_follows_the_policy_and_the_others_answer() {
     rt.block_on(async {
         assert!(error.check(&dead_key).await.unwrap().is_ok());
     });
+    // Stalled first (SIGSTOP, well under the cluster's node timeout): its
+    // key's check fails at the timeout given, as `Timeout` naming it.
+    let pid = cluster.nodes[0].child.as_ref().unwrap().id().to_string();
+    let signal = |signal: &str| {
+        let sent = Command::new("kill").args([signal, pid.as_str()]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill {signal} {pid}");
+    };
+    signal("-STOP");
+    let stalled = rt.block_on(error.check(&dead_key));
+    signal("-CONT");
+    assert!(
+        matches!(stalled, Err(RedisLimitError::Timeout(t)) if t == timeout),
+        "{stalled:?}"
+    );
     cluster.nodes[0].kill();
     rt.block_on(async {
         let failed = error.check(&dead_key).await;
