@@ -351,11 +351,7 @@ fn a_stalled_server_times_out_as_configured() {
         eprintln!("NOTICE: external SLIDELOG_REDIS_URL: not stopping it; skipping");
         return;
     };
-    let pid = child.id().to_string();
-    let signal = |signal: &str| {
-        let sent = Command::new("kill").args([signal, pid.as_str()]).status();
-        assert!(sent.is_ok_and(|s| s.success()), "kill {signal} {pid}");
-    };
+    let signal = |name: &str| common::redis_server::signal(child, name);
     let timeout = Duration::from_millis(200);
     runtime().block_on(async {
         let mk = |policy| {

@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::max_in_window;
@@ -197,14 +196,10 @@ fn a_killed_shard_follows_the_policy_and_the_others_answer() {
     });
     // Stalled first (SIGSTOP, well under the cluster's node timeout): its
     // key's check fails at the timeout given, as `Timeout` naming it.
-    let pid = cluster.nodes[0].child.as_ref().unwrap().id().to_string();
-    let signal = |signal: &str| {
-        let sent = Command::new("kill").args([signal, pid.as_str()]).status();
-        assert!(sent.is_ok_and(|s| s.success()), "kill {signal} {pid}");
-    };
-    signal("-STOP");
+    let shard = cluster.nodes[0].child.as_ref().unwrap();
+    common::redis_server::signal(shard, "-STOP");
     let stalled = rt.block_on(error.check(&dead_key));
-    signal("-CONT");
+    common::redis_server::signal(shard, "-CONT");
     assert!(
         matches!(stalled, Err(RedisLimitError::Timeout(t)) if t == timeout),
         "{stalled:?}"

@@ -168,6 +168,15 @@ async fn ask(
     domain: &str,
     descriptors: Vec<RateLimitDescriptor>,
 ) -> RateLimitResponse {
+    try_ask(client, domain, descriptors).await.unwrap()
+}
+
+/// [`ask`], the call's failure returned.
+async fn try_ask(
+    client: &mut RateLimitServiceClient<Channel>,
+    domain: &str,
+    descriptors: Vec<RateLimitDescriptor>,
+) -> Result<RateLimitResponse, tonic::Status> {
     client
         .should_rate_limit(RateLimitRequest {
             domain: domain.into(),
@@ -175,8 +184,7 @@ async fn ask(
             hits_addend: 0,
         })
         .await
-        .unwrap()
-        .into_inner()
+        .map(tonic::Response::into_inner)
 }
 
 /// One descriptor's status.
@@ -1566,13 +1574,8 @@ async fn a_stalled_redis_fails_calls_after_the_timeout_given() {
             let s = one(&mut client, "edge", &[("remote_address", "10.6.0.1")], None).await;
             assert_eq!(code(&s), Code::Ok);
             signal(redis, libc::SIGSTOP);
-            let stalled = client
-                .should_rate_limit(RateLimitRequest {
-                    domain: "edge".into(),
-                    descriptors: vec![descriptor(&[("remote_address", "10.6.0.1")], None)],
-                    hits_addend: 0,
-                })
-                .await;
+            let only = descriptor(&[("remote_address", "10.6.0.1")], None);
+            let stalled = try_ask(&mut client, "edge", vec![only]).await;
             signal(redis, libc::SIGCONT);
             let status = stalled.expect_err("a call to a stalled Redis fails");
             assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
@@ -1743,14 +1746,8 @@ async fn grpc_certificate_reloads_without_a_restart() {
                 return false;
             };
             let mut client = RateLimitServiceClient::new(channel);
-            let asked = client
-                .should_rate_limit(RateLimitRequest {
-                    domain: "edge".into(),
-                    descriptors: vec![descriptor(&[("remote_address", "10.9.1.1")], None)],
-                    hits_addend: 0,
-                })
-                .await;
-            asked.is_ok()
+            let only = descriptor(&[("remote_address", "10.9.1.1")], None);
+            try_ask(&mut client, "edge", vec![only]).await.is_ok()
         }
     };
     assert!(trusted_by("ca.pem").await);

@@ -135,3 +135,11 @@ pub fn client_count(url: &str) -> usize {
         .filter(|l| l.starts_with("id="))
         .count()
 }
+
+/// Sends the server process `child` a signal by name (`-STOP`, `-CONT`):
+/// a stalled Redis, as a paused VM or a long fork shows one.
+pub fn signal(child: &Child, signal: &str) {
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args([signal, pid.as_str()]).status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill {signal} {pid}");
+}
