@@ -850,6 +850,32 @@ impl Conn {
         }
     }
 
+    /// `PING` to a node; on a cluster, a keyed read (`TYPE`, of a key no
+    /// limiter writes) that lands on each primary `CLUSTER SLOTS` lists and
+    /// one of `prefix`'s keys can land on, failing if any does not answer.
+    /// (The `redis` crate's own fan-out of `PING` skips a primary it has
+    /// lost its connection to, and a `PING` routed to a slot goes to any
+    /// node when its owner cannot be reached: either would read a killed
+    /// shard as answering. A keyed read sent elsewhere is redirected to the
+    /// owner, which must answer.)
+    async fn ping(&self, prefix: &str) -> ::redis::RedisResult<()> {
+        let mut c = match self {
+            Conn::Node(c) => return ::redis::cmd("PING").query_async(&mut c.clone()).await,
+            Conn::Cluster(c) => c.clone(),
+        };
+        let slots: ::redis::Value = ::redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut c)
+            .await?;
+        for key in keys_on_each_primary(prefix, &slots)? {
+            ::redis::cmd("TYPE")
+                .arg(&key)
+                .query_async::<()>(&mut c)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// `DEL key`: how many keys it removed.
     async fn delete(&self, key: &str) -> ::redis::RedisResult<i64> {
         let mut command = ::redis::cmd("DEL");
@@ -859,6 +885,95 @@ impl Conn {
             Conn::Cluster(c) => command.query_async(&mut c.clone()).await,
         }
     }
+}
+
+/// Redis Cluster's slot of `key`: CRC16/XMODEM of its [`hash_tag`] or of
+/// the whole key, modulo 16,384.
+fn cluster_slot(key: &[u8]) -> u16 {
+    crc16::State::<crc16::XMODEM>::calculate(hash_tag(key).unwrap_or(key)) % CLUSTER_SLOTS
+}
+
+/// A key's hash tag: the text between its first `{` and the next `}`, if
+/// not empty.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let rest = &key[open + 1..];
+    let close = rest.iter().position(|&b| b == b'}')?;
+    Some(&rest[..close]).filter(|tag| !tag.is_empty())
+}
+
+/// The slots of a Redis Cluster.
+const CLUSTER_SLOTS: u16 = 16_384;
+
+/// For each primary in a `CLUSTER SLOTS` answer, a key under `prefix` in
+/// one of its slots: `prefix + "ping:" + n` for the least such `n`. A
+/// primary none of them lands on (a `prefix` with a hash tag puts every
+/// key in one slot) holds none of a limiter's keys, and has none.
+fn keys_on_each_primary(prefix: &str, slots: &::redis::Value) -> ::redis::RedisResult<Vec<String>> {
+    use ::redis::Value;
+    let Value::Array(ranges) = slots else {
+        return Err(unexpected("CLUSTER SLOTS", slots));
+    };
+    // Each slot's primary, as an index into `primaries` (or none).
+    let mut owner = vec![usize::MAX; usize::from(CLUSTER_SLOTS)];
+    let mut primaries: Vec<&Value> = Vec::new();
+    for range in ranges {
+        let bounds = match range {
+            Value::Array(fields) => match (fields.first(), fields.get(1), fields.get(2)) {
+                (Some(&Value::Int(start)), Some(&Value::Int(end)), Some(primary)) => {
+                    usize::try_from(start)
+                        .ok()
+                        .zip(usize::try_from(end).ok())
+                        .filter(|&(start, end)| start <= end && end < owner.len())
+                        .map(|bounds| (bounds, primary))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(((start, end), primary)) = bounds else {
+            return Err(unexpected("CLUSTER SLOTS", range));
+        };
+        let index = primaries
+            .iter()
+            .position(|p| *p == primary)
+            .unwrap_or_else(|| {
+                primaries.push(primary);
+                primaries.len() - 1
+            });
+        owner[start..=end].fill(index);
+    }
+    let mut keys: Vec<Option<String>> = vec![None; primaries.len()];
+    let mut missing = primaries.len();
+    // One slot for every key under a hash-tagged prefix; otherwise each
+    // primary's least `n` lies well within this bound (about 16,384 tries
+    // for a primary of one slot).
+    let tries = if hash_tag(prefix.as_bytes()).is_some() {
+        1
+    } else {
+        1 << 20
+    };
+    for n in 0..tries {
+        if missing == 0 {
+            break;
+        }
+        let key = format!("{prefix}ping:{n}");
+        let primary = owner[usize::from(cluster_slot(key.as_bytes()))];
+        if let Some(slot @ None) = keys.get_mut(primary) {
+            *slot = Some(key);
+            missing -= 1;
+        }
+    }
+    Ok(keys.into_iter().flatten().collect())
+}
+
+/// An answer of a shape `command` never answers.
+fn unexpected(command: &'static str, answer: &::redis::Value) -> ::redis::RedisError {
+    ::redis::RedisError::from((
+        ::redis::ErrorKind::UnexpectedReturnType,
+        command,
+        format!("{answer:?}"),
+    ))
 }
 
 /// The policies as the scripts take them: replaced whole by
@@ -1183,6 +1298,33 @@ impl RedisLimiter {
         }
         match tokio::time::timeout(self.shared.timeout, self.conn.delete(&full_key)).await {
             Ok(Ok(removed)) => Ok(removed > 0),
+            Ok(Err(e)) => Err(RedisLimitError::Redis(e)),
+            Err(_) => Err(RedisLimitError::Timeout(self.shared.timeout)),
+        }
+    }
+
+    /// Whether Redis answers: a `PING` (on a cluster, to every primary),
+    /// bounded by the [`timeout`](RedisBuilder::timeout). For a health
+    /// check: a limiter whose Redis does not answer fails its calls or
+    /// decides them by its [`FailurePolicy`].
+    ///
+    /// # Errors
+    ///
+    /// [`RedisLimitError::Timeout`] if no answer came within the timeout
+    /// (a stalled server, a lost network), [`RedisLimitError::Redis`] for
+    /// a refused connection or an error reply (whatever the
+    /// [`FailurePolicy`]: it decides requests, not health).
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) {
+    /// if let Err(e) = limiter.ping().await {
+    ///     eprintln!("not serving: {e}");
+    /// }
+    /// # }
+    /// ```
+    pub async fn ping(&self) -> Result<(), RedisLimitError> {
+        match tokio::time::timeout(self.shared.timeout, self.conn.ping(&self.shared.prefix)).await {
+            Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(RedisLimitError::Redis(e)),
             Err(_) => Err(RedisLimitError::Timeout(self.shared.timeout)),
         }
@@ -1691,8 +1833,57 @@ impl crate::tower::Backend<String> for RedisLimiter {
 
 #[cfg(test)]
 mod tests {
-    use super::{Layout, redis_name};
+    use super::{Layout, cluster_slot, keys_on_each_primary, redis_name};
     use proptest::prelude::*;
+
+    /// Slots as Redis computes them (`CLUSTER KEYSLOT`, and the Redis
+    /// Cluster specification's hash tag examples).
+    #[test]
+    fn cluster_slots_are_redis_own() {
+        assert_eq!(cluster_slot(b"foo"), 12_182);
+        assert_eq!(cluster_slot(b"123456789"), 0x31C3);
+        assert_eq!(
+            cluster_slot(b"{user1000}.following"),
+            cluster_slot(b"user1000")
+        );
+        assert_ne!(cluster_slot(b"foo{}{bar}"), cluster_slot(b"bar"));
+        assert_eq!(cluster_slot(b"foo{{bar}}zap"), cluster_slot(b"{bar"));
+        assert_eq!(cluster_slot(b"foo{bar}{zap}"), cluster_slot(b"bar"));
+    }
+
+    /// One key per primary, each in that primary's slots; a hash-tagged
+    /// prefix reaches only the primary of its slot.
+    #[test]
+    fn a_key_lands_on_each_primary() {
+        use ::redis::Value;
+        let node = |port: i64| {
+            Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::Int(port),
+            ])
+        };
+        let range = |start: i64, end: i64, port: i64| {
+            Value::Array(vec![Value::Int(start), Value::Int(end), node(port)])
+        };
+        // The third primary owns one slot only, and the first two ranges.
+        let slots = Value::Array(vec![
+            range(0, 5000, 1),
+            range(5001, 5001, 3),
+            range(5002, 10_000, 2),
+            range(10_001, 16_383, 1),
+        ]);
+        let keys = keys_on_each_primary("p:", &slots).unwrap();
+        let owners: Vec<u16> = keys.iter().map(|k| cluster_slot(k.as_bytes())).collect();
+        assert_eq!(keys.len(), 3, "{keys:?}");
+        assert!(owners[0] <= 5000 || owners[0] > 10_000, "{owners:?}");
+        assert_eq!(owners[1], 5001, "{owners:?}");
+        assert!((5002..=10_000).contains(&owners[2]), "{owners:?}");
+        let tagged = keys_on_each_primary("{t}:", &slots).unwrap();
+        assert_eq!(tagged.len(), 1, "{tagged:?}");
+        assert_eq!(cluster_slot(tagged[0].as_bytes()), cluster_slot(b"t"));
+        assert!(keys_on_each_primary("p:", &Value::Int(1)).is_err());
+        assert!(keys_on_each_primary("p:", &Value::Array(vec![range(5, 16_384, 1)])).is_err());
+    }
 
     /// Keys built from the markers' pieces, so that prefixes of one
     /// another and spellings of the other layout's names are common.

@@ -366,10 +366,17 @@ fn a_stalled_server_times_out_as_configured() {
             mk(FailurePolicy::Closed).await.unwrap(),
         );
         assert_eq!(error.check("k").await.unwrap().unwrap().remaining(), 4);
+        assert!(closed.ping().await.is_ok());
         signal("-STOP");
         let stalled = error.check("k").await;
         let denied = closed.check("k").await;
+        // A ping tells the stall whatever the failure policy.
+        let ping = closed.ping().await;
         signal("-CONT");
+        assert!(
+            matches!(ping, Err(RedisLimitError::Timeout(t)) if t == timeout),
+            "{ping:?}"
+        );
         assert!(
             matches!(stalled, Err(RedisLimitError::Timeout(t)) if t == timeout),
             "{stalled:?}"
@@ -381,6 +388,7 @@ fn a_stalled_server_times_out_as_configured() {
         // own: a look through `closed` first, which its late check
         // precedes on its connection).
         assert!(closed.peek_n("k", 1).await.is_ok());
+        assert!(closed.ping().await.is_ok());
         assert_eq!(error.check("k").await.unwrap().unwrap().remaining(), 1);
     });
 }

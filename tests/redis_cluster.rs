@@ -193,6 +193,7 @@ fn a_killed_shard_follows_the_policy_and_the_others_answer() {
         .collect();
     rt.block_on(async {
         assert!(error.check(&dead_key).await.unwrap().is_ok());
+        assert!(open.ping().await.is_ok(), "every primary answers");
     });
     // Stalled first (SIGSTOP, well under the cluster's node timeout): its
     // key's check fails at the timeout given, as `Timeout` naming it.
@@ -218,6 +219,15 @@ fn a_killed_shard_follows_the_policy_and_the_others_answer() {
         assert!(denied.is_err(), "Closed denies: {denied:?}");
         let admitted = open.check(&dead_key).await.unwrap();
         assert!(admitted.is_ok(), "Open admits: {admitted:?}");
+        // A ping asks every primary: one down fails it, whatever the policy.
+        let ping = open.ping().await;
+        assert!(
+            matches!(
+                ping,
+                Err(RedisLimitError::Redis(_) | RedisLimitError::Timeout(_))
+            ),
+            "{ping:?}"
+        );
         for key in &live_keys {
             // Exact as before on the shards still up: 2 admitted, then denied.
             assert!(error.check(key).await.unwrap().is_ok(), "{key}");

@@ -1233,6 +1233,104 @@ async fn health_is_told_as_upstream_tells_it() {
     let _ = redis.wait();
 }
 
+/// `--redis-health-check-active-connection` (upstream's
+/// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`): health says not serving while a
+/// Redis that was reached stalls or dies, and serving again once it
+/// answers (a restarted one too). Beside it, on the same Redis at the same
+/// moments, a service without the flag stays serving, as upstream's
+/// default does; the flag without a Redis is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_follows_redis_with_the_active_connection_check() {
+    let file = per_minute("redis-health", 5);
+    let (exit, _, err) = serve_once(
+        &file,
+        &[
+            "--grpc",
+            "127.0.0.1:0",
+            "--redis-health-check-active-connection",
+        ],
+    );
+    assert_eq!(exit, Some(2), "{err}");
+    assert!(
+        err.contains("--redis-health-check-active-connection") && err.contains("--redis"),
+        "{err}"
+    );
+
+    let Some((redis, port)) = common::redis_server::start_or_skip() else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{port}/");
+    let (checked_http, plain_http) = (free_port(), free_port());
+    let checked = Server::start_with(
+        &file,
+        &[
+            "--redis",
+            &url,
+            "--redis-timeout",
+            "200ms",
+            "--redis-health-check-active-connection",
+            "--http",
+            &format!("127.0.0.1:{checked_http}"),
+        ],
+    );
+    let plain = Server::start_with(
+        &file,
+        &[
+            "--redis",
+            &url,
+            "--http",
+            &format!("127.0.0.1:{plain_http}"),
+        ],
+    );
+    // The /healthcheck status once it is `want`, within 10 s.
+    let becomes = |port: u16, want: u16| async move {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = http(port, "GET", "/healthcheck", "").await.0;
+            if status == want || Instant::now() > deadline {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert_eq!(becomes(checked_http, 200).await, 200);
+    assert_eq!(becomes(plain_http, 200).await, 200);
+
+    signal(&redis, libc::SIGSTOP);
+    let stalled = becomes(checked_http, 503).await;
+    let grpc_stalled = health_of(checked.port, "ratelimit").await;
+    let plain_stalled = http(plain_http, "GET", "/healthcheck", "").await.0;
+    signal(&redis, libc::SIGCONT);
+    assert_eq!(stalled, 503);
+    assert_eq!(grpc_stalled, Ok(2));
+    assert_eq!(plain_stalled, 200, "without the flag, health stays serving");
+    let told = checked.wait_for("not serving until it answers");
+    assert!(told.contains("within 200ms"), "{told}");
+    assert_eq!(becomes(checked_http, 200).await, 200);
+    checked.wait_for("redis answers again; serving");
+    assert_eq!(health_of(checked.port, "ratelimit").await, Ok(1));
+
+    // Killed, then started again on its port: the connection is made anew.
+    let mut redis = redis;
+    let _ = redis.kill();
+    let _ = redis.wait();
+    assert_eq!(becomes(checked_http, 503).await, 503);
+    assert_eq!(http(plain_http, "GET", "/healthcheck", "").await.0, 200);
+    let mut redis = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert_eq!(becomes(checked_http, 200).await, 200);
+    let mut client = checked.client().await;
+    let s = one(&mut client, "edge", &[("remote_address", "10.7.0.1")], None).await;
+    assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 4));
+    drop((checked, plain));
+    let _ = redis.kill();
+    let _ = redis.wait();
+}
+
 /// Redis over TLS (`rediss://`), as envoyproxy/ratelimit's `REDIS_TLS_*`:
 /// `--redis-ca` trusts a private CA and `--redis-client-cert` /
 /// `--redis-client-key` answer a Redis that asks clients for a certificate

@@ -94,7 +94,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_timeout", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_timeout", "redis_health_check_active_connection", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -211,6 +211,13 @@ struct ServeArgs {
     /// up calls that Envoy has already given up on. Default: 1s.
     #[arg(long, value_name = "DURATION", value_parser = parse::positive_duration)]
     redis_timeout: Option<Duration>,
+    /// Say not serving (gRPC health and `/healthcheck`) while Redis does not
+    /// answer, after it was first reached too: it is pinged every second,
+    /// every primary of a cluster (envoyproxy/ratelimit's
+    /// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION). Without it, health turns
+    /// serving once Redis is reached and stays so.
+    #[arg(long)]
+    redis_health_check_active_connection: bool,
 }
 
 #[derive(Args, Debug)]
@@ -436,6 +443,9 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
     if redis.is_none() && args.redis_timeout.is_some() {
         return Err("--redis-timeout is for a Redis: give --redis or --redis-cluster too".into());
     }
+    if redis.is_none() && args.redis_health_check_active_connection {
+        return Err("--redis-health-check-active-connection is for a Redis: give --redis or --redis-cluster too".into());
+    }
     let redis_tls = serve::RedisTls::load(
         redis.as_ref(),
         args.redis_ca.as_deref(),
@@ -467,6 +477,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         max_connection_age: args.max_connection_age,
         state_file: args.state_file,
         state_interval: args.state_interval,
+        redis_health_check: args.redis_health_check_active_connection,
         settings: serve::Settings {
             modes: serve::Modes {
                 all_or_nothing: args.all_or_nothing,

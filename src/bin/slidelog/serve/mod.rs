@@ -72,6 +72,10 @@ pub(crate) struct Options {
     /// How often the state is saved besides (`None`: only at the stop),
     /// so that a crash loses at most this much of it.
     pub(crate) state_interval: Option<Duration>,
+    /// Say not serving while Redis does not answer, after it was first
+    /// reached too (envoyproxy/ratelimit's
+    /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`): [`watch_redis`].
+    pub(crate) redis_health_check: bool,
     pub(crate) settings: Settings,
 }
 
@@ -315,6 +319,16 @@ impl Store {
         match self {
             Store::Local(_) => Ok(()),
             Store::Redis { .. } => self.base().await.map(drop),
+        }
+    }
+
+    /// Whether the store answers: in process always; Redis if reached and
+    /// answering a ping ([`RedisLimiter::ping`]: on a cluster, every
+    /// primary).
+    async fn ping(&self) -> Result<(), Status> {
+        match self {
+            Store::Local(_) => Ok(()),
+            Store::Redis { .. } => self.base().await?.ping().await.map_err(unavailable),
         }
     }
 
@@ -1270,6 +1284,12 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
         let connecting = connect_store(Arc::clone(&service), Arc::clone(&health));
         if matches!(service.store, Store::Local(_)) {
             connecting.await;
+        } else if options.redis_health_check {
+            let (service, health) = (Arc::clone(&service), Arc::clone(&health));
+            tokio::spawn(async move {
+                connecting.await;
+                watch_redis(service, health).await;
+            });
         } else {
             tokio::spawn(connecting);
         }
@@ -1411,12 +1431,15 @@ struct Health {
 #[derive(Clone, Copy, Debug, Default)]
 struct HealthState {
     store_ready: bool,
+    /// Redis stopped answering after it was reached (only watched with
+    /// `--redis-health-check-active-connection`: [`watch_redis`]).
+    store_lost: bool,
     stopping: bool,
 }
 
 impl HealthState {
     fn serving(self) -> bool {
-        self.store_ready && !self.stopping
+        self.store_ready && !self.store_lost && !self.stopping
     }
 }
 
@@ -1472,6 +1495,38 @@ async fn connect_store(service: Arc<Service>, health: Arc<Health>) {
         eprintln!("slidelog serve: redis reached; serving");
     }
     health.update(|state| state.store_ready = true).await;
+}
+
+/// How often [`watch_redis`] pings Redis once it answered (and, when it
+/// does not, once its timeout has passed).
+const REDIS_HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// With `--redis-health-check-active-connection` (envoyproxy/ratelimit's
+/// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`), once the store was reached:
+/// pings Redis every [`REDIS_HEALTH_INTERVAL`] ([`Store::ping`]: every
+/// primary of a cluster, each bounded by `--redis-timeout`), says not
+/// serving from a ping that fails until one answers again, and says each
+/// change once on stderr. Calls are answered all along, as Redis lets
+/// them be: health tells a load balancer or Envoy's health checker to
+/// prefer another replica, not this one to stop.
+async fn watch_redis(service: Arc<Service>, health: Arc<Health>) {
+    let mut lost = false;
+    loop {
+        tokio::time::sleep(REDIS_HEALTH_INTERVAL).await;
+        let answer = service.store.ping().await;
+        if answer.is_err() == lost {
+            continue;
+        }
+        lost = !lost;
+        match answer {
+            Err(error) => eprintln!(
+                "slidelog serve: {}; not serving until it answers",
+                error.message()
+            ),
+            Ok(()) => eprintln!("slidelog serve: redis answers again; serving"),
+        }
+        health.update(|state| state.store_lost = lost).await;
+    }
 }
 
 /// Listens on the Unix socket `path`. A socket file already there that no
