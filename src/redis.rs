@@ -1303,7 +1303,9 @@ impl RedisLimiter {
         }
     }
 
-    /// Whether Redis answers: a `PING` (on a cluster, to every primary),
+    /// Whether Redis answers: a `PING`, or on a cluster a read of a key on
+    /// every primary that one of this limiter's keys can land on (all of
+    /// them, unless the [`prefix`](RedisBuilder::prefix) has a hash tag),
     /// bounded by the [`timeout`](RedisBuilder::timeout). For a health
     /// check: a limiter whose Redis does not answer fails its calls or
     /// decides them by its [`FailurePolicy`].
