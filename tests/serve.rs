@@ -1216,12 +1216,7 @@ async fn health_is_told_as_upstream_tells_it() {
     assert_eq!(health_of(server.port, "ratelimit").await, NOT_SERVING);
     assert_eq!(health_of(server.port, "").await, NOT_SERVING);
     assert_eq!(http(http_port, "GET", "/healthcheck", "").await.0, 503);
-    let mut redis = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut redis = common::redis_server::restart_on(port);
     server.wait_for("redis reached; serving");
     assert_eq!(health_of(server.port, "ratelimit").await, SERVING);
     assert_eq!(http(http_port, "GET", "/healthcheck", "").await.0, 200);
@@ -1316,12 +1311,7 @@ async fn health_follows_redis_with_the_active_connection_check() {
     let _ = redis.wait();
     assert_eq!(becomes(checked_http, 503).await, 503);
     assert_eq!(http(plain_http, "GET", "/healthcheck", "").await.0, 200);
-    let mut redis = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut redis = common::redis_server::restart_on(port);
     assert_eq!(becomes(checked_http, 200).await, 200);
     let mut client = checked.client().await;
     let s = one(&mut client, "edge", &[("remote_address", "10.7.0.1")], None).await;

@@ -124,6 +124,17 @@ pub fn start(args: impl Fn(u16) -> Vec<String>) -> Result<(Child, u16), String> 
     Err(last)
 }
 
+/// A throwaway `redis-server` on `port` again, after the test stopped the
+/// one it had there (clients must find it by reconnecting; not waited for).
+pub fn restart_on(port: u16) -> Child {
+    Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// How many clients the server at `url` has connected (`CLIENT LIST`).
 pub fn client_count(url: &str) -> usize {
     let out = Command::new("redis-cli")
