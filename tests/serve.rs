@@ -1277,22 +1277,11 @@ async fn health_follows_redis_with_the_active_connection_check() {
             &format!("127.0.0.1:{plain_http}"),
         ],
     );
-    // The /healthcheck status once it is `want`, within 10 s.
-    let becomes = |port: u16, want: u16| async move {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let status = http(port, "GET", "/healthcheck", "").await.0;
-            if status == want || Instant::now() > deadline {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    assert_eq!(becomes(checked_http, 200).await, 200);
-    assert_eq!(becomes(plain_http, 200).await, 200);
+    assert_eq!(healthcheck_becomes(checked_http, 200).await, 200);
+    assert_eq!(healthcheck_becomes(plain_http, 200).await, 200);
 
     signal(&redis, libc::SIGSTOP);
-    let stalled = becomes(checked_http, 503).await;
+    let stalled = healthcheck_becomes(checked_http, 503).await;
     let grpc_stalled = health_of(checked.port, "ratelimit").await;
     let plain_stalled = http(plain_http, "GET", "/healthcheck", "").await.0;
     signal(&redis, libc::SIGCONT);
@@ -1301,7 +1290,7 @@ async fn health_follows_redis_with_the_active_connection_check() {
     assert_eq!(plain_stalled, 200, "without the flag, health stays serving");
     let told = checked.wait_for("not serving until it answers");
     assert!(told.contains("within 200ms"), "{told}");
-    assert_eq!(becomes(checked_http, 200).await, 200);
+    assert_eq!(healthcheck_becomes(checked_http, 200).await, 200);
     checked.wait_for("redis answers again; serving");
     assert_eq!(health_of(checked.port, "ratelimit").await, Ok(1));
 
@@ -1309,16 +1298,29 @@ async fn health_follows_redis_with_the_active_connection_check() {
     let mut redis = redis;
     let _ = redis.kill();
     let _ = redis.wait();
-    assert_eq!(becomes(checked_http, 503).await, 503);
+    assert_eq!(healthcheck_becomes(checked_http, 503).await, 503);
     assert_eq!(http(plain_http, "GET", "/healthcheck", "").await.0, 200);
     let mut redis = common::redis_server::restart_on(port);
-    assert_eq!(becomes(checked_http, 200).await, 200);
+    assert_eq!(healthcheck_becomes(checked_http, 200).await, 200);
     let mut client = checked.client().await;
     let s = one(&mut client, "edge", &[("remote_address", "10.7.0.1")], None).await;
     assert_eq!((code(&s), s.limit_remaining), (Code::Ok, 4));
     drop((checked, plain));
     let _ = redis.kill();
     let _ = redis.wait();
+}
+
+/// The `GET /healthcheck` status on `port` once it is `want`, or the last
+/// one after 10 s.
+async fn healthcheck_becomes(port: u16, want: u16) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = http(port, "GET", "/healthcheck", "").await.0;
+        if status == want || Instant::now() > deadline {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Redis over TLS (`rediss://`), as envoyproxy/ratelimit's `REDIS_TLS_*`:
@@ -2400,10 +2402,12 @@ async fn replicas_sharing_redis_stay_exact() {
 /// together: sixteen addresses (their keys spread over the shards), each
 /// asked twelve times at once through both replicas, admit exactly 5 each
 /// under one limit, and a descriptor with two limits (all or nothing on one
-/// ring) admits exactly the tighter one.
+/// ring) admits exactly the tighter one. With
+/// `--redis-health-check-active-connection`, a replica says not serving
+/// once a shard is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_sharing_a_redis_cluster_stay_exact() {
-    let Some(cluster) = common::redis_cluster::cluster() else {
+    let Some(mut cluster) = common::redis_cluster::cluster() else {
         return;
     };
     let seeds = cluster.seeds().join(",");
@@ -2463,5 +2467,33 @@ async fn replicas_sharing_a_redis_cluster_stay_exact() {
         }
     }
     assert_eq!(ok, 4, "the tighter of the two limits across both replicas");
-    drop(replicas);
+
+    // A replica watching Redis: serving while every shard answers, not
+    // serving once one is killed (its keys' calls fail, the others' pass).
+    let http_port = free_port();
+    let file = temp_dir("cluster-watched").join("api.yaml");
+    std::fs::write(&file, config).unwrap();
+    let watched = Server::start_with(
+        &file,
+        &[
+            "--redis-cluster",
+            &seeds,
+            "--redis-timeout",
+            "300ms",
+            "--redis-health-check-active-connection",
+            "--http",
+            &format!("127.0.0.1:{http_port}"),
+        ],
+    );
+    assert_eq!(healthcheck_becomes(http_port, 200).await, 200);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        http(http_port, "GET", "/healthcheck", "").await.0,
+        200,
+        "pinged and answered"
+    );
+    cluster.nodes[0].kill();
+    assert_eq!(healthcheck_becomes(http_port, 503).await, 503);
+    watched.wait_for("not serving until it answers");
+    drop((watched, replicas));
 }
