@@ -1315,7 +1315,9 @@ impl RedisLimiter {
     /// [`RedisLimitError::Timeout`] if no answer came within the timeout
     /// (a stalled server, a lost network), [`RedisLimitError::Redis`] for
     /// a refused connection or an error reply (whatever the
-    /// [`FailurePolicy`]: it decides requests, not health).
+    /// [`FailurePolicy`]: it decides requests, not health) — such as an
+    /// ACL that denies the limiter's user `PING`, or on a cluster
+    /// `CLUSTER SLOTS` or `TYPE`.
     ///
     /// ```no_run
     /// # async fn f(limiter: slidelog::redis::RedisLimiter) {
