@@ -944,7 +944,13 @@ fn keys_on_each_primary(prefix: &str, slots: &::redis::Value) -> ::redis::RedisR
         owner[start..=end].fill(index);
     }
     let mut keys: Vec<Option<String>> = vec![None; primaries.len()];
-    let mut missing = primaries.len();
+    // Primaries that own a slot (in an answer whose ranges overlap, a
+    // later range takes an earlier one's slots).
+    let mut owning = vec![false; primaries.len()];
+    for &index in owner.iter().filter(|&&index| index != usize::MAX) {
+        owning[index] = true;
+    }
+    let mut missing = owning.iter().filter(|&&owns| owns).count();
     // One slot for every key under a hash-tagged prefix; otherwise each
     // primary's least `n` lies well within this bound (about 16,384 tries
     // for a primary of one slot).
@@ -1925,6 +1931,63 @@ mod tests {
             };
             let (x, y) = (redis_name("p:", la, &a), redis_name("p:", lb, &b));
             prop_assert_eq!(x == y, (la, &a) == (lb, &b), "{:?} {:?} / {:?} {:?}", la, a, lb, b);
+        }
+
+        /// Any `CLUSTER SLOTS` answer, however malformed (bounds out of
+        /// range or reversed, fields missing or of other types, ranges
+        /// overlapping), is read without a panic; one that is read gives at
+        /// most a key per primary, each in a slot whose last range names
+        /// that primary, and one for every primary owning a slot when the
+        /// prefix has no hash tag.
+        #[test]
+        fn any_cluster_slots_answer_is_read_safely(
+            ranges in proptest::collection::vec(
+                (
+                    prop_oneof![12 => 0..16_384i64, 1 => Just(-1i64), 1 => any::<i64>()],
+                    prop_oneof![4 => 0..64i64, 2 => 0..16_384i64, 1 => any::<i64>()],
+                    0..4i64,
+                    0..32u8,
+                ),
+                0..6,
+            ),
+            tagged in any::<bool>(),
+        ) {
+            use ::redis::Value;
+            let answer = Value::Array(
+                ranges
+                    .iter()
+                    .map(|&(start, len, primary, shape)| (start, start.wrapping_add(len), primary, shape))
+                    .map(|(start, end, primary, shape)| match shape {
+                        0 => Value::Int(start),
+                        1 => Value::Array(vec![Value::Int(start), Value::Int(end)]),
+                        2 => Value::Array(vec![Value::Int(start), Value::Nil, Value::Int(primary)]),
+                        _ => Value::Array(vec![Value::Int(start), Value::Int(end), Value::Int(primary)]),
+                    })
+                    .collect(),
+            );
+            let prefix = if tagged { "{t}p:" } else { "p:" };
+            let Ok(keys) = keys_on_each_primary(prefix, &answer) else {
+                return Ok(());
+            };
+            // Who owns each slot, as read: the last range over it.
+            let mut owner = vec![None; 16_384];
+            for &(start, len, primary, _) in &ranges {
+                owner[start as usize..=(start + len) as usize].fill(Some(primary));
+            }
+            let mut owning: Vec<i64> = owner.iter().flatten().copied().collect();
+            owning.sort_unstable();
+            owning.dedup();
+            let mut reached: Vec<i64> = keys
+                .iter()
+                .map(|key| owner[usize::from(cluster_slot(key.as_bytes()))].expect("an owned slot"))
+                .collect();
+            reached.sort_unstable();
+            let all = reached.len();
+            reached.dedup();
+            prop_assert_eq!(reached.len(), all, "two keys on one primary: {:?}", keys);
+            if !tagged {
+                prop_assert_eq!(all, owning.len(), "{:?}", keys);
+            }
         }
     }
 
