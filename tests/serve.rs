@@ -1280,6 +1280,28 @@ async fn health_follows_redis_with_the_active_connection_check() {
     assert_eq!(healthcheck_becomes(checked_http, 200).await, 200);
     assert_eq!(healthcheck_becomes(plain_http, 200).await, 200);
 
+    // One slow ping is not a Redis gone: health stays serving. A ping sent
+    // during a stall of 1.3 s fails if the stall lasts its 200 ms timeout
+    // out, so pings sent in its first 1.1 s: pings are 1 s apart while
+    // they answer, 1.2 s once one has failed, so exactly one fails.
+    // (The resume is timed on a thread of its own, so that a slow poll
+    // cannot lengthen the stall.)
+    signal(&redis, libc::SIGSTOP);
+    let start = Instant::now();
+    let pid = redis.id().to_string();
+    let resume = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1_300));
+        let sent = Command::new("kill").args(["-CONT", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -CONT {pid}");
+    });
+    let mut seen = Vec::new();
+    while start.elapsed() < Duration::from_millis(3_000) {
+        seen.push(http(checked_http, "GET", "/healthcheck", "").await.0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    resume.join().unwrap();
+    assert!(seen.iter().all(|&status| status == 200), "{seen:?}");
+
     signal(&redis, libc::SIGSTOP);
     let stalled = healthcheck_becomes(checked_http, 503).await;
     let grpc_stalled = health_of(checked.port, "ratelimit").await;

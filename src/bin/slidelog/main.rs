@@ -212,10 +212,11 @@ struct ServeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse::positive_duration)]
     redis_timeout: Option<Duration>,
     /// Say not serving (gRPC health and `/healthcheck`) while Redis does not
-    /// answer, after it was first reached too: it is pinged every second,
-    /// every primary of a cluster (envoyproxy/ratelimit's
-    /// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION). Without it, health turns
-    /// serving once Redis is reached and stays so.
+    /// answer, after it was first reached too: it is pinged every second
+    /// (every primary of a cluster), and two pings in a row that fail or
+    /// take longer than `--redis-timeout` say not serving until one
+    /// answers (envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION).
+    /// Without it, health turns serving once Redis is reached and stays so.
     #[arg(long)]
     redis_health_check_active_connection: bool,
 }

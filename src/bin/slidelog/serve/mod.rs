@@ -1501,31 +1501,44 @@ async fn connect_store(service: Arc<Service>, health: Arc<Health>) {
 /// does not, once its timeout has passed).
 const REDIS_HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How many pings in a row must fail before [`watch_redis`] says not
+/// serving: one ping slower than a tight `--redis-timeout` (a fork for a
+/// snapshot, a busy moment) is not a Redis gone.
+const REDIS_HEALTH_FAILURES: u32 = 2;
+
 /// With `--redis-health-check-active-connection` (envoyproxy/ratelimit's
 /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`), once the store was reached:
-/// pings Redis every [`REDIS_HEALTH_INTERVAL`] ([`Store::ping`]: every
-/// primary of a cluster, each bounded by `--redis-timeout`), says not
-/// serving from a ping that fails until one answers again, and says each
+/// pings Redis every [`REDIS_HEALTH_INTERVAL`] ([`Store::ping`]: on a
+/// cluster every primary, the whole ping bounded by `--redis-timeout`),
+/// says not serving once [`REDIS_HEALTH_FAILURES`] pings in a row have
+/// failed and serving again at the first that answers, and says each
 /// change once on stderr. Calls are answered all along, as Redis lets
 /// them be: health tells a load balancer or Envoy's health checker to
 /// prefer another replica, not this one to stop.
 async fn watch_redis(service: Arc<Service>, health: Arc<Health>) {
-    let mut lost = false;
+    let mut failures = 0;
     loop {
         tokio::time::sleep(REDIS_HEALTH_INTERVAL).await;
-        let answer = service.store.ping().await;
-        if answer.is_err() == lost {
-            continue;
+        let was_lost = failures >= REDIS_HEALTH_FAILURES;
+        match service.store.ping().await {
+            Ok(()) => {
+                failures = 0;
+                if was_lost {
+                    eprintln!("slidelog serve: redis answers again; serving");
+                    health.update(|state| state.store_lost = false).await;
+                }
+            }
+            Err(error) => {
+                failures = failures.saturating_add(1);
+                if failures == REDIS_HEALTH_FAILURES {
+                    eprintln!(
+                        "slidelog serve: {}; not serving until it answers",
+                        error.message()
+                    );
+                    health.update(|state| state.store_lost = true).await;
+                }
+            }
         }
-        lost = !lost;
-        match answer {
-            Err(error) => eprintln!(
-                "slidelog serve: {}; not serving until it answers",
-                error.message()
-            ),
-            Ok(()) => eprintln!("slidelog serve: redis answers again; serving"),
-        }
-        health.update(|state| state.store_lost = lost).await;
     }
 }
 
