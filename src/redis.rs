@@ -1875,7 +1875,7 @@ mod tests {
         let range = |start: i64, end: i64, port: i64| {
             Value::Array(vec![Value::Int(start), Value::Int(end), node(port)])
         };
-        // The third primary owns one slot only, and the first two ranges.
+        // The primary on port 1 owns two ranges, the one on port 3 one slot.
         let slots = Value::Array(vec![
             range(0, 5000, 1),
             range(5001, 5001, 3),

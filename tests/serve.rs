@@ -1231,7 +1231,8 @@ async fn health_is_told_as_upstream_tells_it() {
 /// `--redis-health-check-active-connection` (upstream's
 /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`): health says not serving while a
 /// Redis that was reached stalls or dies, and serving again once it
-/// answers (a restarted one too). Beside it, on the same Redis at the same
+/// answers (a restarted one too); a stall that fails one ping only leaves
+/// it serving. Beside it, on the same Redis at the same
 /// moments, a service without the flag stays serving, as upstream's
 /// default does; the flag without a Redis is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
