@@ -1302,9 +1302,19 @@ impl RedisLimiter {
         if let Some(map) = &self.shared.precheck {
             map.pin().remove(&full_key);
         }
-        match tokio::time::timeout(self.shared.timeout, self.conn.delete(&full_key)).await {
-            Ok(Ok(removed)) => Ok(removed > 0),
-            Ok(Err(e)) => Err(RedisLimitError::Redis(e)),
+        self.bounded(self.conn.delete(&full_key))
+            .await
+            .map(|removed| removed > 0)
+    }
+
+    /// One round trip, bounded by the timeout: its answer, its error as
+    /// [`RedisLimitError::Redis`], or [`RedisLimitError::Timeout`].
+    async fn bounded<T>(
+        &self,
+        round_trip: impl Future<Output = ::redis::RedisResult<T>>,
+    ) -> Result<T, RedisLimitError> {
+        match tokio::time::timeout(self.shared.timeout, round_trip).await {
+            Ok(answer) => answer.map_err(RedisLimitError::Redis),
             Err(_) => Err(RedisLimitError::Timeout(self.shared.timeout)),
         }
     }
@@ -1333,11 +1343,7 @@ impl RedisLimiter {
     /// # }
     /// ```
     pub async fn ping(&self) -> Result<(), RedisLimitError> {
-        match tokio::time::timeout(self.shared.timeout, self.conn.ping(&self.shared.prefix)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(RedisLimitError::Redis(e)),
-            Err(_) => Err(RedisLimitError::Timeout(self.shared.timeout)),
-        }
+        self.bounded(self.conn.ping(&self.shared.prefix)).await
     }
 
     /// [`remove`](Self::remove), for callers that only want the key fresh.
@@ -1528,15 +1534,11 @@ impl RedisLimiter {
         invocation.arg(if dry { "1" } else { "0" });
         #[cfg(feature = "metrics")]
         let sent = std::time::Instant::now();
-        let answer = tokio::time::timeout(self.shared.timeout, self.conn.invoke(&invocation)).await;
+        let answer = self.bounded(self.conn.invoke(&invocation)).await;
         #[cfg(feature = "metrics")]
         metrics::histogram!("slidelog_redis_round_trip_seconds", "limiter" => self.shared.name.label())
             .record(sent.elapsed().as_secs_f64());
-        let answer = match answer {
-            Ok(Ok(values)) => values,
-            Ok(Err(e)) => return Err(RedisLimitError::Redis(e)),
-            Err(_) => return Err(RedisLimitError::Timeout(self.shared.timeout)),
-        };
+        let answer = answer?;
         let [admitted, value, at, policy, grows] = answer[..] else {
             return Err(RedisLimitError::Protocol(format!("{answer:?}")));
         };
