@@ -585,6 +585,70 @@ fn clock_floor() -> f64 {
     )
 }
 
+/// Issue #25's targets, each a bound on one row's ratio to governor: (the
+/// row's scenario, whether `check`'s ratio is bounded (else `admit`'s), the
+/// bound). BENCHMARKS.md, "Where #25's targets stand", keeps them per host.
+const TARGETS: &[(&str, bool, f64)] = &[
+    ("allow 1 thread, L = 10, W = 10 ns", false, 1.0),
+    ("allow 1 thread, L = 2^20, W = 1 us", false, 1.0),
+    ("deny 1 thread, 10 per hour, full", false, 1.0),
+    (
+        "keyed allow 1 thread, 10k keys, L = 10, W = 1 us",
+        false,
+        1.0,
+    ),
+    (
+        "keyed deny 1 thread, 10k keys, 10 per hour, full",
+        false,
+        1.0,
+    ),
+    ("allow 1 thread, L = 10, W = 10 ns", true, 1.25),
+    ("allow 1 thread, L = 2^20, W = 1 us", true, 1.25),
+    ("deny 1 thread, 10 per hour, full", true, 1.25),
+    (
+        "keyed allow 1 thread, 10k keys, L = 10, W = 1 us",
+        true,
+        1.25,
+    ),
+    ("allow 2 threads one key, L = 10, W = 10 ns", true, 1.5),
+    ("allow 2 threads one key, L = 2^20, W = 1 us", true, 1.5),
+    ("deny 2 threads one key, 10 per hour, full", true, 1.5),
+    (
+        "keyed allow 2 threads disjoint, 10k keys, L = 10, W = 1 us (each thread's keys together)",
+        true,
+        0.6,
+    ),
+];
+
+/// Prints each of [`TARGETS`] whose row ran (`ratios`: per row, `check`'s
+/// and `admit`'s ratio to governor) with this run's ratio and whether it
+/// holds.
+fn print_targets(ratios: &[(&str, f64, f64)]) {
+    let rows: Vec<_> = TARGETS
+        .iter()
+        .filter_map(|&(row, check, bound)| {
+            let &(_, c, a) = ratios.iter().find(|(name, ..)| *name == row)?;
+            Some((row, check, if check { c } else { a }, bound))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!("\nIssue #25's targets in this run:\n");
+    println!("| call | scenario | ratio to governor | target | met |");
+    println!("|---|---|---|---|---|");
+    for (row, check, ratio, bound) in rows {
+        let call = if check { "check" } else { "admit" };
+        // Judged as printed: a ratio that reads 1.00 meets a bound of 1.0.
+        let met = if (ratio * 100.0).round() <= bound * 100.0 {
+            "yes"
+        } else {
+            "no"
+        };
+        println!("| {call} | {row} | {ratio:.2} | ≤ {bound:.2} | {met} |");
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let only = std::env::var("SIDE_BY_SIDE_ONLY").unwrap_or_default();
@@ -761,6 +825,13 @@ fn main() {
             2_000_000,
         ),
     ];
+    // A renamed row must not drop its target from the summary unseen.
+    for &(row, ..) in TARGETS {
+        assert!(
+            scenarios.iter().any(|(name, ..)| *name == row),
+            "a target's row is no scenario: {row:?}"
+        );
+    }
     // The figures also go to a CSV file, from which
     // `cargo run --example bench_chart -- --docs` draws BENCHMARKS.md's chart.
     let out =
@@ -796,6 +867,8 @@ fn main() {
     let mut against_floor = Vec::new();
     // Per keyed row: its entries at each offset from a line (`entries`).
     let mut entry_offsets = Vec::new();
+    // Per row: `check` / governor and `admit` / governor ([`TARGETS`]).
+    let mut ratios = Vec::new();
     for (name, make, calls) in scenarios {
         if !name.contains(only.as_str()) {
             continue;
@@ -863,6 +936,7 @@ fn main() {
         if name.contains("1 thread") && !name.contains("upkeep") && !name.starts_with("keyed") {
             against_floor.push((name, a, d, b));
         }
+        ratios.push((name, a / b, d / b));
         csv.write_record([
             name.to_string(),
             format!("{a:.1}"),
@@ -892,6 +966,7 @@ fn main() {
             );
         }
     }
+    print_targets(&ratios);
     if !entry_offsets.is_empty() {
         println!(
             "\nWhere the keyed rows' map entries start ({ENTRY}-byte blocks, by bytes past a 64-byte line):\n"
