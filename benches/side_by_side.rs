@@ -585,9 +585,9 @@ fn clock_floor() -> f64 {
     )
 }
 
-/// Issue #25's targets, each a bound on one row's ratio to governor: (the
-/// row's scenario, whether `check`'s ratio is bounded (else `admit`'s), the
-/// bound). BENCHMARKS.md, "Where #25's targets stand", keeps them per host.
+/// The hot path's speed targets, each a bound on one row's ratio to
+/// governor: (the row's scenario, whether `check`'s ratio is bounded (else
+/// `admit`'s), the bound). BENCHMARKS.md's targets table keeps them per host.
 const TARGETS: &[(&str, bool, f64)] = &[
     ("allow 1 thread, L = 10, W = 10 ns", false, 1.0),
     ("allow 1 thread, L = 2^20, W = 1 us", false, 1.0),
