@@ -1,12 +1,22 @@
 //! A load run for `slidelog serve`: concurrent calls of `ShouldRateLimit`
-//! with one descriptor each, for a fixed time, then calls per second and
-//! latency percentiles (the figures in BENCHMARKS.md).
+//! with one descriptor each, for a fixed time, over many distinct clients,
+//! then calls per second and latency percentiles (the figures in
+//! BENCHMARKS.md), with admitted, over-limit, failed and (from the
+//! service's metrics, if given) store-full calls counted apart.
 //!
 //! ```sh
-//! cargo run --release --features serve -- serve --config examples/envoy/ratelimit.yaml --grpc 127.0.0.1:8081 &
-//! cargo run --release --features serve --example rls_load -- http://127.0.0.1:8081 10s 32
+//! cargo run --release --features serve -- serve --config examples/envoy/ratelimit.yaml --grpc 127.0.0.1:8081 --metrics 127.0.0.1:9102 &
+//! cargo run --release --features serve --example rls_load -- http://127.0.0.1:8081 10s 16 200000 127.0.0.1:9102
 //! ```
 //! (pin the two to different cores with `taskset -c 0` / `taskset -c 1`).
+//! Arguments: the service's URL, the run's length, the calls in flight,
+//! the distinct clients (`remote_address` values; default 200,000), and the
+//! service's `--metrics` address (optional).
+//!
+//! The traffic is shaped like an edge's: calls go round the clients, so
+//! each of them calls now and then and is admitted, and one call in 16
+//! comes from one of 16 hot clients, which exceed the example's 10 a
+//! second and are answered over the limit.
 //!
 //! The client is lean on purpose, so that it measures the server rather
 //! than itself: one HTTP/2 connection (the `h2` crate directly, as Envoy
@@ -39,20 +49,44 @@ fn grpc_frame(message: &impl Message) -> Bytes {
     framed.into()
 }
 
-/// The request for client `task`'s `n`th call: 256 client addresses per
-/// task, so a mix of admissions and (mostly) denials.
-fn request(task: usize, n: usize) -> RateLimitRequest {
+/// The request of client `client`: its own `remote_address`.
+fn request(client: u32) -> RateLimitRequest {
     RateLimitRequest {
         domain: "edge".into(),
         descriptors: vec![RateLimitDescriptor {
             entries: vec![Entry {
                 key: "remote_address".into(),
-                value: format!("10.0.{}.{}", task % 256, n % 256),
+                value: format!(
+                    "10.{}.{}.{}",
+                    client >> 16,
+                    (client >> 8) & 255,
+                    client & 255
+                ),
             }],
             ..Default::default()
         }],
         hits_addend: 0,
     }
+}
+
+/// The hot clients, which make one call in 16 and go over their limit.
+const HOT_CLIENTS: u32 = 16;
+
+/// The sum of the Prometheus series of `family` served at `addr`'s
+/// `/metrics` (0 if none).
+async fn metric(addr: &str, family: &str) -> Result<f64, Box<dyn std::error::Error>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with(family) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
 }
 
 /// What one call came to.
@@ -113,10 +147,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|s| s.trim_end_matches('s').parse())
         .transpose()?
         .unwrap_or(10.0);
-    let concurrency: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(32);
+    let concurrency: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(16);
     if concurrency == 0 {
         return Err("the number of calls in flight must be at least 1".into());
     }
+    let clients: u32 = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(200_000);
+    if clients <= HOT_CLIENTS {
+        return Err(format!("more than {HOT_CLIENTS} clients, please").into());
+    }
+    let metrics = args.next();
+    let full_before = match &metrics {
+        Some(addr) => metric(addr, "slidelog_rls_store_full_total").await?,
+        None => 0.0,
+    };
     let uri: http::Uri = url.parse()?;
     let authority = uri
         .authority()
@@ -130,24 +177,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             eprintln!("rls_load: connection: {e}");
         }
     });
-    // Every distinct body, encoded before the clock starts.
-    let bodies: Vec<Vec<Bytes>> = (0..concurrency)
-        .map(|task| (0..256).map(|n| grpc_frame(&request(task, n))).collect())
-        .collect();
+    // Every distinct body, encoded before the clock starts: the hot
+    // clients' first, then the others'.
+    let bodies: std::sync::Arc<Vec<Bytes>> =
+        std::sync::Arc::new((0..clients).map(|c| grpc_frame(&request(c))).collect());
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let started = Instant::now();
-    let tasks: Vec<_> = bodies
-        .into_iter()
-        .map(|bodies| {
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|task| {
             let send = send.clone();
             let authority = authority.clone();
+            let bodies = std::sync::Arc::clone(&bodies);
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let (mut over, mut failed) = (0u64, Vec::new());
-                let mut n = 0;
+                // Task `task` goes round the cold clients from its own
+                // place; every 16th call is a hot client's.
+                let cold = clients - HOT_CLIENTS;
+                let mut next = (task as u64 * u64::from(cold) / concurrency as u64) as u32;
+                let mut n = 0u32;
                 while Instant::now() < deadline {
-                    let body = bodies[n % bodies.len()].clone();
-                    n += 1;
+                    n = n.wrapping_add(1);
+                    let client = if n % 16 == 0 {
+                        (n / 16) % HOT_CLIENTS
+                    } else {
+                        next = (next + 1) % cold;
+                        HOT_CLIENTS + next
+                    };
+                    let body = bodies[client as usize].clone();
                     let sent = Instant::now();
                     let outcome = call(send.clone(), &authority, body).await;
                     let took = sent.elapsed();
@@ -184,10 +241,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    let answered = latencies.len() as u64;
+    let full = match &metrics {
+        Some(addr) => {
+            let after = metric(addr, "slidelog_rls_store_full_total").await?;
+            format!("{:.0}", after - full_before)
+        }
+        None => "unknown (no metrics address given)".into(),
+    };
     println!(
-        "{url}: {} calls in {elapsed:.1} s = {:.0}/s ({concurrency} in flight, {over} over limit, {} failed); latency p50 {:?} p99 {:?} max {:?}; client on {}",
-        latencies.len(),
-        latencies.len() as f64 / elapsed,
+        "{url}: {answered} calls answered in {elapsed:.1} s = {:.0}/s ({concurrency} in flight, {clients} distinct clients): {} admitted, {over} over limit, {} failed; of them answered for a full store: {full}; latency p50 {:?} p99 {:?} max {:?}; client on {}",
+        answered as f64 / elapsed,
+        answered - over,
         failed.len(),
         at(0.5),
         at(0.99),

@@ -382,13 +382,26 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     }
 
     /// The most keys held at once (the memory bound). Default: as many as
-    /// fit in 256 MiB at this limit (at most 1,048,576, at least 1): the
-    /// budget holds whatever the limit.
+    /// fit in 256 MiB at the default limit (at most 1,048,576, at least
+    /// 1): the budget holds whatever the limit. With per-key quotas
+    /// ([`quota`](Self::quota)) the count is taken at the least a key can
+    /// take, and the byte budget ([`max_bytes`](Self::max_bytes)) bounds
+    /// what the keys really take: a large default that the quotas stand in
+    /// front of does not shrink it.
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let l = slidelog::KeyedLimiter::<u32>::builder(1, Duration::from_secs(1)).max_keys(3).build()?;
+    /// use slidelog::{KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<u32>::builder(1, Duration::from_secs(1)).max_keys(3).build()?;
     /// assert_eq!(l.max_keys(), 3);
+    /// // Every key has its own 10 a second: the large default does not
+    /// // size the key count.
+    /// let ten = Quota::new(10, Duration::from_secs(1))?;
+    /// let quoted = KeyedLimiter::<u32>::builder(1 << 20, Duration::from_secs(1))
+    ///     .quota(move |_| Some(ten.clone()))
+    ///     .build()?;
+    /// assert!(quoted.max_keys() >= 1_000_000);
+    /// assert_eq!(quoted.max_bytes(), 256 << 20);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn max_keys(mut self, max_keys: usize) -> Self {
@@ -677,10 +690,14 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
         } else {
             per_key
         };
+        // The keys the budget holds by default: counted at what each key
+        // takes at the least, so that a large default quota that per-key
+        // quotas stand in front of does not shrink the count (the byte
+        // budget bounds what the keys really take).
         let max_keys = match self.max_keys {
             Some(0) => return Err(ConfigError::ZeroMaxKeys),
             Some(n) => n,
-            None => (DEFAULT_BUDGET_BYTES / per_key).clamp(1, DEFAULT_MAX_KEYS_CAP),
+            None => (DEFAULT_BUDGET_BYTES / least).clamp(1, DEFAULT_MAX_KEYS_CAP),
         };
         let max_bytes = match self.max_bytes {
             Some(0) => return Err(ConfigError::ZeroMaxBytes),
@@ -691,7 +708,7 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
                 });
             }
             Some(n) => n,
-            None => DEFAULT_BUDGET_BYTES.max(max_keys.saturating_mul(per_key)),
+            None => DEFAULT_BUDGET_BYTES.max(max_keys.saturating_mul(least)),
         };
         let idle_margin = self
             .idle_margin

@@ -30,6 +30,7 @@ fn memory() {
     // The flood first, so its RSS is not inflated by the larger maps below.
     flood_of_new_keys_stays_bounded();
     flood_of_long_keys_stays_within_the_budget();
+    keys_with_quotas_are_budgeted_by_what_they_take();
     bytes_per_key();
     counter_bytes_per_key();
     #[cfg(feature = "tower")]
@@ -189,6 +190,59 @@ fn flood_of_new_keys_stays_bounded() {
     );
     assert!(refused > 0, "the flood ran above the cap");
     assert!(peak <= bound, "heap grew to {peak} bytes, bound {bound}");
+}
+
+/// Per-key quotas in front of a large default (a service whose every key
+/// has a limit from its configuration): 200,000 distinct keys of 10 a
+/// second are all admitted, each once more up to its limit and then
+/// refused by its own limit, and the live heap stays within the byte
+/// budget. The default's 8 MiB ring does not size the key count.
+fn keys_with_quotas_are_budgeted_by_what_they_take() {
+    let ten = slidelog::Quota::new(10, Duration::from_secs(1)).unwrap();
+    let start = live();
+    let keyed = KeyedLimiter::<String>::builder(u32::MAX >> 12, Duration::from_secs(1))
+        .quota(move |_| Some(ten.clone()))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let keys = 200_000u32;
+    let key = |i: u32| {
+        format!(
+            "edge\u{1f}remote_address\u{1f}10.{}.{}.{}",
+            i >> 16,
+            (i >> 8) & 255,
+            i & 255
+        )
+    };
+    for i in 0..keys {
+        let k = key(i);
+        let first = keyed.check(k.as_str());
+        assert!(first.is_ok(), "key {i}'s first request: {first:?}");
+    }
+    assert_eq!(keyed.len(), keys as usize);
+    for i in (0..keys).step_by(997) {
+        let k = key(i);
+        for _ in 1..10 {
+            keyed.check(k.as_str()).unwrap();
+        }
+        assert_eq!(
+            keyed.check(k.as_str()).unwrap_err().reason(),
+            DenyReason::RateLimited
+        );
+    }
+    let heap = (live() - start) as usize;
+    println!(
+        "quotas: {keys} keys, memory_bytes {} ({} a key), heap {heap}, budget {}",
+        keyed.memory_bytes(),
+        keyed.memory_bytes() / keys as usize,
+        keyed.max_bytes()
+    );
+    assert!(keyed.memory_bytes() <= keyed.max_bytes());
+    assert!(
+        heap <= keyed.max_bytes(),
+        "heap {heap} over the budget {}",
+        keyed.max_bytes()
+    );
 }
 
 /// The default configuration's budget counts the keys' own heap

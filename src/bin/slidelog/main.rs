@@ -94,7 +94,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_timeout", "redis_health_check_active_connection", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_timeout", "redis_health_check_active_connection", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file", "max_memory", "when_full"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -219,6 +219,33 @@ struct ServeArgs {
     /// Without it, health turns serving once Redis is reached and stays so.
     #[arg(long)]
     redis_health_check_active_connection: bool,
+    /// The in-process store's memory budget (`512MiB`, `2GiB`, `1GB`; a
+    /// bare number is bytes): every live key's log, map entry and key
+    /// bytes. A key of a limit up to 11 with a 30-byte key takes about 340
+    /// bytes (so the default holds about 1,500,000 such clients at once);
+    /// a larger limit L adds 8 (L + 1) bytes. Keys idle past their longest
+    /// window make room for new ones; when live keys fill it, the service
+    /// says so on stderr (at most once a minute) and answers new clients as
+    /// `--when-full` says.
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = parse::size)]
+    max_memory: u64,
+    /// What a new client gets while live keys fill `--max-memory`: `admit`
+    /// answers OK without recording it (as Envoy treats a service that
+    /// fails), `deny` answers OVER_LIMIT. Clients already known are limited
+    /// exactly either way.
+    #[arg(long, value_enum, value_name = "ACTION", default_value = "admit")]
+    when_full: WhenFull,
+}
+
+/// What `slidelog serve` answers a new client while its in-process store
+/// is full (`--when-full`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+enum WhenFull {
+    /// OK, recording nothing.
+    #[default]
+    Admit,
+    /// OVER_LIMIT.
+    Deny,
 }
 
 #[derive(Args, Debug)]
@@ -498,6 +525,8 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
             redis_timeout: args
                 .redis_timeout
                 .unwrap_or(slidelog::redis::DEFAULT_TIMEOUT),
+            max_memory: usize::try_from(args.max_memory).unwrap_or(usize::MAX),
+            deny_when_full: args.when_full == WhenFull::Deny,
             // From `metrics` above, by `serve::run`.
             ..serve::Settings::default()
         },

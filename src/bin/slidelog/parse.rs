@@ -91,6 +91,20 @@ fn decimal_scaled(number: &str, scale: u128) -> Option<u128> {
     Some(value)
 }
 
+/// A size in bytes above zero (`--max-memory`): `512MiB`, `2GiB`, `1.5GB`,
+/// `64KiB`, or a bare number of bytes.
+pub(crate) fn size(text: &str) -> Result<u64, String> {
+    let bytes = text
+        .trim()
+        .parse::<bytesize::ByteSize>()
+        .map_err(|e| format!("`{text}` is not a size (try 512MiB, 2GiB): {e}"))?
+        .as_u64();
+    if bytes == 0 {
+        return Err(format!("`{text}` is zero bytes: give a size above zero"));
+    }
+    Ok(bytes)
+}
+
 /// A share from 0 to 1 (`--near-limit-ratio`), e.g. `0.8`.
 pub(crate) fn ratio(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -168,6 +182,17 @@ pub(crate) fn policy(text: &str) -> Result<Policy, String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size("512MiB"), Ok(512 << 20));
+        assert_eq!(size(" 2GiB "), Ok(2 << 30));
+        assert_eq!(size("1GB"), Ok(1_000_000_000));
+        assert_eq!(size("4096"), Ok(4096));
+        assert!(size("0").unwrap_err().contains("zero"));
+        assert!(size("lots").unwrap_err().contains("not a size"));
+        assert!(size("").is_err());
+    }
 
     #[test]
     fn ratios() {

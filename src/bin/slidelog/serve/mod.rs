@@ -17,6 +17,7 @@
 mod config;
 mod json;
 mod key;
+mod local;
 mod tls;
 
 use std::net::SocketAddr;
@@ -118,6 +119,11 @@ pub(crate) struct Settings {
     /// call is answered `UNAVAILABLE` (envoyproxy/ratelimit's
     /// `REDIS_TIMEOUT`).
     pub(crate) redis_timeout: Duration,
+    /// The in-process store's memory budget in bytes (`--max-memory`).
+    pub(crate) max_memory: usize,
+    /// Answer a new client OVER_LIMIT while the in-process store is full
+    /// (`--when-full deny`); else OK, recording nothing.
+    pub(crate) deny_when_full: bool,
 }
 
 impl Default for Settings {
@@ -132,9 +138,14 @@ impl Default for Settings {
             redis_tls: RedisTls::default(),
             redis_prefix: DEFAULT_REDIS_PREFIX.into(),
             redis_timeout: slidelog::redis::DEFAULT_TIMEOUT,
+            max_memory: DEFAULT_MAX_MEMORY,
+            deny_when_full: false,
         }
     }
 }
+
+/// `--max-memory`'s default: about 1,500,000 keys of a limit up to 11.
+pub(crate) const DEFAULT_MAX_MEMORY: usize = 512 << 20;
 
 /// `--near-limit-ratio`'s default, as upstream's.
 pub(crate) const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
@@ -365,7 +376,9 @@ impl Store {
             unreachable!("called for the Redis store")
         };
         base.get_or_try_init(|| async {
-            let policies = placeholder().policies()[0];
+            // Each call is made by a limiter of its key's quota
+            // (`redis_for`); this one's policies judge nothing.
+            let policies = local::unlimited().policies()[0];
             let builder = match target {
                 RedisTarget::Node(url) => {
                     RedisLimiter::builder(url.as_str(), policies.limit, policies.window)
@@ -551,13 +564,6 @@ fn pb_duration(d: Duration) -> envoy_types::pb::google::protobuf::Duration {
     }
 }
 
-/// The in-process limiter's default policies: every key it checks has a
-/// quota of its own (from the configuration), so this only fills the
-/// type's requirement.
-fn placeholder() -> Quota {
-    Quota::new(u32::MAX >> 12, Duration::from_secs(1)).expect("a valid quota")
-}
-
 /// The service: the configuration now, and the limiter of every key.
 pub(crate) struct Service {
     config: Arc<ArcSwap<Config>>,
@@ -573,6 +579,8 @@ pub(crate) struct Service {
     metrics: bool,
     /// Held while `--state-file` is written ([`Service::save`]).
     saving: std::sync::Mutex<()>,
+    /// What a new client gets while the in-process store is full.
+    full: local::Full,
 }
 
 /// Whether a refill (`is_negative_hits`) has been reported.
@@ -649,6 +657,8 @@ impl Service {
             redis_tls,
             redis_prefix,
             redis_timeout,
+            max_memory,
+            deny_when_full,
         } = settings;
         let config = Arc::new(ArcSwap::from_pointee(config));
         let store = match redis {
@@ -662,16 +672,9 @@ impl Service {
             },
             None => {
                 let current = Arc::clone(&config);
-                // Keys without a limit of their own are never checked; the
-                // default is only the type's requirement.
-                let default = placeholder().policies()[0];
-                Store::Local(Box::new(
-                    KeyedLimiter::<String>::builder(default.limit, default.window)
-                        .quota(move |key: &String| quota_of(&current.load(), key))
-                        .name("rls")
-                        .build()
-                        .map_err(|e| e.to_string())?,
-                ))
+                Store::Local(Box::new(local::limiter(max_memory, move |key| {
+                    quota_of(&current.load(), key)
+                })?))
             }
         };
         Ok(Service {
@@ -683,6 +686,7 @@ impl Service {
             dynamic_metadata,
             metrics,
             saving: std::sync::Mutex::new(()),
+            full: local::Full::new(deny_when_full),
         })
     }
 
@@ -766,8 +770,11 @@ impl Service {
         self.config.store(Arc::new(config));
         // (Redis: each call sends its key's policies now; the script moves
         // a key's ring to them the first time it meets them.)
+        // In process: every live key moves to its quota in the new
+        // configuration, keeping its log (a key no longer limited, to the
+        // smallest state, soon evicted).
         if let Store::Local(limiter) = &self.store {
-            let _ = limiter.reconfigure(placeholder());
+            let _ = limiter.reconfigure(local::unlimited());
         }
     }
 
@@ -1109,6 +1116,27 @@ impl Service {
                     ..Default::default()
                 }
             }
+            Err(denied) if matches!(denied.reason(), DenyReason::KeyCapacity) => {
+                let Store::Local(store) = &self.store else {
+                    unreachable!("only the in-process store has a memory budget")
+                };
+                self.full.met(store);
+                if let Some(labels) = &labels {
+                    metrics::counter!("slidelog_rls_store_full_total", labels).increment(1);
+                }
+                if self.full.deny {
+                    return Ok(self.over(labels.as_ref(), m, Duration::ZERO, limit_of(0)));
+                }
+                // Nothing recorded: the client is as new as it was.
+                let limit = limit_of(0);
+                DescriptorStatus {
+                    code: Code::Ok as i32,
+                    limit_remaining: limit.requests_per_unit.saturating_sub(m.hits),
+                    current_limit: Some(limit),
+                    duration_until_reset: Some(pb_duration(Duration::ZERO)),
+                    ..Default::default()
+                }
+            }
             Err(denied) => {
                 let wait = match denied.reason() {
                     DenyReason::RateLimited => denied.retry_after(),
@@ -1259,6 +1287,14 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
             ..options.settings.clone()
         };
         let mut service = Service::new(config, settings)?;
+        if let Store::Local(store) = &service.store {
+            eprintln!(
+                "slidelog serve: logs in process, within --max-memory {:.1} MiB (keys idle past their longest window make room); while full, new clients are answered {} (--when-full {})",
+                store.max_bytes() as f64 / f64::from(1 << 20),
+                if service.full.deny { "OVER_LIMIT" } else { "OK unrecorded" },
+                if service.full.deny { "deny" } else { "admit" },
+            );
+        }
         if let Some(path) = &options.state_file {
             eprintln!("slidelog serve: {}", service.restore(path));
             let probe = partial(path);
@@ -1765,6 +1801,11 @@ fn describe() {
         "slidelog_rls_shadow_mode_total",
         Unit::Count,
         "Over-limit descriptors answered OK in shadow mode."
+    );
+    describe_counter!(
+        "slidelog_rls_store_full_total",
+        Unit::Count,
+        "Descriptors of new clients met while the in-process store was full (answered as --when-full says)."
     );
     describe_counter!(
         "slidelog_rls_global_shadow_mode_total",

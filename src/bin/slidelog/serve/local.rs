@@ -1,0 +1,130 @@
+//! The in-process store: one keyed limiter whose every key has the quota
+//! the configuration gives it, within a memory budget (`--max-memory`), and
+//! what a new client gets while live keys fill that budget (`--when-full`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use slidelog::{KeyedLimiter, Quota};
+
+/// The policies of a key the configuration no longer limits (a reload took
+/// its descriptor's limit away, and the live key moves to the default):
+/// 11 units, the most whose log a map entry keeps inline, in a nanosecond,
+/// so that such a key takes no more than the smallest limited one and is
+/// idle, and evicted by the next sweep, at once. No request is ever
+/// checked by it: every key the service checks has its configuration's
+/// quota.
+pub(super) fn unlimited() -> Quota {
+    Quota::new(11, Duration::from_nanos(1)).expect("a valid quota")
+}
+
+/// The in-process limiter: per-key quotas from `quota`, `max_memory` bytes
+/// for the keys' logs, entries and key bytes, and no count of keys beyond
+/// what those bytes hold.
+pub(super) fn limiter(
+    max_memory: usize,
+    quota: impl Fn(&String) -> Option<Quota> + Send + Sync + 'static,
+) -> Result<KeyedLimiter<String>, String> {
+    let default = unlimited().policies()[0];
+    KeyedLimiter::<String>::builder(default.limit, default.window)
+        .quota(quota)
+        .max_bytes(max_memory)
+        .max_keys(usize::MAX)
+        .name("rls")
+        .build()
+        .map_err(|e| match e {
+            slidelog::ConfigError::MaxBytesBelowOneKey { per_key, .. } => {
+                format!("--max-memory {max_memory} is below one key ({per_key} bytes)")
+            }
+            e => e.to_string(),
+        })
+}
+
+/// The least often a full store is reported on stderr.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
+
+/// What the service does while live keys fill its memory budget.
+#[derive(Debug)]
+pub(super) struct Full {
+    /// `--when-full deny`: answer a new client OVER_LIMIT (else OK,
+    /// recording nothing).
+    pub(super) deny: bool,
+    started: Instant,
+    /// Milliseconds after `started` of the last report, plus one (0: none
+    /// yet).
+    reported: AtomicU64,
+    /// New clients met since the last report.
+    met: AtomicU64,
+}
+
+impl Full {
+    pub(super) fn new(deny: bool) -> Full {
+        Full {
+            deny,
+            started: Instant::now(),
+            reported: AtomicU64::new(0),
+            met: AtomicU64::new(0),
+        }
+    }
+
+    /// A new client found the store full: counted, and reported on stderr
+    /// with the store's numbers at most once every [`REPORT_EVERY`].
+    pub(super) fn met(&self, store: &KeyedLimiter<String>) {
+        // Relaxed, here and below: counts for a report, ordering nothing.
+        self.met.fetch_add(1, Ordering::Relaxed);
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX) + 1;
+        let last = self.reported.load(Ordering::Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= REPORT_EVERY.as_millis() as u64;
+        if !due
+            || self
+                .reported
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let met = self.met.swap(0, Ordering::Relaxed);
+        let mib = |bytes: usize| bytes as f64 / f64::from(1 << 20);
+        eprintln!(
+            "slidelog serve: the in-process store is full: {} live keys take {:.1} of --max-memory {:.1} MiB, none idle; {met} new client{} {} (--when-full {}) since the last report; raise --max-memory to limit them",
+            store.len(),
+            mib(store.memory_bytes()),
+            mib(store.max_bytes()),
+            if met == 1 { "" } else { "s" },
+            if self.deny {
+                "answered OVER_LIMIT"
+            } else {
+                "answered OK unrecorded"
+            },
+            if self.deny { "deny" } else { "admit" },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_below_one_key_says_so() {
+        let err = limiter(16, |_| None).unwrap_err();
+        assert!(
+            err.starts_with("--max-memory 16 is below one key ("),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn reports_at_most_once_a_minute() {
+        let store = limiter(1 << 20, |_| None).unwrap();
+        let full = Full::new(false);
+        full.met(&store);
+        let first = full.reported.load(Ordering::Relaxed);
+        assert_ne!(first, 0, "the first meeting is reported");
+        for _ in 0..1_000 {
+            full.met(&store);
+        }
+        assert_eq!(full.reported.load(Ordering::Relaxed), first);
+        assert_eq!(full.met.load(Ordering::Relaxed), 1_000);
+    }
+}
