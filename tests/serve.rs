@@ -576,8 +576,9 @@ async fn refills_and_looks_are_answered_and_change_nothing() {
 /// and its service's code read them: `*` anywhere in a value,
 /// `share_threshold` (every value of the wildcard in one log, also for a
 /// limit below it), `quota_mode` (over only when all quota-mode
-/// descriptors are, also in `--all-or-nothing`), and `value_to_metric`
-/// and `metadata`, which load.
+/// descriptors are; under `--all-or-nothing`, one over stops the others'
+/// count, as a shadow-mode one does), and `value_to_metric` and
+/// `metadata`, which load.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_upstream_fields_mean_what_upstream_says() {
     const NEWER: &str = r#"
@@ -606,6 +607,9 @@ descriptors:
     quota_mode: true
     rate_limit: {unit: hour, requests_per_unit: 1}
   - key: plain
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: shadowed
+    shadow_mode: true
     rate_limit: {unit: hour, requests_per_unit: 1}
 "#;
     let (_server, mut client) = serving("newer", NEWER).await;
@@ -683,23 +687,52 @@ descriptors:
         (Code::Ok, Code::OverLimit as i32),
         "a limit not in quota mode over"
     );
-    // All or nothing counts a request that is not over as a whole, even
-    // with one quota over; one that is over counts nothing.
+    // All or nothing (upstream's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT):
+    // a descriptor that would be over stops every other's count, in quota
+    // mode or shadow mode too; a request with none over counts them all.
     let file = config_file("newer-all", NEWER);
     let server = Server::start_with(&file, &["--all-or-nothing"]);
-    let plain_y = || descriptor(&[("plain", "y")], None);
+    let plain = |v: &str| descriptor(&[("plain", v)], None);
+    let shadowed = |v: &str| descriptor(&[("shadowed", v)], None);
     let mut client = server.client().await;
     ask(&mut client, d, vec![quota("a")]).await;
     let r = ask(&mut client, d, vec![quota("a"), quota("b")]).await;
-    assert_eq!(r.overall_code, Code::Ok as i32);
+    assert_eq!(
+        (code(&r.statuses[0]), code(&r.statuses[1]), r.overall_code),
+        (Code::OverLimit, Code::Ok, Code::Ok as i32),
+        "one quota of two over: the request is not over"
+    );
     let s = one(&mut client, d, &[("quota", "b")], None).await;
-    assert_eq!(code(&s), Code::OverLimit, "`b` was counted");
-    let r = ask(&mut client, d, vec![quota("a"), quota("b"), quota("c")]).await;
-    assert_eq!(r.overall_code, Code::Ok as i32);
-    let r = ask(&mut client, d, vec![quota("a"), quota("c"), plain_y()]).await;
-    assert_eq!(r.overall_code, Code::OverLimit as i32, "every quota over");
+    assert_eq!(code(&s), Code::Ok, "`b` was counted beside an over quota");
+    let r = ask(&mut client, d, vec![quota("a"), plain("y")]).await;
+    assert_eq!(
+        (code(&r.statuses[1]), r.overall_code),
+        (Code::Ok, Code::OverLimit as i32),
+        "its one quota over"
+    );
     let s = one(&mut client, d, &[("plain", "y")], None).await;
-    assert_eq!(code(&s), Code::Ok, "`plain=y` was not counted");
+    assert_eq!(
+        code(&s),
+        Code::Ok,
+        "`plain=y` was counted beside an over quota"
+    );
+    // A shadow-mode descriptor over: answered OK, and the others uncounted.
+    ask(&mut client, d, vec![shadowed("s")]).await;
+    let r = ask(&mut client, d, vec![shadowed("s"), plain("z")]).await;
+    assert_eq!(r.overall_code, Code::Ok as i32, "shadow mode answers OK");
+    let s = one(&mut client, d, &[("plain", "z")], None).await;
+    assert_eq!(
+        code(&s),
+        Code::Ok,
+        "`plain=z` was counted beside an over shadow"
+    );
+    // None over: every descriptor counted.
+    let r = ask(&mut client, d, vec![quota("e"), plain("w")]).await;
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    let r = ask(&mut client, d, vec![quota("e")]).await;
+    assert_eq!(code(&r.statuses[0]), Code::OverLimit, "`e` was counted");
+    let s = one(&mut client, d, &[("plain", "w")], None).await;
+    assert_eq!(code(&s), Code::OverLimit, "`plain=w` was counted");
 }
 
 /// The global modes, as envoyproxy/ratelimit's `SHADOW_MODE` and

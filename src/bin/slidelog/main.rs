@@ -106,11 +106,11 @@ struct ServeArgs {
     /// and curl); `GET /rlconfig` prints the configuration in force.
     #[arg(long, value_name = "ADDR:PORT")]
     http: Option<std::net::SocketAddr>,
-    /// Consume a request's descriptors only if the request is not over as
-    /// a whole: every descriptor fits, or, among those in `quota_mode`, one
-    /// at least (Envoy's own service consumes each that fits even when
-    /// another is over, unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT,
-    /// which this flag stands for).
+    /// Count none of a request's descriptors when one of them would be
+    /// over, whether in shadow mode, in quota mode or neither (upstream's
+    /// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, which this flag stands
+    /// for); without it, each descriptor that fits is counted even when
+    /// another is over, as upstream does by default.
     #[arg(long)]
     all_or_nothing: bool,
     /// Answer every request OK overall, whatever its descriptors' statuses

@@ -164,8 +164,9 @@ fn near_limit(limit: u32, remaining: u32, ratio: f64) -> bool {
 /// How a request's descriptors make its answer.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Modes {
-    /// Look at every descriptor first, and consume only if the request is
-    /// not over as a whole.
+    /// Look at every descriptor first, and count none if one would be
+    /// over (in shadow or quota mode too), as upstream's
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`.
     pub(crate) all_or_nothing: bool,
     /// Answer every request OK overall (envoyproxy/ratelimit's global
     /// `SHADOW_MODE`): each descriptor's status still says what was
@@ -827,15 +828,12 @@ impl Service {
         // recording nothing (a concurrent request can still fill a window
         // between this look and the checks below: see the docs).
         let mut dry = false;
+        // `--all-or-nothing`: a descriptor that would be over — in shadow
+        // or quota mode too — stops every other's count, as upstream's
+        // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT does.
         if self.modes.all_or_nothing {
-            let mut looks = Vec::with_capacity(matched.len());
-            for m in &matched {
-                let Some(m) = m else {
-                    looks.push((false, self.quota_mode(None)));
-                    continue;
-                };
+            for m in matched.iter().flatten() {
                 let over = match (m.blocked(), &m.quota) {
-                    _ if m.shadow() => false,
                     (Some(_), _) => !m.look,
                     (None, Some(quota)) => self
                         .store
@@ -844,9 +842,11 @@ impl Service {
                         .is_err(),
                     (None, None) => false,
                 };
-                looks.push((over, self.quota_mode(Some(m))));
+                if over {
+                    dry = true;
+                    break;
+                }
             }
-            dry = config::overall_over(looks);
         }
         let mut statuses = Vec::with_capacity(matched.len());
         let mut verdicts = Vec::with_capacity(matched.len());
