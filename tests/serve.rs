@@ -921,7 +921,7 @@ async fn json_over_http_answers_as_upstream() {
     }
     assert_eq!(
         http(port, "GET", "/healthcheck", "").await,
-        (200, "OK\n".to_string())
+        (200, "OK".to_string())
     );
     assert_eq!(http(port, "GET", "/json", "").await.0, 405);
     // The configuration in force, as `--check` prints it, after a reload.
@@ -1019,7 +1019,10 @@ async fn health_is_told_as_upstream_tells_it() {
     server.wait_for("not serving until it answers");
     assert_eq!(health_of(server.port, "ratelimit").await, NOT_SERVING);
     assert_eq!(health_of(server.port, "").await, NOT_SERVING);
-    assert_eq!(http(http_port, "GET", "/healthcheck", "").await.0, 503);
+    assert_eq!(
+        http(http_port, "GET", "/healthcheck", "").await,
+        (500, String::new())
+    );
     let mut redis = common::redis_server::restart_on(port);
     server.wait_for("redis reached; serving");
     assert_eq!(health_of(server.port, "ratelimit").await, SERVING);
@@ -1108,11 +1111,11 @@ async fn health_follows_redis_with_the_active_connection_check() {
     assert!(seen.iter().all(|&status| status == 200), "{seen:?}");
 
     signal(&redis, libc::SIGSTOP);
-    let stalled = healthcheck_becomes(checked_http, 503).await;
+    let stalled = healthcheck_becomes(checked_http, 500).await;
     let grpc_stalled = health_of(checked.port, "ratelimit").await;
     let plain_stalled = http(plain_http, "GET", "/healthcheck", "").await.0;
     signal(&redis, libc::SIGCONT);
-    assert_eq!(stalled, 503);
+    assert_eq!(stalled, 500);
     assert_eq!(grpc_stalled, Ok(2));
     assert_eq!(plain_stalled, 200, "without the flag, health stays serving");
     let told = checked.wait_for("not serving until it answers");
@@ -1125,7 +1128,7 @@ async fn health_follows_redis_with_the_active_connection_check() {
     let mut redis = redis;
     let _ = redis.kill();
     let _ = redis.wait();
-    assert_eq!(healthcheck_becomes(checked_http, 503).await, 503);
+    assert_eq!(healthcheck_becomes(checked_http, 500).await, 500);
     assert_eq!(http(plain_http, "GET", "/healthcheck", "").await.0, 200);
     let mut redis = common::redis_server::restart_on(port);
     assert_eq!(healthcheck_becomes(checked_http, 200).await, 200);
@@ -2320,7 +2323,7 @@ async fn replicas_sharing_a_redis_cluster_stay_exact() {
         "pinged and answered"
     );
     cluster.nodes[0].kill();
-    assert_eq!(healthcheck_becomes(http_port, 503).await, 503);
+    assert_eq!(healthcheck_becomes(http_port, 500).await, 500);
     watched.wait_for("not serving until it answers");
     drop((watched, replicas));
 }

@@ -46,12 +46,17 @@ impl Server {
     /// `slidelog serve --config config` with `args` (saying where to serve
     /// gRPC: on `port`, or 0 for none), once it serves.
     pub fn spawn(config: &Path, args: &[&str], port: u16) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_slidelog"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_slidelog"));
+        command
             .args(["serve", "--config", config.to_str().unwrap()])
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .args(args);
+        Server::run(command, port)
+    }
+
+    /// `command` (a `slidelog serve` serving gRPC on `port`), once it
+    /// serves.
+    pub fn run(mut command: Command, port: u16) -> Server {
+        let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, log) = mpsc::channel();
         std::thread::spawn(move || {

@@ -33,6 +33,7 @@ use parse::{duration as parse_duration, positive_duration, window as parse_windo
 #[command(
     name = "slidelog",
     version,
+    propagate_version = true,
     about = "Exact lock-free sliding-window-log rate limiting: demo and tools"
 )]
 struct Cli {
@@ -65,8 +66,8 @@ struct ServeArgs {
     /// re-read on change and on SIGHUP.
     #[arg(long, value_name = "PATH")]
     config: std::path::PathBuf,
-    /// Where to serve gRPC, e.g. `0.0.0.0:8081`.
-    #[arg(long, value_name = "ADDR:PORT", required_unless_present_any = ["check", "grpc_uds"])]
+    /// Where to serve gRPC, e.g. `0.0.0.0:8081` or `localhost:8081`.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse::listen_addr, required_unless_present_any = ["check", "grpc_uds"])]
     grpc: Option<std::net::SocketAddr>,
     /// Serve gRPC on this Unix domain socket instead (envoyproxy/ratelimit's
     /// GRPC_UDS), for an Envoy beside the service (a `pipe` address): made
@@ -97,14 +98,14 @@ struct ServeArgs {
     #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_timeout", "redis_health_check_active_connection", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file", "max_memory", "when_full"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse::listen_addr)]
     metrics: Option<std::net::SocketAddr>,
     /// Where to serve HTTP/1.1, e.g. `0.0.0.0:8080`: `POST /json` asks
     /// ShouldRateLimit in proto3's JSON (200 OK, 429 over, 400 malformed)
     /// and `GET /healthcheck` answers 200 while serving (else 503), as
     /// envoyproxy/ratelimit's HTTP port does (for clients without gRPC,
     /// and curl); `GET /rlconfig` prints the configuration in force.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse::listen_addr)]
     http: Option<std::net::SocketAddr>,
     /// Count none of a request's descriptors when one of them would be
     /// over, whether in shadow mode, in quota mode or neither (upstream's
@@ -390,7 +391,15 @@ impl Default for DemoArgs {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // `slidelog serve` reads envoyproxy/ratelimit's variables too.
+    #[cfg(feature = "serve")]
+    let args =
+        serve::env::with_upstream_env(args, |name| std::env::var(name).ok()).unwrap_or_else(|e| {
+            eprintln!("slidelog serve: {e}");
+            std::process::exit(2);
+        });
+    let cli = Cli::parse_from(args);
     let command = cli.command.unwrap_or(Command::Demo(DemoArgs::default()));
     if !matches!(command, Command::Serve(_)) {
         die_quietly_on_broken_pipe();

@@ -105,6 +105,26 @@ pub(crate) fn size(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// An address to listen on (`--grpc`, `--http`, `--metrics`): an IP
+/// address and port (`0.0.0.0:8081`, `[::1]:8081`), or a host name and
+/// port (`localhost:8081`), resolved now to its first address.
+pub(crate) fn listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let text = text.trim();
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    if !text.contains(':') {
+        return Err(format!(
+            "`{text}` has no port (try 0.0.0.0:8081 or localhost:8081)"
+        ));
+    }
+    text.to_socket_addrs()
+        .map_err(|e| format!("`{text}`: {e}"))?
+        .next()
+        .ok_or_else(|| format!("`{text}` names no address"))
+}
+
 /// A share from 0 to 1 (`--near-limit-ratio`), e.g. `0.8`.
 pub(crate) fn ratio(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -182,6 +202,16 @@ pub(crate) fn policy(text: &str) -> Result<Policy, String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(listen_addr("0.0.0.0:8081").unwrap().port(), 8081);
+        assert_eq!(listen_addr("[::1]:9").unwrap().port(), 9);
+        let local = listen_addr("localhost:8081").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 8081, "{local}");
+        assert!(listen_addr("localhost").unwrap_err().contains("no port"));
+        assert!(listen_addr("localhost:http2").is_err());
+    }
 
     #[test]
     fn sizes() {

@@ -15,6 +15,7 @@
 //! line and reason, and the previous one stays in force.
 
 mod config;
+pub(crate) mod env;
 mod json;
 mod key;
 mod local;
@@ -276,6 +277,9 @@ enum Store {
         /// A limiter per policy set, each on `base`'s connection; at most
         /// [`POLICY_SETS`] of them (request overrides choose the sets).
         limiters: std::sync::Mutex<HashMap<Vec<slidelog::Policy>, RedisLimiter>>,
+        /// Whether the last call failed: a Redis that stops answering is
+        /// told once, and again when it answers.
+        failing: std::sync::atomic::AtomicBool,
     },
 }
 
@@ -313,13 +317,24 @@ impl Store {
         match self {
             Store::Local(limiter) if dry => Ok(untimed(limiter.peek_n(key, n))),
             Store::Local(limiter) => Ok(limiter.check_n_with_growth(key, n)),
-            Store::Redis { .. } => {
+            Store::Redis { failing, .. } => {
                 let limiter = self.redis_for(quota).await?;
                 let answer = if dry {
                     limiter.peek_n(key, n).await.map(untimed)
                 } else {
                     limiter.check_n_with_growth(key, n).await
                 };
+                // Relaxed: a flag for what stderr says, ordering nothing.
+                use std::sync::atomic::Ordering::Relaxed;
+                match &answer {
+                    Err(e) if !failing.swap(true, Relaxed) => eprintln!(
+                        "slidelog serve: Redis stopped answering ({e}): calls are UNAVAILABLE until it answers again"
+                    ),
+                    Ok(_) if failing.load(Relaxed) && failing.swap(false, Relaxed) => {
+                        eprintln!("slidelog serve: Redis answers calls again");
+                    }
+                    _ => {}
+                }
                 answer.map_err(unavailable)
             }
         }
@@ -670,6 +685,7 @@ impl Service {
                 timeout: redis_timeout,
                 base: tokio::sync::OnceCell::new(),
                 limiters: std::sync::Mutex::new(HashMap::new()),
+                failing: std::sync::atomic::AtomicBool::new(false),
             },
             None => {
                 let current = Arc::clone(&config);
@@ -1632,11 +1648,17 @@ async fn shutdown_signal() {
 /// Re-reads the configuration when `path` changes (a file watcher) and on
 /// SIGHUP.
 fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> Result<(), String> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    // `true`: asked by SIGHUP, whose outcome is always told.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
     let on_change = tx.clone();
+    let root = path.to_path_buf();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok_and(|e| !e.kind.is_access()) {
-            let _ = on_change.send(());
+        // Only a change to a file the configuration is read from: a log
+        // written into its directory is none of its business.
+        let relevant = event
+            .is_ok_and(|e| !e.kind.is_access() && e.paths.iter().any(|p| touches_config(&root, p)));
+        if relevant {
+            let _ = on_change.send(false);
         }
     })
     .map_err(|e| format!("watching {}: {e}", path.display()))?;
@@ -1649,8 +1671,13 @@ fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> 
             .filter(|p| !p.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), PathBuf::from)
     };
+    let depth = if path.is_dir() {
+        notify::RecursiveMode::Recursive
+    } else {
+        notify::RecursiveMode::NonRecursive
+    };
     watcher
-        .watch(&watched, notify::RecursiveMode::NonRecursive)
+        .watch(&watched, depth)
         .map_err(|e| format!("watching {}: {e}", watched.display()))?;
     #[cfg(unix)]
     {
@@ -1660,7 +1687,7 @@ fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> 
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             {
                 while hup.recv().await.is_some() {
-                    let _ = on_hup.send(());
+                    let _ = on_hup.send(true);
                 }
             }
         });
@@ -1669,22 +1696,28 @@ fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> 
     tokio::spawn(async move {
         let _watcher = watcher; // lives as long as the loop
         let mut last = None::<String>;
-        while rx.recv().await.is_some() {
+        while let Some(mut asked) = rx.recv().await {
             // Let a burst of events (write, rename) settle.
             tokio::time::sleep(Duration::from_millis(100)).await;
-            while rx.try_recv().is_ok() {}
+            while let Ok(hup) = rx.try_recv() {
+                asked |= hup;
+            }
             match Config::load(&path, merge_domains) {
                 Ok(config) => {
                     let domains = config.domains.len();
                     service.reload(config);
                     last = None;
+                    metrics::counter!("ratelimit_service_config_load_success").increment(1);
                     eprintln!(
                         "slidelog serve: reloaded {} ({domains} domains); history kept",
                         path.display()
                     );
                 }
                 Err(e) => {
-                    if last.as_deref() != Some(e.as_str()) {
+                    metrics::counter!("ratelimit_service_config_load_error").increment(1);
+                    // A file saved twice with the same fault is told once; a
+                    // SIGHUP always hears back.
+                    if asked || last.as_deref() != Some(e.as_str()) {
                         eprintln!(
                             "slidelog serve: reload refused, the previous configuration stays: {e}"
                         );
@@ -1695,6 +1728,29 @@ fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> 
         }
     });
     Ok(())
+}
+
+/// Whether a change to `changed` can change the configuration read from
+/// `root` (a file, or a directory whose files, hidden ones aside, are
+/// read): the file itself, a file in the directory, or Kubernetes' swap of
+/// a mounted ConfigMap's `..data` (every file of it changes at once). A
+/// log written beside the file, or into a hidden directory, is not.
+fn touches_config(root: &std::path::Path, changed: &std::path::Path) -> bool {
+    let hidden = |name: &std::ffi::OsStr| name.as_encoded_bytes().starts_with(b".");
+    if changed
+        .file_name()
+        .is_some_and(|name| name.as_encoded_bytes().starts_with(b".."))
+    {
+        return true;
+    }
+    if root.is_dir() {
+        changed.strip_prefix(root).is_ok_and(|inside| {
+            !inside.as_os_str().is_empty() && !inside.components().any(|c| hidden(c.as_os_str()))
+        })
+    } else {
+        // Only the file's own directory is watched, not recursively.
+        changed.file_name() == root.file_name()
+    }
 }
 
 /// Serves Prometheus metrics on `addr` (`/metrics`).
@@ -1710,6 +1766,8 @@ async fn serve_metrics(addr: SocketAddr) -> Result<(), String> {
         "/metrics",
         axum::routing::get(move || async move { handle.render() }),
     );
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    eprintln!("slidelog serve: metrics (GET /metrics) on {bound}");
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -1719,7 +1777,7 @@ async fn serve_metrics(addr: SocketAddr) -> Result<(), String> {
 /// `--http`: `POST /json`, `ShouldRateLimit` in proto3's JSON mapping
 /// (200 when the request is not over, 429 when it is, 400 with the reason
 /// for a malformed one, 503 while the store cannot answer), `GET
-/// /healthcheck` (200 `OK` while serving, else 503), as envoyproxy/
+/// /healthcheck` (200 `OK` while serving, else 500 with no body), as envoyproxy/
 /// ratelimit's HTTP port has them, and `GET /rlconfig`, the configuration
 /// in force (as `--check` prints it; upstream's debug port has one).
 async fn serve_http(
@@ -1765,10 +1823,11 @@ async fn serve_http(
         .route(
             "/healthcheck",
             axum::routing::get(move || async move {
+                // Upstream's answers: `OK`, or 500 with no body.
                 if health.serving().await {
-                    (StatusCode::OK, "OK\n")
+                    (StatusCode::OK, "OK")
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "NOT SERVING\n")
+                    (StatusCode::INTERNAL_SERVER_ERROR, "")
                 }
             }),
         );
