@@ -198,7 +198,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let mut n = 0u32;
                 while Instant::now() < deadline {
                     n = n.wrapping_add(1);
-                    let client = if n % 16 == 0 {
+                    let client = if n.is_multiple_of(16) {
                         (n / 16) % HOT_CLIENTS
                     } else {
                         next = (next + 1) % cold;

@@ -193,10 +193,10 @@ fn malformed_input_fails_with_line_and_column() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(expect), "case {i}: {err}");
         assert!(!err.contains("panicked"), "case {i}: {err}");
-        // A bad timestamp names the way past it; the other failures are
-        // not skipped that way (a missing column, an unclosed quote that
-        // runs to the end, time going back, nothing to read).
-        let skippable = i < 2;
+        // A bad timestamp and time going back name the way past them; the
+        // other failures are not skipped that way (a missing column, an
+        // unclosed quote that runs to the end, nothing to read).
+        let skippable = i < 2 || i == 3;
         assert_eq!(
             err.contains("--skip-malformed skips"),
             skippable,
@@ -1004,8 +1004,9 @@ fn replay_survives_real_logs() {
     assert_eq!(json_number(&json, "denied"), denied, "{json}");
     assert_eq!(json_number(&json, "malformed"), malformed, "{json}");
     assert!(
-        stderr.contains(&format!("skipped {malformed} malformed lines"))
-            && stderr.contains(&format!("line {}", bad_lines[0])),
+        stderr.contains(&format!(
+            "skipped {malformed} malformed or out-of-order lines"
+        )) && stderr.contains(&format!("line {}", bad_lines[0])),
         "{stderr}"
     );
     // Above the limit (a count this time): an error that says so.
@@ -1163,4 +1164,65 @@ fn a_closed_stdout_ends_the_process_quietly() {
         out.status
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// What a new user meets replaying a log: an nginx log given as CSV is
+/// told to use `--input combined`; a malformed line without
+/// `--skip-malformed` says how to skip it; a line far out of order is
+/// skipped and counted under `--skip-malformed` rather than ending the
+/// run; the skip report gives its count and one example a line.
+#[test]
+fn replay_tells_a_new_user_the_way() {
+    let nginx = write_temp(
+        "access.log",
+        "10.0.0.1 - - [30/Nov/2026:12:00:00 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8\"\n",
+    );
+    let error = fails(slidelog().args(["replay", nginx.to_str().unwrap(), "--limit", "1/1m"]));
+    assert!(error.contains("try --input combined"), "{error}");
+
+    let csv = write_temp(
+        "skips.csv",
+        "t,k\n1,a\n2,a\nnot-a-time,a\n100,b\n5,a\n101,b\n3,c\n102,a\n",
+    );
+    let args = |extra: &[&str]| {
+        let mut command = slidelog();
+        command
+            .args(["replay", csv.to_str().unwrap(), "--limit", "2/1m"])
+            .args([
+                "--time-column",
+                "t",
+                "--key-column",
+                "k",
+                "--time-unit",
+                "s",
+            ])
+            .args(["--format", "json"])
+            .args(extra);
+        command
+    };
+    let error = fails(&mut args(&[]));
+    assert!(
+        error.contains("line 4") && error.contains("--skip-malformed skips and counts such lines"),
+        "{error}"
+    );
+    let out = args(&["--skip-malformed=10", "--tolerance", "10s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json = String::from_utf8(out.stdout).unwrap();
+    // The bad time and the two lines 95 s back (5 and 3) are skipped.
+    assert_eq!(json_number(&json, "malformed"), 3, "{json}");
+    assert_eq!(json_number(&json, "requests"), 5, "{json}");
+    let report: Vec<&str> = stderr
+        .lines()
+        .skip_while(|l| !l.contains("skipped 3 malformed or out-of-order lines:"))
+        .collect();
+    assert!(report.len() >= 4, "{stderr}");
+    assert!(report[1].trim_start().starts_with("line 4"), "{stderr}");
+    assert!(
+        report[2].contains("line 6") && report[2].contains("goes back"),
+        "{stderr}"
+    );
+    assert!(report[3].contains("line 8"), "{stderr}");
 }

@@ -456,7 +456,18 @@ impl<R: BufRead> Requests<R> {
             });
         }
         let (Some(time_name), Some(key_name)) = (&columns.time, &columns.key) else {
-            return Err("--time-column and --key-column are required for CSV/TSV input".into());
+            let peek = input
+                .fill_buf()
+                .map_err(|e| format!("line 1: read error: {e}"))?;
+            let first = peek.split(|&b| b == b'\n').next().unwrap_or_default();
+            let hint = if looks_combined(&String::from_utf8_lossy(first)) {
+                "; the lines look like the combined (nginx/Apache) log format: try --input combined"
+            } else {
+                " (or --input combined for an nginx/Apache access log)"
+            };
+            return Err(format!(
+                "--time-column and --key-column are required for CSV/TSV input{hint}"
+            ));
         };
         let mut reader = csv_reader(
             QuoteCount {
@@ -495,8 +506,7 @@ impl<R: BufRead> Requests<R> {
                 record.iter().position(|f| f.trim() == name).ok_or_else(|| {
                     let columns: Vec<&str> = record.iter().collect();
                     let line = columns.join(",");
-                    // `1.2.3.4 - - [30/Nov/2026:...] "GET / ..." 200 ...`
-                    let combined = line.contains(" [") && line.contains("] \"");
+                    let combined = looks_combined(&line);
                     format!(
                         "line 1: no column named {} (columns: {}){}",
                         quote(name),
@@ -631,6 +641,12 @@ impl<R: BufRead> Requests<R> {
 fn csv_error(e: &csv::Error) -> String {
     let text = e.to_string();
     quote(&text).trim_matches('`').to_string()
+}
+
+/// Whether `line` looks like a combined-format line (`1.2.3.4 - -
+/// [30/Nov/2026:...] "GET / ..." 200 ...`).
+fn looks_combined(line: &str) -> bool {
+    line.contains(" [") && line.contains("] \"")
 }
 
 /// Splits a combined-format line: `host ident user [time] "request" status

@@ -188,17 +188,20 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
     progress.finish();
     let summary = summary?;
     if summary.malformed > 0 {
+        let shown = summary.malformed_shown.len();
         eprintln!(
-            "replay: skipped {} malformed line{} ({}){}",
+            "replay: skipped {} malformed or out-of-order line{}{}:",
             summary.malformed,
             if summary.malformed == 1 { "" } else { "s" },
-            summary.malformed_shown.join("; "),
-            if summary.malformed as usize > summary.malformed_shown.len() {
-                "; ..."
+            if summary.malformed as usize > shown {
+                format!("; the first {shown}")
             } else {
-                ""
+                String::new()
             }
         );
+        for example in &summary.malformed_shown {
+            eprintln!("  {example}");
+        }
     }
     match options.format {
         Format::Table => print_table(&summary, options),
@@ -328,7 +331,9 @@ pub(crate) fn replay<R: BufRead>(
     // A line that cannot be read: an error, or (--skip-malformed) counted.
     let skip = |summary: &mut Summary, error: String| {
         let Some(limit) = options.skip_malformed else {
-            return Err(error);
+            return Err(format!(
+                "{error}; --skip-malformed skips and counts such lines"
+            ));
         };
         summary.malformed += 1;
         if summary.malformed_shown.len() < MALFORMED_SHOWN {
@@ -357,10 +362,10 @@ pub(crate) fn replay<R: BufRead>(
                 }
                 last_error_line = line;
                 lines += 1;
-                if options.skip_malformed.is_none() && input::is_line_too_long(&error) {
-                    return Err(format!(
-                        "{error}; --skip-malformed skips and counts such lines"
-                    ));
+                // A line too long is one a reader moves past; another
+                // reader error (a quote open to the end) cannot be skipped.
+                if options.skip_malformed.is_none() && !input::is_line_too_long(&error) {
+                    return Err(error);
                 }
                 skip(&mut summary, error)?;
                 continue;
@@ -372,24 +377,24 @@ pub(crate) fn replay<R: BufRead>(
         let ts = match clock_of_log.parse(&request.time) {
             Ok(ts) => ts,
             Err(e) => {
-                let error = format!("line {line}, column {time_label}: {e}");
-                if options.skip_malformed.is_none() {
-                    // The way past a bad timestamp, where a real log has one.
-                    return Err(format!(
-                        "{error}; --skip-malformed skips and counts such lines"
-                    ));
-                }
-                skip(&mut summary, error)?;
+                skip(
+                    &mut summary,
+                    format!("line {line}, column {time_label}: {e}"),
+                )?;
                 continue;
             }
         };
         let latest = newest.unwrap_or(ts);
         if ts < latest - tolerance as i128 {
-            return Err(format!(
+            // Far out of order: a line of another log, or a clock stepped
+            // back; skipped and counted like a malformed line when asked.
+            let error = format!(
                 "line {line}, column {time_label}: the timestamp goes back {:?} (more than the tolerance {:?}); sort the file or raise --tolerance",
                 Duration::from_nanos(u64::try_from(latest - ts).unwrap_or(u64::MAX)),
                 options.tolerance
-            ));
+            );
+            skip(&mut summary, error)?;
+            continue;
         }
         newest = Some(latest.max(ts));
         let base = *base.get_or_insert(ts - tolerance as i128);
