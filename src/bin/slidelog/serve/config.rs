@@ -654,18 +654,20 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
         let limit = if limits.is_empty() {
             Limit::None
         } else if limits.iter().any(|l| l.unlimited) {
-            // Upstream's words; its `requests_per_unit` is passed over.
-            if limits
-                .iter()
-                .any(|l| l.unit.is_some() || l.window.is_some())
-            {
-                return Err(format!(
-                    "descriptor `{label}`: should not specify rate limit unit (or window) when unlimited"
-                ));
-            }
             if limits.len() > 1 {
                 return Err(format!(
                     "descriptor `{label}`: `unlimited` cannot be combined with other limits"
+                ));
+            }
+            // Upstream's words; its `requests_per_unit` is passed over.
+            let what = match (&limits[0].unit, &limits[0].window) {
+                (Some(_), _) => Some("unit"),
+                (None, Some(_)) => Some("window"),
+                (None, None) => None,
+            };
+            if let Some(what) = what {
+                return Err(format!(
+                    "descriptor `{label}`: should not specify rate limit {what} when unlimited"
                 ));
             }
             Limit::Unlimited
@@ -1232,7 +1234,7 @@ descriptors:
         ] {
             let e = parse(&one_limit(&format!("      unlimited: true\n{extra}"))).unwrap_err();
             assert!(
-                e.contains("`k`") && e.contains("should not specify rate limit unit"),
+                e.contains("`k`") && e.contains("should not specify rate limit"),
                 "{extra}: {e}"
             );
         }
@@ -1418,6 +1420,93 @@ descriptors:
             assert_eq!(is_config_change(&root, &at(path)), change, "{path}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Upstream's basic and shadow-mode fixtures' situations: a value with
+    /// no limit of its own lets its children limit, and its key's default
+    /// does not apply to it (a value listed without a limit is let
+    /// through); a request deeper than the tree, or that leaves it, has no
+    /// limit; names and modes are the descriptor's own.
+    #[test]
+    fn upstream_basic_fixture_matches_as_upstream() {
+        let config = config_of(
+            r#"
+domain: d
+descriptors:
+  - key: key1
+    value: value1
+    descriptors:
+      - {key: subkey1, rate_limit: {unit: second, requests_per_unit: 5}}
+      - key: subkey1
+        value: subvalue1
+        shadow_mode: true
+        rate_limit: {unit: second, requests_per_unit: 10}
+  - {key: key2, shadow_mode: true, rate_limit: {unit: minute, requests_per_unit: 20}}
+  - {key: key2, value: value2, rate_limit: {unit: minute, requests_per_unit: 30}}
+  - {key: key2, value: value3}
+  - {key: key4, rate_limit: {name: key4_rate_limit, unit: day, requests_per_unit: 1}}
+  - key: key5
+    value: value5
+    rate_limit: {unit: day, requests_per_unit: 15}
+    descriptors:
+      - {key: subkey5, value: subvalue5, rate_limit: {unit: day, requests_per_unit: 25}}
+  - {key: key6, rate_limit: {unlimited: true}}
+"#,
+        );
+        let found = |pairs: &[(&str, &str)]| {
+            config
+                .matching("d", &entries(pairs))
+                .and_then(|r| match &r.limit {
+                    Limit::Quota(q, shown) => Some((
+                        q.policies()[0].limit,
+                        shown[0].unit,
+                        shown[0].name.clone(),
+                        r.shadow,
+                    )),
+                    Limit::Unlimited => Some((u32::MAX, None, String::new(), r.shadow)),
+                    _ => None,
+                })
+        };
+        let none = String::new;
+        for (pairs, want) in [
+            (&[("key1", "something")][..], None),
+            (&[("key1", "value1")], None),
+            (&[("key2", "value2"), ("subkey", "subvalue")], None),
+            (&[("key5", "value5"), ("subkey5", "subvalue")], None),
+            (&[("key2", "value3")], None),
+            (
+                &[("key1", "value1"), ("subkey1", "something")],
+                Some((5, Some(Unit::Second), none(), false)),
+            ),
+            (
+                &[("key1", "value1"), ("subkey1", "subvalue1")],
+                Some((10, Some(Unit::Second), none(), true)),
+            ),
+            (
+                &[("key2", "something")],
+                Some((20, Some(Unit::Minute), none(), true)),
+            ),
+            (
+                &[("key2", "value2")],
+                Some((30, Some(Unit::Minute), none(), false)),
+            ),
+            (
+                &[("key4", "x")],
+                Some((1, Some(Unit::Day), "key4_rate_limit".into(), false)),
+            ),
+            (
+                &[("key5", "value5"), ("subkey5", "subvalue5")],
+                Some((25, Some(Unit::Day), none(), false)),
+            ),
+            (&[("key6", "x")], Some((u32::MAX, None, none(), false))),
+        ] {
+            assert_eq!(found(pairs), want, "{pairs:?}");
+        }
+        assert!(
+            config
+                .matching("other", &entries(&[("key2", "x")]))
+                .is_none()
+        );
     }
 
     /// A glob of literal parts and `*`s, matched by brute force: the
