@@ -2,9 +2,11 @@
 //! existing files load unchanged (its zero limits, which block, its
 //! wildcard values with `*` anywhere, `share_threshold`, `quota_mode`,
 //! `replaces`, `detailed_metric`, `value_to_metric` and `metadata`
-//! included), plus two documented extensions (`window` for any duration
-//! instead of `unit`, and `rate_limits` for several limits on one
-//! descriptor, checked all or nothing on one ring).
+//! included), read as its YAML 1.1 reader reads them (units in any case,
+//! `yes`/`on`/`y` booleans, `1_000` and `0x10` counts, a missing
+//! `requests_per_unit` as 0), plus two documented extensions (`window`
+//! for any duration instead of `unit`, and `rate_limits` for several
+//! limits on one descriptor, checked all or nothing on one ring).
 //!
 //! ```yaml
 //! domain: edge
@@ -23,12 +25,12 @@
 //! ```
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use slidelog::Quota;
 
 /// One file: a domain and its descriptor tree.
@@ -50,24 +52,24 @@ struct DescriptorConfig {
     rate_limits: Option<Vec<RateLimitConfig>>,
     #[serde(default)]
     descriptors: Vec<DescriptorConfig>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml11_bool")]
     shadow_mode: bool,
     /// Over, it fails the request only when every quota-mode descriptor
     /// of the request is over (envoyproxy/ratelimit's `quota_mode`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml11_bool")]
     quota_mode: bool,
     /// Every value a wildcard matches shares one log.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml11_bool")]
     share_threshold: bool,
     /// Accepted for compatibility: the metrics' `descriptor` label is the
     /// configured path, never a client's value, so that clients cannot
     /// grow the series (upstream's `detailed_metric` and
     /// `value_to_metric` add request values to its metric keys).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml11_bool")]
     #[allow(dead_code)]
     detailed_metric: bool,
     /// Accepted for compatibility (see `detailed_metric`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml11_bool")]
     #[allow(dead_code)]
     value_to_metric: bool,
     /// Returned in the response's dynamic metadata, merged over the
@@ -81,10 +83,13 @@ struct DescriptorConfig {
 #[serde(deny_unknown_fields)]
 struct RateLimitConfig {
     unit: Option<Unit>,
-    requests_per_unit: Option<u32>,
+    /// Missing or null: 0, which blocks (as upstream, whose field is a
+    /// plain integer).
+    #[serde(default, deserialize_with = "yaml11_count")]
+    requests_per_unit: u32,
     /// Extension: any window (`90s`, `250ms`, `2h`) instead of `unit`.
     window: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml11_bool")]
     unlimited: bool,
     name: Option<String>,
     /// The named limits this one replaces when both match one request.
@@ -99,9 +104,9 @@ struct Replace {
     name: String,
 }
 
-/// envoyproxy/ratelimit's units.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+/// envoyproxy/ratelimit's units, named in any case (`second`, `SECOND`,
+/// `Minute`), as upstream looks a name up upper-cased.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unit {
     Second,
     Minute,
@@ -124,6 +129,21 @@ impl Unit {
         Unit::Year,
     ];
 
+    /// The unit `name` is, in any case (`UNKNOWN`, upstream's zero, is
+    /// none).
+    fn named(name: &str) -> Option<Unit> {
+        Some(match name.to_uppercase().as_str() {
+            "SECOND" => Unit::Second,
+            "MINUTE" => Unit::Minute,
+            "HOUR" => Unit::Hour,
+            "DAY" => Unit::Day,
+            "WEEK" => Unit::Week,
+            "MONTH" => Unit::Month,
+            "YEAR" => Unit::Year,
+            _ => return None,
+        })
+    }
+
     pub(crate) fn duration(self) -> Duration {
         let day = 86_400;
         Duration::from_secs(match self {
@@ -136,6 +156,106 @@ impl Unit {
             Unit::Year => 365 * day,
         })
     }
+}
+
+impl<'de> Deserialize<'de> for Unit {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Unit, D::Error> {
+        deserializer.deserialize_str(Scalar("a unit", |name| {
+            Unit::named(name).ok_or_else(|| {
+                format!(
+                    "invalid rate limit unit '{name}' (second, minute, hour, day, week, month or year, in any case)"
+                )
+            })
+        }))
+    }
+}
+
+/// A scalar read from its text as written (`yes`, `0x10`, `~`), whatever
+/// YAML 1.2 would make of it, by the function given: what the YAML 1.1
+/// readers below read with. An error is placed at the scalar.
+struct Scalar<T>(&'static str, fn(&str) -> Result<T, String>);
+
+impl<T> serde::de::Visitor<'_> for Scalar<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<T, E> {
+        (self.1)(text).map_err(E::custom)
+    }
+}
+
+/// YAML 1.1's null, which upstream's reader takes as the zero value.
+fn is_null(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
+}
+
+/// A boolean as upstream's YAML reader (go-yaml v2, YAML 1.1) reads one:
+/// `true`/`false`, `yes`/`no`, `on`/`off`, `y`/`n` (lower, capitalised or
+/// upper case); null is false.
+fn yaml11_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    deserializer.deserialize_str(Scalar("a boolean", |text| match text {
+        "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            Ok(true)
+        }
+        "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            Ok(false)
+        }
+        _ if is_null(text) => Ok(false),
+        _ => Err(format!(
+            "`{text}` is not a boolean (true or false, yes or no, on or off)"
+        )),
+    }))
+}
+
+/// A count as upstream's YAML reader reads an integer: `_`s ignored, a
+/// sign, `0x`, `0o` and `0b` prefixes, a leading `0` for octal; null is 0.
+fn yaml11_count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    deserializer.deserialize_str(Scalar("a whole number", |text| {
+        yaml11_uint(text)
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| format!("`{text}` is not a whole number from 0 to {}", u32::MAX))
+    }))
+}
+
+/// An integer's text as YAML 1.1 (go-yaml v2) reads it, if it is one and
+/// not negative.
+fn yaml11_uint(text: &str) -> Option<u64> {
+    if is_null(text) {
+        return Some(0);
+    }
+    // Only text beginning with a digit or a sign is tried as a number.
+    if !text.starts_with(|c: char| c.is_ascii_digit() || c == '+' || c == '-') {
+        return None;
+    }
+    let plain: String = text.chars().filter(|&c| c != '_').collect();
+    let (negative, digits) = match plain.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, plain.strip_prefix('+').unwrap_or(&plain)),
+    };
+    let prefixed = |lower: &str, upper: &str| {
+        digits
+            .strip_prefix(lower)
+            .or_else(|| digits.strip_prefix(upper))
+    };
+    let (radix, body) = if let Some(body) = prefixed("0x", "0X") {
+        (16, body)
+    } else if let Some(body) = prefixed("0o", "0O") {
+        (8, body)
+    } else if let Some(body) = prefixed("0b", "0B") {
+        (2, body)
+    } else if digits.len() > 1 && digits.starts_with('0') {
+        (8, &digits[1..])
+    } else {
+        (10, digits)
+    };
+    if body.is_empty() || !body.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let n = u64::from_str_radix(body, radix).ok()?;
+    (!negative || n == 0).then_some(n)
 }
 
 /// One limit as `DescriptorStatus.current_limit` reports it.
@@ -251,38 +371,24 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// Loads `path`: a YAML file, or every `.yaml`/`.yml` file of a
-    /// directory (one domain each) but hidden ones — an editor's lock or
-    /// backup (`.#api.yaml`), a Kubernetes ConfigMap's `..data` — which are
-    /// no one's configuration. Errors name the file, the line and what is
-    /// wrong. A domain in two files is refused, unless `merge_domains`
-    /// (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`): then a later file's
-    /// descriptors join the domain's, after them, and one with a key and
-    /// value the domain already has is refused.
+    /// Loads `path`: a YAML file, or the files of a directory that
+    /// [`config_files`] lists (one domain each; none is an empty
+    /// configuration, which limits nothing). Errors name the file, the
+    /// line and what is wrong. A domain in two files is refused, unless
+    /// `merge_domains` (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`): then
+    /// a later file's descriptors join the domain's, after them, and one
+    /// with a key and value the domain already has is refused.
     pub(crate) fn load(path: &Path, merge_domains: bool) -> Result<Config, String> {
-        let files = if path.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?
-                .filter_map(Result::ok)
-                .map(|entry| entry.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
-                .filter(|p| {
-                    p.file_name()
-                        .is_some_and(|name| !name.as_encoded_bytes().starts_with(b"."))
-                })
-                .collect();
-            files.sort();
-            if files.is_empty() {
-                return Err(format!("{}: no .yaml or .yml file", path.display()));
-            }
-            files
-        } else {
-            vec![path.to_path_buf()]
-        };
+        let files = config_files(path)?;
         let mut config = Config::default();
         for file in &files {
-            let text =
-                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let text = match std::fs::read_to_string(file) {
+                Ok(text) => text,
+                // Gone since the directory was listed (or a dangling
+                // link): not read, as upstream's loader.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && file != path => continue,
+                Err(e) => return Err(format!("{}: {e}", file.display())),
+            };
             let (domain, rules) = parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
             match config.domains.get_mut(&domain) {
                 None => {
@@ -354,6 +460,104 @@ impl Config {
     }
 }
 
+/// The files a load of `root` reads, in order: `root` itself if it is not
+/// a directory; else every file below it whatever its name, in its
+/// subdirectories too, as envoyproxy/ratelimit's runtime loader reads
+/// `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY`, but hidden ones (see
+/// [`is_config_file`]). A link to a file is read through; a link to a
+/// directory is not followed and a dangling link is passed over, as
+/// upstream's loader does (so a Kubernetes ConfigMap volume, each file a
+/// link through the hidden `..data`, reads each file once).
+pub(crate) fn config_files(root: &Path) -> Result<Vec<PathBuf>, String> {
+    if !root.is_dir() {
+        return Ok(vec![root.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+            let path = entry.path();
+            if !is_config_file(root, &path) {
+                continue;
+            }
+            let kind = entry
+                .file_type()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if kind.is_dir() {
+                dirs.push(path);
+            } else if !kind.is_symlink() {
+                files.push(path);
+            } else {
+                match std::fs::metadata(&path) {
+                    Ok(target) if target.is_dir() => {}
+                    Ok(_) => files.push(path),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("{}: {e}", path.display())),
+                }
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Whether a load of `root` reads `path` (or, for a directory, looks
+/// into it), by its name alone: `root` itself, or a path below the
+/// directory `root` none of whose names below it is hidden (begins with
+/// `.`: an editor's lock or copy, `.#api.yaml`, `.api.yaml.swp`, a
+/// Kubernetes ConfigMap's `..data` and `..2024_…` directories), as
+/// upstream's loader with `RUNTIME_IGNOREDOTFILES` (which its README
+/// asks for with ConfigMaps).
+pub(crate) fn is_config_file(root: &Path, path: &Path) -> bool {
+    let (root, path) = (lexical(root), lexical(path));
+    match path.strip_prefix(&root) {
+        Ok(below) => below
+            .components()
+            .all(|name| !name.as_os_str().as_encoded_bytes().starts_with(b".")),
+        Err(_) => false,
+    }
+}
+
+/// Whether a change at `path` (a file written, made, renamed or removed)
+/// may change what a load of `root` reads: one of [`is_config_file`]'s,
+/// or a Kubernetes ConfigMap's swap, which renames a new `..data` link
+/// over the old in `root`'s directory (or the directory `root` is in) and
+/// touches no visible name. An editor's hidden files, a log or a state
+/// file written elsewhere are not changes.
+#[allow(dead_code)] // the file watcher's filter
+pub(crate) fn is_config_change(root: &Path, path: &Path) -> bool {
+    if is_config_file(root, path) {
+        return true;
+    }
+    let dir = if root.is_dir() {
+        lexical(root)
+    } else {
+        lexical(root.parent().unwrap_or(Path::new(".")))
+    };
+    lexical(path)
+        .strip_prefix(&dir)
+        .ok()
+        .and_then(|below| below.components().next())
+        .is_some_and(|name| name.as_os_str().as_encoded_bytes().starts_with(b".."))
+}
+
+/// `path` absolute (from the working directory) without `.` components,
+/// so that `./a.yaml` and `a.yaml` compare equal; links and `..` are left
+/// as they are.
+fn lexical(path: &Path) -> PathBuf {
+    let absolute = if path.is_relative() {
+        std::env::current_dir().map_or_else(|_| path.to_path_buf(), |dir| dir.join(path))
+    } else {
+        path.to_path_buf()
+    };
+    absolute
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
+}
+
 /// Whether a request is over, from whether each of its limited
 /// descriptors is over and is in quota mode: envoyproxy/ratelimit's rule,
 /// over if any descriptor not in quota mode is over, or if there are
@@ -370,22 +574,43 @@ pub(crate) fn overall_over(descriptors: impl IntoIterator<Item = (bool, bool)>) 
     quotas > 0 && quotas == quotas_over
 }
 
-/// Parses one file's text into its domain and tree.
-pub(crate) fn parse(text: &str) -> Result<(String, Vec<Rule>), String> {
-    let file: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| {
-        let message = e.to_string();
-        match e.location() {
-            // The place first, once: the parser's message ends with it too.
-            Some(at) => {
-                let (line, column) = (at.line(), at.column());
-                let what = message
-                    .strip_suffix(&format!(" at line {line} column {column}"))
-                    .unwrap_or(&message);
-                format!("line {line}, column {column}: {what}")
-            }
-            None => message,
+/// Where and what a YAML error is: the place first, once (the parser's
+/// message ends with it too).
+fn located(e: serde_yaml_ng::Error) -> String {
+    let message = e.to_string();
+    match e.location() {
+        Some(at) => {
+            let (line, column) = (at.line(), at.column());
+            let what = message
+                .strip_suffix(&format!(" at line {line} column {column}"))
+                .unwrap_or(&message);
+            format!("line {line}, column {column}: {what}")
         }
-    })?;
+        None => message,
+    }
+}
+
+/// Parses one file's text into its domain and tree: its first YAML
+/// document, as upstream reads; a later one that is not empty is refused
+/// (upstream would pass over its limits without a word).
+pub(crate) fn parse(text: &str) -> Result<(String, Vec<Rule>), String> {
+    let mut documents = serde_yaml_ng::Deserializer::from_str(text);
+    let file = match documents.next() {
+        Some(first) => FileConfig::deserialize(first).map_err(located)?,
+        None => return Err("`domain` is missing (the file has no YAML document)".into()),
+    };
+    for (i, later) in documents.enumerate() {
+        if !serde_yaml_ng::Value::deserialize(later)
+            .map_err(located)?
+            .is_null()
+        {
+            return Err(format!(
+                "YAML document {} (after a `---`): a file holds one domain, and \
+                 envoyproxy/ratelimit reads only a file's first document",
+                i + 2
+            ));
+        }
+    }
     if file.domain.trim().is_empty() {
         return Err("`domain` is empty".into());
     }
@@ -396,7 +621,10 @@ pub(crate) fn parse(text: &str) -> Result<(String, Vec<Rule>), String> {
 fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, String> {
     let mut rules: Vec<Rule> = Vec::with_capacity(descriptors.len());
     for d in descriptors {
-        let here = match &d.value {
+        // An empty value is none (upstream keys a descriptor by its key
+        // alone then).
+        let value = d.value.clone().filter(|v| !v.is_empty());
+        let here = match &value {
             Some(v) => format!("{}={}", d.key, v),
             None => d.key.clone(),
         };
@@ -408,7 +636,7 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
         if d.key.is_empty() {
             return Err(format!("descriptor `{label}`: `key` is empty"));
         }
-        if rules.iter().any(|r| r.key == d.key && r.value == d.value) {
+        if rules.iter().any(|r| r.key == d.key && r.value == value) {
             return Err(format!(
                 "descriptor `{label}` is defined twice at the same level"
             ));
@@ -431,15 +659,24 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
                     "descriptor `{label}`: `unlimited` cannot be combined with other limits"
                 ));
             }
+            // Upstream's words; its `requests_per_unit` is passed over.
+            let what = match (&limits[0].unit, &limits[0].window) {
+                (Some(_), _) => Some("unit"),
+                (None, Some(_)) => Some("window"),
+                (None, None) => None,
+            };
+            if let Some(what) = what {
+                return Err(format!(
+                    "descriptor `{label}`: should not specify rate limit {what} when unlimited"
+                ));
+            }
             Limit::Unlimited
         } else {
             let mut quota: Option<Quota> = None;
             let mut shown = Vec::new();
             let mut blocked = None;
             for l in &limits {
-                let rpu = l.requests_per_unit.ok_or_else(|| {
-                    format!("descriptor `{label}`: `requests_per_unit` is missing")
-                })?;
+                let rpu = l.requests_per_unit;
                 let window = match (&l.unit, &l.window) {
                     (Some(unit), None) => unit.duration(),
                     (None, Some(w)) => crate::parse::window(w)
@@ -481,7 +718,7 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
                 (None, None) => Limit::None,
             }
         };
-        let pattern = d.value.as_deref().and_then(Pattern::new);
+        let pattern = value.as_deref().and_then(Pattern::new);
         if d.share_threshold && pattern.is_none() {
             return Err(format!(
                 "descriptor `{label}`: `share_threshold` needs a wildcard `value` (one with a `*`)"
@@ -506,7 +743,7 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
         }
         rules.push(Rule {
             key: d.key.clone(),
-            value: d.value.clone(),
+            value,
             pattern,
             shared: d.share_threshold,
             limit,
@@ -652,9 +889,10 @@ descriptors:
             e.contains("line 4") && e.contains("requests_per_unt"),
             "{e}"
         );
-        let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second}\n")
-            .unwrap_err();
-        assert!(e.contains("`a`") && e.contains("requests_per_unit"), "{e}");
+        let e =
+            parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 3}\n")
+                .unwrap_err();
+        assert!(e.contains("`a`") && e.contains("`unit`"), "{e}");
         let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 2000000}\n")
             .unwrap_err();
         assert!(e.contains("`a`") && e.contains("maximum"), "{e}");
@@ -789,6 +1027,486 @@ descriptors:
         let e =
             parse("domain: d\ndescriptors:\n  - key: a\n    share_threshold: true\n").unwrap_err();
         assert!(e.contains("wildcard"), "{e}");
+    }
+
+    /// One file's configuration.
+    fn config_of(yaml: &str) -> Config {
+        let (domain, rules) = parse(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let mut config = Config::default();
+        config.domains.insert(domain, rules);
+        config
+    }
+
+    /// The limit of the descriptor `entries` match in the only domain, `d`.
+    fn limit_of<'c>(config: &'c Config, pairs: &[(&str, &str)]) -> &'c Limit {
+        &config
+            .matching("d", &entries(pairs))
+            .unwrap_or_else(|| panic!("no match for {pairs:?}"))
+            .limit
+    }
+
+    /// A one-descriptor file, `key: k`, with these lines of `rate_limit`.
+    fn one_limit(rate_limit: &str) -> String {
+        format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n{rate_limit}")
+    }
+
+    /// Upstream upper-cases a unit's name and looks it up among its seven
+    /// (`UNKNOWN`, the protocol's zero, is none of them).
+    #[test]
+    fn units_are_read_in_any_case() {
+        for (names, seconds) in [
+            (["second", "SECOND", "Second", "sEcOnD"], 1),
+            (["minute", "MINUTE", "Minute", "minUTE"], 60),
+            (["hour", "HOUR", "Hour", "hOUR"], 3_600),
+            (["day", "DAY", "Day", "dAy"], 86_400),
+            (["week", "WEEK", "Week", "wEEK"], 7 * 86_400),
+            (["month", "MONTH", "Month", "moNTH"], 30 * 86_400),
+            (["year", "YEAR", "Year", "yeaR"], 365 * 86_400),
+        ] {
+            for name in names {
+                let config = config_of(&one_limit(&format!(
+                    "      unit: {name}\n      requests_per_unit: 3\n"
+                )));
+                match limit_of(&config, &[("k", "x")]) {
+                    Limit::Quota(q, shown) => {
+                        assert_eq!(q.policies()[0].window.as_secs(), seconds, "{name}");
+                        assert_eq!(
+                            shown[0].unit.map(Unit::duration),
+                            Some(q.policies()[0].window)
+                        );
+                    }
+                    other => panic!("{name}: {other:?}"),
+                }
+            }
+        }
+        for name in ["unknown", "UNKNOWN", "foo", "seconds", "1"] {
+            let e = parse(&one_limit(&format!(
+                "      unit: {name}\n      requests_per_unit: 5\n"
+            )))
+            .unwrap_err();
+            assert!(
+                e.contains("line 5") && e.contains(&format!("invalid rate limit unit '{name}'")),
+                "{e}"
+            );
+        }
+    }
+
+    /// Upstream reads YAML 1.1, whose booleans are `yes`/`no`, `on`/`off`
+    /// and `y`/`n` besides `true`/`false`, in three cases each, and null
+    /// as false: every field that takes a boolean reads them so. A value
+    /// or a key is text, whatever it looks like.
+    #[test]
+    fn booleans_are_yaml_1_1_ones() {
+        let trues = [
+            "true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y",
+        ];
+        let falses = [
+            "false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N", "~",
+            "null", "",
+        ];
+        for (words, on) in [(&trues[..], true), (&falses[..], false)] {
+            for word in words {
+                let yaml = format!(
+                    "domain: d\ndescriptors:\n  - key: a\n    shadow_mode: {word}\n    quota_mode: {word}\n    detailed_metric: {word}\n    value_to_metric: {word}\n    rate_limit: {{unit: second, requests_per_unit: 1}}\n  - key: b\n    value: x*\n    share_threshold: {word}\n    rate_limit: {{unit: second, requests_per_unit: 1}}\n"
+                );
+                let config = config_of(&yaml);
+                let rule = |k: &str, v: &str| config.matching("d", &entries(&[(k, v)])).unwrap();
+                let a = rule("a", "1");
+                assert_eq!((a.shadow, a.quota_mode), (on, on), "{word:?}");
+                assert_eq!(rule("b", "x1").shared, on, "{word:?}");
+                // Not unlimited, a limit needs its unit.
+                match parse(&one_limit(&format!("      unlimited: {word}\n"))) {
+                    Ok((_, rules)) => assert!(on && matches!(rules[0].limit, Limit::Unlimited)),
+                    Err(e) => assert!(!on && e.contains("`unit`"), "{word:?}: {e}"),
+                }
+            }
+        }
+        for word in ["maybe", "1", "0", "yES", "tRUE", "[true]", "{a: 1}"] {
+            let e = parse(&format!(
+                "domain: d\ndescriptors:\n  - key: a\n    shadow_mode: {word}\n"
+            ))
+            .unwrap_err();
+            assert!(
+                e.contains("line 4") && e.contains("shadow_mode"),
+                "{word}: {e}"
+            );
+        }
+        // Text stays text: a value that YAML would read as a number or a
+        // boolean is matched as written, as upstream's string fields take
+        // a scalar's text.
+        let config = config_of(
+            "domain: d\ndescriptors:\n  - key: port\n    value: 8080\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: yes\n    value: on\n    rate_limit: {unit: second, requests_per_unit: 2}\n  - key: flag\n    value: true\n    rate_limit: {unit: second, requests_per_unit: 3}\n",
+        );
+        for (pair, limit) in [
+            (("port", "8080"), 1),
+            (("yes", "on"), 2),
+            (("flag", "true"), 3),
+        ] {
+            match limit_of(&config, &[pair]) {
+                Limit::Quota(q, _) => assert_eq!(q.policies()[0].limit, limit, "{pair:?}"),
+                other => panic!("{pair:?}: {other:?}"),
+            }
+        }
+    }
+
+    /// Upstream's `requests_per_unit` is a plain integer: missing or null
+    /// it is 0, which blocks every call (and counts none), reported with
+    /// its unit. It is read as YAML 1.1 reads an integer.
+    #[test]
+    fn a_missing_requests_per_unit_blocks() {
+        for rate_limit in [
+            "      unit: second\n",
+            "      unit: second\n      requests_per_unit:\n",
+            "      unit: second\n      requests_per_unit: ~\n",
+            "      unit: second\n      requests_per_unit: -0\n",
+            "      unit: second\n      name: stop\n",
+        ] {
+            let config = config_of(&one_limit(rate_limit));
+            match limit_of(&config, &[("k", "x")]) {
+                Limit::Blocked(shown, 0, window) => {
+                    assert_eq!(*window, Duration::from_secs(1));
+                    assert_eq!(
+                        (shown[0].requests_per_unit, shown[0].unit),
+                        (0, Some(Unit::Second))
+                    );
+                }
+                other => panic!("{rate_limit}: {other:?}"),
+            }
+        }
+        // Beside another limit, a missing count still blocks.
+        let config = config_of(
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: second, requests_per_unit: 5}\n      - {unit: minute}\n",
+        );
+        assert!(matches!(
+            limit_of(&config, &[("k", "x")]),
+            Limit::Blocked(_, 1, _)
+        ));
+        for (written, count) in [
+            ("1_000", 1_000),
+            ("0x10", 16),
+            ("0X1f", 31),
+            ("010", 8),
+            ("0o10", 8),
+            ("0b101", 5),
+            ("+7", 7),
+            ("1__2", 12),
+        ] {
+            let config = config_of(&one_limit(&format!(
+                "      unit: hour\n      requests_per_unit: {written}\n"
+            )));
+            match limit_of(&config, &[("k", "x")]) {
+                Limit::Quota(q, _) => assert_eq!(q.policies()[0].limit, count, "{written}"),
+                other => panic!("{written}: {other:?}"),
+            }
+        }
+        for written in [
+            "-1",
+            "1.5",
+            "1e3",
+            "08",
+            "0x",
+            "_5",
+            "4294967296",
+            "five",
+            ".5",
+            "2024-01-01",
+        ] {
+            let e = parse(&one_limit(&format!(
+                "      unit: hour\n      requests_per_unit: {written}\n"
+            )))
+            .unwrap_err();
+            assert!(
+                e.contains("line 6") && e.contains("requests_per_unit") && e.contains(written),
+                "{written}: {e}"
+            );
+        }
+    }
+
+    /// Upstream refuses a unit on an unlimited limit, in its words, and
+    /// passes over a `requests_per_unit` there; `window` is refused as the
+    /// unit is. `unlimited: false` is an ordinary limit.
+    #[test]
+    fn unlimited_with_a_unit_is_refused() {
+        for extra in [
+            "      unit: day\n      requests_per_unit: 25\n",
+            "      unit: DAY\n",
+            "      window: 90s\n",
+        ] {
+            let e = parse(&one_limit(&format!("      unlimited: true\n{extra}"))).unwrap_err();
+            assert!(
+                e.contains("`k`") && e.contains("should not specify rate limit"),
+                "{extra}: {e}"
+            );
+        }
+        let config = config_of(&one_limit(
+            "      unlimited: true\n      requests_per_unit: 25\n",
+        ));
+        assert!(matches!(limit_of(&config, &[("k", "x")]), Limit::Unlimited));
+        let config = config_of(&one_limit(
+            "      unlimited: false\n      unit: day\n      requests_per_unit: 25\n",
+        ));
+        assert!(matches!(limit_of(&config, &[("k", "x")]), Limit::Quota(..)));
+    }
+
+    /// An empty `value` is none, as upstream keys a descriptor by its key
+    /// alone then: it matches every value, and beside the key alone it is
+    /// a duplicate.
+    #[test]
+    fn an_empty_value_is_none() {
+        for value in ["''", "\"\"", "", "~"] {
+            let config = config_of(&format!(
+                "domain: d\ndescriptors:\n  - key: k\n    value: {value}\n    rate_limit: {{unit: second, requests_per_unit: 4}}\n"
+            ));
+            let rule = config.matching("d", &entries(&[("k", "any")])).unwrap();
+            assert_eq!(
+                (rule.label.as_str(), rule.value.as_deref()),
+                ("k", None),
+                "{value}"
+            );
+            let e = parse(&format!(
+                "domain: d\ndescriptors:\n  - key: k\n  - key: k\n    value: {value}\n"
+            ))
+            .unwrap_err();
+            assert!(e.contains("twice"), "{value}: {e}");
+        }
+    }
+
+    /// Upstream reads a file's first YAML document: a trailing `---` (as
+    /// generated files often end) loads; a second domain after one is
+    /// refused rather than passed over.
+    #[test]
+    fn a_file_is_its_first_document() {
+        let one = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 2}\n";
+        for text in [
+            format!("---\n{one}"),
+            format!("{one}---\n"),
+            format!("---\n{one}...\n---\n# nothing\n"),
+        ] {
+            let config = config_of(&text);
+            assert!(
+                matches!(limit_of(&config, &[("k", "x")]), Limit::Quota(..)),
+                "{text}"
+            );
+        }
+        let e = parse(&format!("{one}---\ndomain: e\n")).unwrap_err();
+        assert!(e.contains("document 2") && e.contains("first"), "{e}");
+        let e = parse("").unwrap_err();
+        assert!(e.contains("domain"), "{e}");
+    }
+
+    /// A directory of upstream's shape: `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY`
+    /// with files of any name, subdirectories, an editor's leftovers, a
+    /// Kubernetes ConfigMap's links through `..data`, a link to a
+    /// directory and a dangling link.
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_loads_every_visible_file_below_it() {
+        use std::os::unix::fs::symlink;
+        let root = std::env::temp_dir().join(format!("slidelog-config-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let file = |at: &str, domain: &str| {
+            let path = root.join(at);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(
+                path,
+                format!("domain: {domain}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: second, requests_per_unit: 1}}\n"),
+            )
+            .unwrap();
+        };
+        // An empty directory: a configuration that limits nothing.
+        std::fs::create_dir_all(&root).unwrap();
+        let empty = Config::load(&root, false).unwrap();
+        assert!(empty.domains.is_empty());
+        assert!(empty.matching("any", &entries(&[("k", "x")])).is_none());
+
+        file("a.yaml", "a");
+        file("b.conf", "b");
+        file("c", "c");
+        file("sub/d.yml", "d");
+        file("sub/deeper/e.txt", "e");
+        // Hidden: the same domains again, which would be refused if read.
+        file(".a.yaml.swp", "a");
+        file(".git/objects/b", "b");
+        file("sub/.d.yml", "d");
+        symlink("user@host.42", root.join(".#a.yaml")).unwrap();
+        // A ConfigMap: f.yaml -> ..data/f.yaml, ..data -> ..2026_01_01_00_00_00.1
+        file("..2026_01_01_00_00_00.1/f.yaml", "f");
+        symlink("..2026_01_01_00_00_00.1", root.join("..data")).unwrap();
+        symlink("..data/f.yaml", root.join("f.yaml")).unwrap();
+        // Not followed (its files would be read twice), and dangling.
+        symlink("sub", root.join("again")).unwrap();
+        symlink("nowhere.yaml", root.join("gone.yaml")).unwrap();
+
+        let listed: Vec<String> = config_files(&root)
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "a.yaml",
+                "b.conf",
+                "c",
+                "f.yaml",
+                "sub/d.yml",
+                "sub/deeper/e.txt"
+            ]
+        );
+        let config = Config::load(&root, false).unwrap();
+        let mut domains: Vec<&str> = config.domains.keys().map(String::as_str).collect();
+        domains.sort_unstable();
+        assert_eq!(domains, ["a", "b", "c", "d", "e", "f"]);
+        // The file root loads whatever its name; an error names the file.
+        assert_eq!(
+            Config::load(&root.join("b.conf"), false)
+                .unwrap()
+                .domains
+                .len(),
+            1
+        );
+        std::fs::write(root.join("sub/deeper/notes.md"), "# not a configuration\n").unwrap();
+        let e = Config::load(&root, false).unwrap_err();
+        assert!(e.contains("notes.md") && e.contains("domain"), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// What a load reads, and what changes may change it, by name.
+    #[test]
+    fn config_files_and_changes_are_told_by_name() {
+        let dir =
+            std::env::temp_dir().join(format!("slidelog-config-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let at = |p: &str| dir.join(p);
+        for (path, file, change) in [
+            ("a.yaml", true, true),
+            ("notes", true, true),
+            ("sub/b.yml", true, true),
+            ("sub/deeper", true, true),
+            (".a.yaml.swp", false, false),
+            (".#a.yaml", false, false),
+            ("sub/.b.yml", false, false),
+            (".git/config", false, false),
+            ("..data", false, true),
+            ("..data_tmp", false, true),
+            ("..2026_01_01_00_00_00.1/a.yaml", false, true),
+            ("sub/..data", false, false),
+        ] {
+            assert_eq!(is_config_file(&dir, &at(path)), file, "{path}");
+            assert_eq!(is_config_change(&dir, &at(path)), change, "{path}");
+        }
+        let outside = dir.with_extension("log");
+        assert!(!is_config_file(&dir, &outside) && !is_config_change(&dir, &outside));
+        // Relative to the working directory, `.` components aside.
+        let cwd = std::env::current_dir().unwrap();
+        assert!(is_config_file(Path::new("."), Path::new("./a.yaml")));
+        assert!(is_config_file(Path::new("x.yaml"), Path::new("./x.yaml")));
+        assert!(is_config_file(&cwd.join("x.yaml"), Path::new("x.yaml")));
+        assert!(is_config_change(Path::new("x.yaml"), Path::new("./..data")));
+        assert!(!is_config_change(
+            Path::new("x.yaml"),
+            Path::new("./.x.yaml.swp")
+        ));
+        // A file root: itself, and a ConfigMap's swap beside it.
+        let root = at("api.yaml");
+        for (path, file, change) in [
+            ("api.yaml", true, true),
+            ("other.yaml", false, false),
+            (".api.yaml.swp", false, false),
+            ("..data", false, true),
+            ("..2026_01_01_00_00_00.1/api.yaml", false, true),
+        ] {
+            assert_eq!(is_config_file(&root, &at(path)), file, "{path}");
+            assert_eq!(is_config_change(&root, &at(path)), change, "{path}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Upstream's basic and shadow-mode fixtures' situations: a value with
+    /// no limit of its own lets its children limit, and its key's default
+    /// does not apply to it (a value listed without a limit is let
+    /// through); a request deeper than the tree, or that leaves it, has no
+    /// limit; names and modes are the descriptor's own.
+    #[test]
+    fn upstream_basic_fixture_matches_as_upstream() {
+        let config = config_of(
+            r#"
+domain: d
+descriptors:
+  - key: key1
+    value: value1
+    descriptors:
+      - {key: subkey1, rate_limit: {unit: second, requests_per_unit: 5}}
+      - key: subkey1
+        value: subvalue1
+        shadow_mode: true
+        rate_limit: {unit: second, requests_per_unit: 10}
+  - {key: key2, shadow_mode: true, rate_limit: {unit: minute, requests_per_unit: 20}}
+  - {key: key2, value: value2, rate_limit: {unit: minute, requests_per_unit: 30}}
+  - {key: key2, value: value3}
+  - {key: key4, rate_limit: {name: key4_rate_limit, unit: day, requests_per_unit: 1}}
+  - key: key5
+    value: value5
+    rate_limit: {unit: day, requests_per_unit: 15}
+    descriptors:
+      - {key: subkey5, value: subvalue5, rate_limit: {unit: day, requests_per_unit: 25}}
+  - {key: key6, rate_limit: {unlimited: true}}
+"#,
+        );
+        let found = |pairs: &[(&str, &str)]| {
+            config
+                .matching("d", &entries(pairs))
+                .and_then(|r| match &r.limit {
+                    Limit::Quota(q, shown) => Some((
+                        q.policies()[0].limit,
+                        shown[0].unit,
+                        shown[0].name.clone(),
+                        r.shadow,
+                    )),
+                    Limit::Unlimited => Some((u32::MAX, None, String::new(), r.shadow)),
+                    _ => None,
+                })
+        };
+        let none = String::new;
+        for (pairs, want) in [
+            (&[("key1", "something")][..], None),
+            (&[("key1", "value1")], None),
+            (&[("key2", "value2"), ("subkey", "subvalue")], None),
+            (&[("key5", "value5"), ("subkey5", "subvalue")], None),
+            (&[("key2", "value3")], None),
+            (
+                &[("key1", "value1"), ("subkey1", "something")],
+                Some((5, Some(Unit::Second), none(), false)),
+            ),
+            (
+                &[("key1", "value1"), ("subkey1", "subvalue1")],
+                Some((10, Some(Unit::Second), none(), true)),
+            ),
+            (
+                &[("key2", "something")],
+                Some((20, Some(Unit::Minute), none(), true)),
+            ),
+            (
+                &[("key2", "value2")],
+                Some((30, Some(Unit::Minute), none(), false)),
+            ),
+            (
+                &[("key4", "x")],
+                Some((1, Some(Unit::Day), "key4_rate_limit".into(), false)),
+            ),
+            (
+                &[("key5", "value5"), ("subkey5", "subvalue5")],
+                Some((25, Some(Unit::Day), none(), false)),
+            ),
+            (&[("key6", "x")], Some((u32::MAX, None, none(), false))),
+        ] {
+            assert_eq!(found(pairs), want, "{pairs:?}");
+        }
+        assert!(
+            config
+                .matching("other", &entries(&[("key2", "x")]))
+                .is_none()
+        );
     }
 
     /// A glob of literal parts and `*`s, matched by brute force: the
