@@ -183,36 +183,66 @@ impl From<ConfigError> for RedisLimitError {
 /// Both scripts take `KEYS[1]` and `ARGV`: `n`, a unique member prefix, a
 /// server-time override (`''` for none, tests only), the number of policies
 /// `P`, the ring's size `L` and base window `W` (the policy of the largest
-/// limit, the longest such), then `P` pairs `limit, window`, then `'1'` for
-/// a dry run (a peek: decide, record nothing); times are in
-/// microseconds. Every policy is checked against the one log, all or
-/// nothing. They answer `{1, remaining, t_eff, policy, grows}` (the least
-/// room, the first policy with it, and the time until that least room
-/// grows: the latest time, among the policies with that little room, their
-/// oldest admission in their window leaves it — the IETF `t`; 0 if one of
-/// them holds nothing, and for a dry run of the sorted set)
-/// or `{0, retry_after, now, policy, 0}` (the longest wait over the
-/// violated policies and the first policy with it).
+/// limit, the longest such: how a ring without a header is read), then `P`
+/// pairs `limit, window`, then `'1'` for a dry run (a peek: decide, record
+/// nothing); times are in microseconds. Every policy is checked against
+/// the one log, all or nothing. They answer `{1, remaining, t_eff, policy,
+/// grows}` (the least room, the first policy with it, and the time until
+/// that least room grows: the latest time, among the policies with that
+/// little room, their oldest admission in their window leaves it — the
+/// IETF `t`; 0 if one of them holds nothing, and for a dry run of the
+/// sorted set) or `{0, retry_after, now, policy, 0}` (the longest wait over
+/// the violated policies and the first policy with it).
+///
+/// A key keeps what every policy set that has called it while it lives
+/// needs, whoever calls: its longest window (and in the ring layout its
+/// largest limit) only grows until the key expires, so that limiters of
+/// different policies on one key (replicas mid-deploy, `with_quota`
+/// siblings) never drop what another one still counts.
+///
+/// Numbers reach Redis commands through `int`, `string.format('%d')`: Lua
+/// turns a number into a string with 14 significant digits, which would
+/// round 16-digit Unix microseconds.
 const SORTED_SET: &str = r#"
+local function int(x) return string.format('%d', x) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if ARGV[3] ~= '' then now = tonumber(ARGV[3]) end
 local n, P = tonumber(ARGV[1]), tonumber(ARGV[4])
+local dry = ARGV[7 + 2 * P] == '1'
 local longest = 0
 for i = 1, P do
   local w = tonumber(ARGV[6 + 2 * i])
   if w > longest then longest = w end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - longest)
-local total = redis.call('ZCARD', KEYS[1])
+-- The longest window any caller has judged the key by: the member
+-- 'w<window>' at score -inf (an admission's member holds a ':'; a key
+-- written without it is judged by this caller's windows).
+local meta = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '-inf')[1]
+local stored = 0
+if meta then stored = tonumber(string.sub(meta, 2)) end
+local kept = math.max(longest, stored)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '(-inf', int(now - kept))
+local m = 0
+if meta then m = 1 end
+local total = redis.call('ZCARD', KEYS[1]) - m
+-- This caller's windows join the key's (an existing key, or one this
+-- call creates).
+if longest > stored and (m == 1 or total > 0 or (n > 0 and not dry)) then
+  if meta then redis.call('ZREM', KEYS[1], meta) end
+  redis.call('ZADD', KEYS[1], '-inf', 'w' .. int(longest))
+  redis.call('PEXPIRE', KEYS[1], int(math.ceil(kept / 1000) + 1))
+  m = 1
+end
 local wait, wp, rem, rp = -1, 0, -1, 0
 local held, left = {}, {}
 for i = 1, P do
   local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
   local inw = total
-  if W < longest then inw = redis.call('ZCOUNT', KEYS[1], '(' .. (now - W), '+inf') end
+  if W < kept then inw = redis.call('ZCOUNT', KEYS[1], '(' .. int(now - W), '+inf') end
   if n > 0 and inw + n > L then
-    local e = redis.call('ZRANGE', KEYS[1], total + n - L - 1, total + n - L - 1, 'WITHSCORES')
+    local r = m + total + n - L - 1
+    local e = redis.call('ZRANGE', KEYS[1], r, r, 'WITHSCORES')
     local w = tonumber(e[2]) + W - now
     if w > wait then wait, wp = w, i - 1 end
   else
@@ -223,13 +253,12 @@ for i = 1, P do
   end
 end
 if wait >= 0 then return {0, wait, now, wp, 0} end
-local dry = ARGV[7 + 2 * P] == '1'
 for i = 1, n do
   if dry then break end
-  redis.call('ZADD', KEYS[1], now, ARGV[2] .. ':' .. i)
+  redis.call('ZADD', KEYS[1], int(now), ARGV[2] .. ':' .. int(i))
 end
 if n > 0 and not dry then
-  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], int(math.ceil(kept / 1000) + 1))
 end
 -- When `rem` grows: each policy with that little room gains a unit once
 -- its oldest admission in its window leaves (past the excess a cut left),
@@ -238,7 +267,7 @@ local grows = 0
 for i = 1, P do
   if not dry and left[i] == rem and grows >= 0 then
     local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
-    local e = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - W), '+inf', 'WITHSCORES', 'LIMIT', held[i] - (L - rem), 1)
+    local e = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. int(now - W), '+inf', 'WITHSCORES', 'LIMIT', held[i] - (L - rem), 1)
     if e[2] then
       grows = math.max(grows, tonumber(e[2]) + W - now)
     else
@@ -251,38 +280,44 @@ return {1, rem, now, rp, math.max(grows, 0)}
 
 /// The ring of docs/design.md §2 in one string: a header of three 8-byte
 /// words — the head (admissions so far), `-W` (negative: it marks the
-/// header) and `L`, the ring's size and base window as written — then `L`
-/// 8-byte deadlines (`t_eff + W`), big-endian doubles (exact for integers
-/// below 2^53 µs). Policy `i` admits `n` units iff admission
-/// `head + n - 1 - L_i` has left its window (docs/design.md §4, several
-/// policies). A ring written under another `L` or `W` (a reconfigured
-/// limiter), or before the header existed, is rebuilt first: its newest
-/// `L` admissions, as effective times, under the new window.
+/// header) and `L` — then `L` 8-byte slots (`t_eff + W`), big-endian
+/// doubles (exact for integers below 2^53 µs). `L` is the largest limit
+/// and `W` the longest window of every policy set that has called the key
+/// while it lives: a caller with more (or longer) needs grows the ring
+/// first, keeping every admission; none shrinks it. Policy `i` admits `n`
+/// units iff admission `head + n - 1 - L_i` has left its window `W_i`
+/// (docs/design.md §4, several policies). A ring without the header is
+/// read as written under the caller's `L` and `W` (`ARGV[5]`, `ARGV[6]`)
+/// and rewritten with it.
 const RING: &str = r#"
+local function int(x) return string.format('%d', x) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if ARGV[3] ~= '' then now = tonumber(ARGV[3]) end
 local n, P = tonumber(ARGV[1]), tonumber(ARGV[4])
-local L, W = tonumber(ARGV[5]), tonumber(ARGV[6])
-local longest = W
+local L, W = 0, 0
 for i = 1, P do
-  local Wi = tonumber(ARGV[6 + 2 * i])
-  if Wi > longest then longest = Wi end
+  local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
+  if Li > L then L = Li end
+  if Wi > W then W = Wi end
 end
 local raw = redis.call('GET', KEYS[1])
 local function num(off)
   if (not raw) or #raw < off + 8 then return 0 end
   return (struct.unpack('>d', raw, off + 1))
 end
-local head, Ws, Ls, base = num(0), W, L, 24
+local head, Ls, Ws, base = num(0), L, W, 24
 if raw then
   if num(8) < 0 then
     Ws, Ls = -num(8), num(16)
   else
-    base = 8
+    Ls, Ws, base = tonumber(ARGV[5]), tonumber(ARGV[6]), 8
   end
+  if Ls > L then L = Ls end
+  if Ws > W then W = Ws end
 end
 if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
+  -- Grown (or given its header): every admission kept, in order.
   local kept = {}
   local from = head - Ls
   if from < 0 then from = 0 end
@@ -290,14 +325,12 @@ if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
     local d = num(base + 8 * (i % Ls))
     if d ~= 0 then kept[#kept + 1] = d - Ws end
   end
-  local first = #kept - L + 1
-  if first < 1 then first = 1 end
-  head = #kept - first + 1
+  head = #kept
   local parts = {struct.pack('>d', head), struct.pack('>d', -W), struct.pack('>d', L)}
-  for j = first, #kept do parts[#parts + 1] = struct.pack('>d', kept[j] + W) end
+  for j = 1, #kept do parts[#parts + 1] = struct.pack('>d', kept[j] + W) end
   raw = table.concat(parts)
   redis.call('SET', KEYS[1], raw)
-  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
 end
 local function slot(i) return num(24 + 8 * (i % L)) end
 local teff = now
@@ -338,10 +371,10 @@ if grows < 0 then grows = 0 end
 if n > 0 and ARGV[7 + 2 * P] ~= '1' then
   local d = struct.pack('>d', teff + W)
   for i = 0, n - 1 do
-    redis.call('SETRANGE', KEYS[1], 24 + 8 * ((head + i) % L), d)
+    redis.call('SETRANGE', KEYS[1], int(24 + 8 * ((head + i) % L)), d)
   end
   redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n) .. struct.pack('>d', -W) .. struct.pack('>d', L))
-  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
 end
 return {1, rem, teff, rp, grows}
 "#;
