@@ -693,7 +693,12 @@ impl RedisBuilder {
                 let client = client
                     .connection_timeout(backstop(self.timeout))
                     .response_timeout(backstop(self.timeout))
-                    .retries(1)
+                    // Redirections during a reshard (`MOVED`, `ASK`,
+                    // `TRYAGAIN`) followed several times, each wait short:
+                    // the call's own timeout bounds them all.
+                    .retries(CLUSTER_RETRIES)
+                    .min_retry_wait(1)
+                    .max_retry_wait(50)
                     .build()?;
                 Conn::Cluster(
                     tokio::time::timeout(self.timeout, client.get_async_connection())
@@ -870,6 +875,11 @@ enum Conn {
 impl Conn {
     /// Runs the script on the node that owns its key; on `NOSCRIPT` the
     /// `redis` crate loads it (on every primary, for a cluster) and retries.
+    /// On a cluster, a call that still meets a slot on the move (`MOVED`,
+    /// `ASK`, `TRYAGAIN` after the client's own redirections) is sent again,
+    /// at most [`CLUSTER_RETRIES`] times (the caller's timeout bounds it):
+    /// Redis answers those before the script runs, so nothing is counted
+    /// twice.
     async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> ::redis::RedisResult<Vec<i64>> {
         async fn on<C: ConnectionLike>(
             mut conn: C,
@@ -879,7 +889,18 @@ impl Conn {
         }
         match self {
             Conn::Node(c) => on(c.clone(), invocation).await,
-            Conn::Cluster(c) => on(c.clone(), invocation).await,
+            Conn::Cluster(c) => {
+                let mut again = 0;
+                loop {
+                    match on(c.clone(), invocation).await {
+                        Err(e) if again < CLUSTER_RETRIES && slot_on_the_move(&e) => {
+                            again += 1;
+                            tokio::time::sleep(Duration::from_millis(u64::from(again))).await;
+                        }
+                        answer => return answer,
+                    }
+                }
+            }
         }
     }
 
@@ -918,6 +939,21 @@ impl Conn {
             Conn::Cluster(c) => command.query_async(&mut c.clone()).await,
         }
     }
+}
+
+/// How many times a cluster call follows redirections (the `redis`
+/// crate's retries), and then how many times [`Conn::invoke`] sends a
+/// script call again that still met a slot on the move.
+const CLUSTER_RETRIES: u32 = 8;
+
+/// Whether `error` is a cluster's answer for a key whose slot is moving
+/// or has moved: the call did not run, and sent again it lands.
+fn slot_on_the_move(error: &::redis::RedisError) -> bool {
+    use ::redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        error.kind(),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain)
+    )
 }
 
 /// Redis Cluster's slot of `key`: CRC16/XMODEM of its [`hash_tag`] or of
