@@ -80,7 +80,8 @@ pub enum Layout {
     /// A sorted set, one member per admission (the classic layout).
     #[default]
     SortedSet,
-    /// A ring of `limit` 8-byte slots in one string.
+    /// A ring of 8-byte slots in one string, one per unit of the largest
+    /// limit that has judged the key.
     Ring,
 }
 
@@ -461,7 +462,7 @@ impl RedisBuilder {
 
     /// Every key is also limited to `limit` per `window`: several policies,
     /// checked all or nothing in the one script against one log per key
-    /// (the ring layout keeps the ring of the largest limit), as for
+    /// (the ring layout keeps a ring of the largest limit), as for
     /// [`Limiter::builder`](crate::Limiter::builder).
     ///
     /// ```
@@ -535,18 +536,15 @@ impl RedisBuilder {
     /// Deny locally, without a round trip, a request that is certain to be
     /// denied: one for at least as many units as a denial Redis gave this
     /// process, before that denial's retry time. It never denies what Redis
-    /// would admit while the key's policies stay this limiter's (entries
-    /// only leave Redis at their deadline). It remembers at most
-    /// [`DEFAULT_PRECHECK_KEYS`] keys' denials (see
-    /// [`local_precheck_capacity`](Self::local_precheck_capacity)).
-    ///
-    /// A key checked elsewhere under other policies (another process's
-    /// [`reconfigure`](RedisLimiter::reconfigure), or a
-    /// [`with_quota`](RedisLimiter::with_quota) sibling) can lose
-    /// admissions in Redis when the ring layout moves it to a smaller
-    /// limit; a denial remembered here before that stands until its retry
-    /// time. Keep the pre-check off where one key meets several policy sets
-    /// (`slidelog serve` does).
+    /// would admit under this limiter's policies (entries only leave Redis
+    /// at their deadline), whatever other policies check the key elsewhere
+    /// (another process's [`reconfigure`](RedisLimiter::reconfigure), a
+    /// [`with_quota`](RedisLimiter::with_quota) sibling): a key keeps what
+    /// every policy set that calls it counts. Only a
+    /// [`remove`](RedisLimiter::remove) or `reset` elsewhere frees a key
+    /// early; a denial remembered here before it stands until its retry
+    /// time. It remembers at most [`DEFAULT_PRECHECK_KEYS`] keys' denials
+    /// (see [`local_precheck_capacity`](Self::local_precheck_capacity)).
     ///
     /// ```
     /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
@@ -952,7 +950,9 @@ fn slot_on_the_move(error: &::redis::RedisError) -> bool {
     use ::redis::{ErrorKind, ServerErrorKind};
     matches!(
         error.kind(),
-        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain)
+        ErrorKind::Server(
+            ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain
+        )
     )
 }
 
@@ -1057,7 +1057,7 @@ struct Rules {
     /// The policies as given, and in microseconds.
     policies: Vec<Policy>,
     rules: Vec<(u32, u64)>,
-    /// The ring's size and base window (µs): the largest limit, with the
+    /// How a ring without a header is read (µs): the largest limit, with the
     /// longest window among those.
     ring: (u32, u64),
     min_limit: u32,
@@ -1186,8 +1186,9 @@ impl RedisLimiter {
     /// Each check is routed to the shard that owns its key (one key per
     /// check, so every script runs in one slot), the script is loaded on
     /// every primary and reloaded on whichever node answers `NOSCRIPT`
-    /// (after a failover or a `SCRIPT FLUSH`). The same options as
-    /// [`builder`](Self::builder).
+    /// (after a failover or a `SCRIPT FLUSH`). During a reshard a check
+    /// follows its slot's redirections (`MOVED`, `ASK`, `TRYAGAIN`) within
+    /// its timeout. The same options as [`builder`](Self::builder).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), slidelog::redis::RedisLimitError> {
@@ -1734,14 +1735,33 @@ impl RedisLimiter {
     /// keeping what Redis holds. Other processes sharing the keys judge by
     /// their own configuration until they change it too.
     ///
-    /// The contract is [`Limiter::reconfigure`](crate::Limiter::reconfigure)'s:
-    /// every call that starts after this returns sends the new policies, and
-    /// Redis judges them over the key's history, never a mix. In the ring
-    /// layout the script rebuilds a key's ring the first time it meets it
-    /// under the new size or base window (its newest `L` admissions, moved to
-    /// the new window); the sorted set keeps every admission within the old
-    /// longest window, so growing the window recalls nothing older than
-    /// that. Local pre-check denials of the old policies are dropped.
+    /// Every call that starts after this returns sends the new policies,
+    /// and Redis judges them over what the key holds, never a mix; local
+    /// pre-check denials of the old policies are dropped.
+    ///
+    /// What a key holds, whoever calls it (this limiter before and after,
+    /// [`with_quota`](Self::with_quota) siblings, replicas on other
+    /// configurations): from the first call of each policy set that finds
+    /// the key or admits into it, what that set can still count — in the
+    /// ring layout the newest admissions up to the largest limit of those
+    /// sets, in the sorted set every admission within their longest
+    /// window. No call, of a smaller limit or a shorter window, drops
+    /// that; the key expires that longest window after its last admission.
+    /// So every call is exact over the key's history as far as any policy
+    /// set on it reaches, and where every limiter uses one window length,
+    /// no such window ever holds more admissions than the largest limit in
+    /// force in it (a cut and a restore within the window admit nothing
+    /// more: the window's admissions are all still there).
+    ///
+    /// As [`Limiter::reconfigure`](crate::Limiter::reconfigure), a smaller
+    /// limit, a shorter window or an added policy takes effect at once over
+    /// that history, and a larger limit or a longer window counts only what
+    /// the key holds. Unlike it: the key expires (above), so a window grown
+    /// after the key's longest window has passed since its last admission
+    /// recalls nothing, where `Limiter` recalls what its ring kept however
+    /// old; and the sorted set holds nothing older than the longest window
+    /// that has judged the key, so a window grown past that recalls nothing
+    /// older.
     ///
     /// # Errors
     ///
@@ -1778,9 +1798,11 @@ impl RedisLimiter {
     /// The two are separate limiters on the same Redis keys:
     /// [`reconfigure`](Self::reconfigure) on one does not change the other,
     /// each keeps its own [`stats`](Self::stats), and a key checked through
-    /// both is judged each time by the policies of the limiter asked (in the
-    /// ring layout the script moves the key's ring to them, as after a
-    /// reconfiguration).
+    /// both is judged each time by the policies of the limiter asked, over
+    /// what the key holds: what both policy sets can count (see
+    /// [`reconfigure`](Self::reconfigure)). 10 and 5 a minute alternating
+    /// on one key admit 10 in the minute, as two replicas on those
+    /// configurations do.
     ///
     /// ```no_run
     /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), Box<dyn std::error::Error>> {

@@ -145,18 +145,22 @@ fn several_policies_at_unix_times_equal_the_model() {
     let Some(server) = server() else { return };
     let rt = runtime();
     let url = server.url.clone();
-    common::redis_model::policies_equal_the_model_at_unix_times(&rt, 256, |policies, layout, id| {
-        let url = url.clone();
-        async move {
-            let mut b = RedisLimiter::builder(url.as_str(), policies[0].0, policies[0].1)
-                .layout(layout)
-                .prefix(format!("unix{id}:"));
-            for &(limit, window) in &policies[1..] {
-                b = b.and(limit, window);
+    common::redis_model::policies_equal_the_model_at_unix_times(
+        &rt,
+        256,
+        |policies, layout, id| {
+            let url = url.clone();
+            async move {
+                let mut b = RedisLimiter::builder(url.as_str(), policies[0].0, policies[0].1)
+                    .layout(layout)
+                    .prefix(format!("unix{id}:"));
+                for &(limit, window) in &policies[1..] {
+                    b = b.and(limit, window);
+                }
+                (b.connect().await.unwrap(), "k".to_string())
             }
-            (b.connect().await.unwrap(), "k".to_string())
-        }
-    });
+        },
+    );
 }
 
 /// Two limiters of different policy sets (`with_quota`) alternating at
@@ -302,7 +306,10 @@ fn a_grown_window_recalls_what_the_key_still_holds() {
                     .query_async(&mut conn)
                     .await
                     .unwrap();
-                assert!(ttl > 0 && ttl <= 1_001, "{layout:?}: the key lives 1 s: {ttl}");
+                assert!(
+                    ttl > 0 && ttl <= 1_001,
+                    "{layout:?}: the key lives 1 s: {ttl}"
+                );
             }
             // The server's clock passes the second: the key is gone.
             tokio::time::sleep(Duration::from_millis(1_100)).await;
@@ -315,10 +322,21 @@ fn a_grown_window_recalls_what_the_key_still_holds() {
             l.reconfigure(Quota::new(2, ten).unwrap()).unwrap();
             let t = UNIX_US + 5_000_000;
             let fresh = l.check_n_at_server_time_override("expired", 1, t).await;
-            assert_eq!(fresh.unwrap().unwrap().remaining(), 1, "{layout:?}: nothing recalled");
+            assert_eq!(
+                fresh.unwrap().unwrap().remaining(),
+                1,
+                "{layout:?}: nothing recalled"
+            );
             // Grown before the key expired (the server-time override
             // stands for the five seconds): both recalled.
-            let l2 = limiter(&server.url, 2, second, layout, &format!("grow2-{layout:?}:")).await;
+            let l2 = limiter(
+                &server.url,
+                2,
+                second,
+                layout,
+                &format!("grow2-{layout:?}:"),
+            )
+            .await;
             let two = l2.check_n_at_server_time_override("live", 2, UNIX_US).await;
             assert!(two.unwrap().is_ok());
             l2.reconfigure(Quota::new(2, ten).unwrap()).unwrap();

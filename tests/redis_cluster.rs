@@ -307,8 +307,15 @@ fn move_slot(cluster: &Cluster, key: &str, from: u16, to: u16, finish: bool) {
     }
     let slot: u16 = slot.parse().unwrap();
     let start = Instant::now();
-    while !cluster.nodes.iter().all(|n| sees_owner(n.port, slot, &to_id)) {
-        assert!(start.elapsed() < Duration::from_secs(30), "slot {slot} not settled");
+    while !cluster
+        .nodes
+        .iter()
+        .all(|n| sees_owner(n.port, slot, &to_id))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "slot {slot} not settled"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -324,7 +331,9 @@ fn a_call_follows_its_slot_through_a_reshard() {
     let minute = Duration::from_secs(60);
     for layout in [Layout::SortedSet, Layout::Ring] {
         let prefix = format!("reshard-{layout:?}:");
-        let key = rt.block_on(limiter(&cluster, 5, minute, layout, &prefix)).redis_key("k");
+        let key = rt
+            .block_on(limiter(&cluster, 5, minute, layout, &prefix))
+            .redis_key("k");
         let first = cluster.owner(&key);
         let others: Vec<u16> = cluster
             .nodes

@@ -319,9 +319,9 @@ impl Kept {
     ) -> super::multi::MultiDecision {
         let largest = model.policies.iter().map(|p| p.0).max().unwrap();
         let longest = model.policies.iter().map(|p| p.1).max().unwrap();
-        let grown = self
-            .needs
-            .map_or((largest, longest), |(l, w)| (l.max(largest), w.max(longest)));
+        let grown = self.needs.map_or((largest, longest), |(l, w)| {
+            (l.max(largest), w.max(longest))
+        });
         match (self.layout, self.needs) {
             (Layout::Ring, Some((size, _))) => model.truncate(size as usize),
             (Layout::Ring, None) => model.truncate(0),
@@ -368,12 +368,7 @@ pub fn alternating_policy_sets_equal_the_model<F, Fut>(
     };
     let step = (
         any::<bool>(),
-        prop_oneof![
-            Just(0u64),
-            0..1_000u64,
-            0..3_000_000u64,
-            0..40_000_000u64
-        ],
+        prop_oneof![Just(0u64), 0..1_000u64, 0..3_000_000u64, 0..40_000_000u64],
         0..=4u32,
     );
     let strategy = (
