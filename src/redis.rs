@@ -1746,7 +1746,8 @@ impl RedisLimiter {
     /// ring layout the newest admissions up to the largest limit of those
     /// sets, in the sorted set every admission within their longest
     /// window. No call, of a smaller limit or a shorter window, drops
-    /// that; the key expires that longest window after its last admission.
+    /// that; the key expires that longest window after the last call that
+    /// wrote it (an admission, or a call that grew what it holds).
     /// So every call is exact over the key's history as far as any policy
     /// set on it reaches, and where every limiter uses one window length,
     /// no such window ever holds more admissions than the largest limit in
@@ -1757,7 +1758,7 @@ impl RedisLimiter {
     /// limit, a shorter window or an added policy takes effect at once over
     /// that history, and a larger limit or a longer window counts only what
     /// the key holds. Unlike it: the key expires (above), so a window grown
-    /// after the key's longest window has passed since its last admission
+    /// after the key's longest window has passed since its last write
     /// recalls nothing, where `Limiter` recalls what its ring kept however
     /// old; and the sorted set holds nothing older than the longest window
     /// that has judged the key, so a window grown past that recalls nothing
