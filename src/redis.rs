@@ -80,7 +80,8 @@ pub enum Layout {
     /// A sorted set, one member per admission (the classic layout).
     #[default]
     SortedSet,
-    /// A ring of `limit` 8-byte slots in one string.
+    /// A ring of 8-byte slots in one string, one per unit of the largest
+    /// limit that has judged the key.
     Ring,
 }
 
@@ -183,36 +184,66 @@ impl From<ConfigError> for RedisLimitError {
 /// Both scripts take `KEYS[1]` and `ARGV`: `n`, a unique member prefix, a
 /// server-time override (`''` for none, tests only), the number of policies
 /// `P`, the ring's size `L` and base window `W` (the policy of the largest
-/// limit, the longest such), then `P` pairs `limit, window`, then `'1'` for
-/// a dry run (a peek: decide, record nothing); times are in
-/// microseconds. Every policy is checked against the one log, all or
-/// nothing. They answer `{1, remaining, t_eff, policy, grows}` (the least
-/// room, the first policy with it, and the time until that least room
-/// grows: the latest time, among the policies with that little room, their
-/// oldest admission in their window leaves it — the IETF `t`; 0 if one of
-/// them holds nothing, and for a dry run of the sorted set)
-/// or `{0, retry_after, now, policy, 0}` (the longest wait over the
-/// violated policies and the first policy with it).
+/// limit, the longest such: how a ring without a header is read), then `P`
+/// pairs `limit, window`, then `'1'` for a dry run (a peek: decide, record
+/// nothing); times are in microseconds. Every policy is checked against
+/// the one log, all or nothing. They answer `{1, remaining, t_eff, policy,
+/// grows}` (the least room, the first policy with it, and the time until
+/// that least room grows: the latest time, among the policies with that
+/// little room, their oldest admission in their window leaves it — the
+/// IETF `t`; 0 if one of them holds nothing, and for a dry run of the
+/// sorted set) or `{0, retry_after, now, policy, 0}` (the longest wait over
+/// the violated policies and the first policy with it).
+///
+/// A key keeps what every policy set that has called it while it lives
+/// needs, whoever calls: its longest window (and in the ring layout its
+/// largest limit) only grows until the key expires, so that limiters of
+/// different policies on one key (replicas mid-deploy, `with_quota`
+/// siblings) never drop what another one still counts.
+///
+/// Numbers reach Redis commands through `int`, `string.format('%d')`: Lua
+/// turns a number into a string with 14 significant digits, which would
+/// round 16-digit Unix microseconds.
 const SORTED_SET: &str = r#"
+local function int(x) return string.format('%d', x) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if ARGV[3] ~= '' then now = tonumber(ARGV[3]) end
 local n, P = tonumber(ARGV[1]), tonumber(ARGV[4])
+local dry = ARGV[7 + 2 * P] == '1'
 local longest = 0
 for i = 1, P do
   local w = tonumber(ARGV[6 + 2 * i])
   if w > longest then longest = w end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - longest)
-local total = redis.call('ZCARD', KEYS[1])
+-- The longest window any caller has judged the key by: the member
+-- 'w<window>' at score -inf (an admission's member holds a ':'; a key
+-- written without it is judged by this caller's windows).
+local meta = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '-inf')[1]
+local stored = 0
+if meta then stored = tonumber(string.sub(meta, 2)) end
+local kept = math.max(longest, stored)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '(-inf', int(now - kept))
+local m = 0
+if meta then m = 1 end
+local total = redis.call('ZCARD', KEYS[1]) - m
+-- This caller's windows join the key's (an existing key, or one this
+-- call creates).
+if longest > stored and (m == 1 or total > 0 or (n > 0 and not dry)) then
+  if meta then redis.call('ZREM', KEYS[1], meta) end
+  redis.call('ZADD', KEYS[1], '-inf', 'w' .. int(longest))
+  redis.call('PEXPIRE', KEYS[1], int(math.ceil(kept / 1000) + 1))
+  m = 1
+end
 local wait, wp, rem, rp = -1, 0, -1, 0
 local held, left = {}, {}
 for i = 1, P do
   local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
   local inw = total
-  if W < longest then inw = redis.call('ZCOUNT', KEYS[1], '(' .. (now - W), '+inf') end
+  if W < kept then inw = redis.call('ZCOUNT', KEYS[1], '(' .. int(now - W), '+inf') end
   if n > 0 and inw + n > L then
-    local e = redis.call('ZRANGE', KEYS[1], total + n - L - 1, total + n - L - 1, 'WITHSCORES')
+    local r = m + total + n - L - 1
+    local e = redis.call('ZRANGE', KEYS[1], r, r, 'WITHSCORES')
     local w = tonumber(e[2]) + W - now
     if w > wait then wait, wp = w, i - 1 end
   else
@@ -223,13 +254,12 @@ for i = 1, P do
   end
 end
 if wait >= 0 then return {0, wait, now, wp, 0} end
-local dry = ARGV[7 + 2 * P] == '1'
 for i = 1, n do
   if dry then break end
-  redis.call('ZADD', KEYS[1], now, ARGV[2] .. ':' .. i)
+  redis.call('ZADD', KEYS[1], int(now), ARGV[2] .. ':' .. int(i))
 end
 if n > 0 and not dry then
-  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], int(math.ceil(kept / 1000) + 1))
 end
 -- When `rem` grows: each policy with that little room gains a unit once
 -- its oldest admission in its window leaves (past the excess a cut left),
@@ -238,7 +268,7 @@ local grows = 0
 for i = 1, P do
   if not dry and left[i] == rem and grows >= 0 then
     local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
-    local e = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - W), '+inf', 'WITHSCORES', 'LIMIT', held[i] - (L - rem), 1)
+    local e = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. int(now - W), '+inf', 'WITHSCORES', 'LIMIT', held[i] - (L - rem), 1)
     if e[2] then
       grows = math.max(grows, tonumber(e[2]) + W - now)
     else
@@ -251,38 +281,44 @@ return {1, rem, now, rp, math.max(grows, 0)}
 
 /// The ring of docs/design.md §2 in one string: a header of three 8-byte
 /// words — the head (admissions so far), `-W` (negative: it marks the
-/// header) and `L`, the ring's size and base window as written — then `L`
-/// 8-byte deadlines (`t_eff + W`), big-endian doubles (exact for integers
-/// below 2^53 µs). Policy `i` admits `n` units iff admission
-/// `head + n - 1 - L_i` has left its window (docs/design.md §4, several
-/// policies). A ring written under another `L` or `W` (a reconfigured
-/// limiter), or before the header existed, is rebuilt first: its newest
-/// `L` admissions, as effective times, under the new window.
+/// header) and `L` — then `L` 8-byte slots (`t_eff + W`), big-endian
+/// doubles (exact for integers below 2^53 µs). `L` is the largest limit
+/// and `W` the longest window of every policy set that has called the key
+/// while it lives: a caller with more (or longer) needs grows the ring
+/// first, keeping every admission; none shrinks it. Policy `i` admits `n`
+/// units iff admission `head + n - 1 - L_i` has left its window `W_i`
+/// (docs/design.md §4, several policies). A ring without the header is
+/// read as written under the caller's `L` and `W` (`ARGV[5]`, `ARGV[6]`)
+/// and rewritten with it.
 const RING: &str = r#"
+local function int(x) return string.format('%d', x) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if ARGV[3] ~= '' then now = tonumber(ARGV[3]) end
 local n, P = tonumber(ARGV[1]), tonumber(ARGV[4])
-local L, W = tonumber(ARGV[5]), tonumber(ARGV[6])
-local longest = W
+local L, W = 0, 0
 for i = 1, P do
-  local Wi = tonumber(ARGV[6 + 2 * i])
-  if Wi > longest then longest = Wi end
+  local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
+  if Li > L then L = Li end
+  if Wi > W then W = Wi end
 end
 local raw = redis.call('GET', KEYS[1])
 local function num(off)
   if (not raw) or #raw < off + 8 then return 0 end
   return (struct.unpack('>d', raw, off + 1))
 end
-local head, Ws, Ls, base = num(0), W, L, 24
+local head, Ls, Ws, base = num(0), L, W, 24
 if raw then
   if num(8) < 0 then
     Ws, Ls = -num(8), num(16)
   else
-    base = 8
+    Ls, Ws, base = tonumber(ARGV[5]), tonumber(ARGV[6]), 8
   end
+  if Ls > L then L = Ls end
+  if Ws > W then W = Ws end
 end
 if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
+  -- Grown (or given its header): every admission kept, in order.
   local kept = {}
   local from = head - Ls
   if from < 0 then from = 0 end
@@ -290,14 +326,12 @@ if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
     local d = num(base + 8 * (i % Ls))
     if d ~= 0 then kept[#kept + 1] = d - Ws end
   end
-  local first = #kept - L + 1
-  if first < 1 then first = 1 end
-  head = #kept - first + 1
+  head = #kept
   local parts = {struct.pack('>d', head), struct.pack('>d', -W), struct.pack('>d', L)}
-  for j = first, #kept do parts[#parts + 1] = struct.pack('>d', kept[j] + W) end
+  for j = 1, #kept do parts[#parts + 1] = struct.pack('>d', kept[j] + W) end
   raw = table.concat(parts)
   redis.call('SET', KEYS[1], raw)
-  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
 end
 local function slot(i) return num(24 + 8 * (i % L)) end
 local teff = now
@@ -338,10 +372,10 @@ if grows < 0 then grows = 0 end
 if n > 0 and ARGV[7 + 2 * P] ~= '1' then
   local d = struct.pack('>d', teff + W)
   for i = 0, n - 1 do
-    redis.call('SETRANGE', KEYS[1], 24 + 8 * ((head + i) % L), d)
+    redis.call('SETRANGE', KEYS[1], int(24 + 8 * ((head + i) % L)), d)
   end
   redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n) .. struct.pack('>d', -W) .. struct.pack('>d', L))
-  redis.call('PEXPIRE', KEYS[1], math.ceil(longest / 1000) + 1)
+  redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
 end
 return {1, rem, teff, rp, grows}
 "#;
@@ -428,7 +462,7 @@ impl RedisBuilder {
 
     /// Every key is also limited to `limit` per `window`: several policies,
     /// checked all or nothing in the one script against one log per key
-    /// (the ring layout keeps the ring of the largest limit), as for
+    /// (the ring layout keeps a ring of the largest limit), as for
     /// [`Limiter::builder`](crate::Limiter::builder).
     ///
     /// ```
@@ -502,18 +536,15 @@ impl RedisBuilder {
     /// Deny locally, without a round trip, a request that is certain to be
     /// denied: one for at least as many units as a denial Redis gave this
     /// process, before that denial's retry time. It never denies what Redis
-    /// would admit while the key's policies stay this limiter's (entries
-    /// only leave Redis at their deadline). It remembers at most
-    /// [`DEFAULT_PRECHECK_KEYS`] keys' denials (see
-    /// [`local_precheck_capacity`](Self::local_precheck_capacity)).
-    ///
-    /// A key checked elsewhere under other policies (another process's
-    /// [`reconfigure`](RedisLimiter::reconfigure), or a
-    /// [`with_quota`](RedisLimiter::with_quota) sibling) can lose
-    /// admissions in Redis when the ring layout moves it to a smaller
-    /// limit; a denial remembered here before that stands until its retry
-    /// time. Keep the pre-check off where one key meets several policy sets
-    /// (`slidelog serve` does).
+    /// would admit under this limiter's policies (entries only leave Redis
+    /// at their deadline), whatever other policies check the key elsewhere
+    /// (another process's [`reconfigure`](RedisLimiter::reconfigure), a
+    /// [`with_quota`](RedisLimiter::with_quota) sibling): a key keeps what
+    /// every policy set that calls it counts. Only a
+    /// [`remove`](RedisLimiter::remove) or `reset` elsewhere frees a key
+    /// early; a denial remembered here before it stands until its retry
+    /// time. It remembers at most [`DEFAULT_PRECHECK_KEYS`] keys' denials
+    /// (see [`local_precheck_capacity`](Self::local_precheck_capacity)).
     ///
     /// ```
     /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
@@ -660,7 +691,12 @@ impl RedisBuilder {
                 let client = client
                     .connection_timeout(backstop(self.timeout))
                     .response_timeout(backstop(self.timeout))
-                    .retries(1)
+                    // Redirections during a reshard (`MOVED`, `ASK`,
+                    // `TRYAGAIN`) followed several times, each wait short:
+                    // the call's own timeout bounds them all.
+                    .retries(CLUSTER_RETRIES)
+                    .min_retry_wait(1)
+                    .max_retry_wait(50)
                     .build()?;
                 Conn::Cluster(
                     tokio::time::timeout(self.timeout, client.get_async_connection())
@@ -837,6 +873,11 @@ enum Conn {
 impl Conn {
     /// Runs the script on the node that owns its key; on `NOSCRIPT` the
     /// `redis` crate loads it (on every primary, for a cluster) and retries.
+    /// On a cluster, a call that still meets a slot on the move (`MOVED`,
+    /// `ASK`, `TRYAGAIN` after the client's own redirections) is sent again,
+    /// at most [`CLUSTER_RETRIES`] times (the caller's timeout bounds it):
+    /// Redis answers those before the script runs, so nothing is counted
+    /// twice.
     async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> ::redis::RedisResult<Vec<i64>> {
         async fn on<C: ConnectionLike>(
             mut conn: C,
@@ -846,7 +887,18 @@ impl Conn {
         }
         match self {
             Conn::Node(c) => on(c.clone(), invocation).await,
-            Conn::Cluster(c) => on(c.clone(), invocation).await,
+            Conn::Cluster(c) => {
+                let mut again = 0;
+                loop {
+                    match on(c.clone(), invocation).await {
+                        Err(e) if again < CLUSTER_RETRIES && slot_on_the_move(&e) => {
+                            again += 1;
+                            tokio::time::sleep(Duration::from_millis(u64::from(again))).await;
+                        }
+                        answer => return answer,
+                    }
+                }
+            }
         }
     }
 
@@ -885,6 +937,23 @@ impl Conn {
             Conn::Cluster(c) => command.query_async(&mut c.clone()).await,
         }
     }
+}
+
+/// How many times a cluster call follows redirections (the `redis`
+/// crate's retries), and then how many times [`Conn::invoke`] sends a
+/// script call again that still met a slot on the move.
+const CLUSTER_RETRIES: u32 = 8;
+
+/// Whether `error` is a cluster's answer for a key whose slot is moving
+/// or has moved: the call did not run, and sent again it lands.
+fn slot_on_the_move(error: &::redis::RedisError) -> bool {
+    use ::redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        error.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain
+        )
+    )
 }
 
 /// Redis Cluster's slot of `key`: CRC16/XMODEM of its [`hash_tag`] or of
@@ -988,7 +1057,7 @@ struct Rules {
     /// The policies as given, and in microseconds.
     policies: Vec<Policy>,
     rules: Vec<(u32, u64)>,
-    /// The ring's size and base window (µs): the largest limit, with the
+    /// How a ring without a header is read (µs): the largest limit, with the
     /// longest window among those.
     ring: (u32, u64),
     min_limit: u32,
@@ -1117,8 +1186,9 @@ impl RedisLimiter {
     /// Each check is routed to the shard that owns its key (one key per
     /// check, so every script runs in one slot), the script is loaded on
     /// every primary and reloaded on whichever node answers `NOSCRIPT`
-    /// (after a failover or a `SCRIPT FLUSH`). The same options as
-    /// [`builder`](Self::builder).
+    /// (after a failover or a `SCRIPT FLUSH`). During a reshard a check
+    /// follows its slot's redirections (`MOVED`, `ASK`, `TRYAGAIN`) within
+    /// its timeout. The same options as [`builder`](Self::builder).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), slidelog::redis::RedisLimitError> {
@@ -1665,14 +1735,34 @@ impl RedisLimiter {
     /// keeping what Redis holds. Other processes sharing the keys judge by
     /// their own configuration until they change it too.
     ///
-    /// The contract is [`Limiter::reconfigure`](crate::Limiter::reconfigure)'s:
-    /// every call that starts after this returns sends the new policies, and
-    /// Redis judges them over the key's history, never a mix. In the ring
-    /// layout the script rebuilds a key's ring the first time it meets it
-    /// under the new size or base window (its newest `L` admissions, moved to
-    /// the new window); the sorted set keeps every admission within the old
-    /// longest window, so growing the window recalls nothing older than
-    /// that. Local pre-check denials of the old policies are dropped.
+    /// Every call that starts after this returns sends the new policies,
+    /// and Redis judges them over what the key holds, never a mix; local
+    /// pre-check denials of the old policies are dropped.
+    ///
+    /// What a key holds, whoever calls it (this limiter before and after,
+    /// [`with_quota`](Self::with_quota) siblings, replicas on other
+    /// configurations): from the first call of each policy set that finds
+    /// the key or admits into it, what that set can still count — in the
+    /// ring layout the newest admissions up to the largest limit of those
+    /// sets, in the sorted set every admission within their longest
+    /// window. No call, of a smaller limit or a shorter window, drops
+    /// that; the key expires that longest window after the last call that
+    /// wrote it (an admission, or a call that grew what it holds).
+    /// So every call is exact over the key's history as far as any policy
+    /// set on it reaches, and where every limiter uses one window length,
+    /// no such window ever holds more admissions than the largest limit in
+    /// force in it (a cut and a restore within the window admit nothing
+    /// more: the window's admissions are all still there).
+    ///
+    /// As [`Limiter::reconfigure`](crate::Limiter::reconfigure), a smaller
+    /// limit, a shorter window or an added policy takes effect at once over
+    /// that history, and a larger limit or a longer window counts only what
+    /// the key holds. Unlike it: the key expires (above), so a window grown
+    /// after the key's longest window has passed since its last write
+    /// recalls nothing, where `Limiter` recalls what its ring kept however
+    /// old; and the sorted set holds nothing older than the longest window
+    /// that has judged the key, so a window grown past that recalls nothing
+    /// older.
     ///
     /// # Errors
     ///
@@ -1709,9 +1799,11 @@ impl RedisLimiter {
     /// The two are separate limiters on the same Redis keys:
     /// [`reconfigure`](Self::reconfigure) on one does not change the other,
     /// each keeps its own [`stats`](Self::stats), and a key checked through
-    /// both is judged each time by the policies of the limiter asked (in the
-    /// ring layout the script moves the key's ring to them, as after a
-    /// reconfiguration).
+    /// both is judged each time by the policies of the limiter asked, over
+    /// what the key holds: what both policy sets can count (see
+    /// [`reconfigure`](Self::reconfigure)). 10 and 5 a minute alternating
+    /// on one key admit 10 in the minute, as two replicas on those
+    /// configurations do.
     ///
     /// ```no_run
     /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), Box<dyn std::error::Error>> {

@@ -114,8 +114,9 @@ fn several_policies_equal_the_model() {
 }
 
 /// Live reconfiguration (P9 on Redis), both layouts, against the model
-/// with reconfigurations interleaved: the ring layout's script rebuilds a
-/// key's ring under a new size or window, keeping its newest admissions.
+/// with reconfigurations interleaved: a key keeps what every policy set
+/// that has called it needs (the ring grows, never shrinks while the key
+/// lives; the sorted set trims by the longest window that has judged it).
 #[test]
 fn reconfigurations_equal_the_model() {
     let Some(server) = server() else { return };
@@ -131,6 +132,280 @@ fn reconfigurations_equal_the_model() {
                 b = b.and(limit, window);
             }
             (b.connect().await.unwrap(), "k".to_string())
+        }
+    });
+}
+
+/// Several policies at 16-digit Unix microsecond times, windows of any
+/// microsecond, both layouts, against the model: every boundary, retry
+/// time and growth to the microsecond (the server's own times; Lua's
+/// default number format rounds them to 14 digits).
+#[test]
+fn several_policies_at_unix_times_equal_the_model() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    let url = server.url.clone();
+    common::redis_model::policies_equal_the_model_at_unix_times(
+        &rt,
+        256,
+        |policies, layout, id| {
+            let url = url.clone();
+            async move {
+                let mut b = RedisLimiter::builder(url.as_str(), policies[0].0, policies[0].1)
+                    .layout(layout)
+                    .prefix(format!("unix{id}:"));
+                for &(limit, window) in &policies[1..] {
+                    b = b.and(limit, window);
+                }
+                (b.connect().await.unwrap(), "k".to_string())
+            }
+        },
+    );
+}
+
+/// Two limiters of different policy sets (`with_quota`) alternating at
+/// random on the same keys, both layouts, a few thousand calls: each call
+/// equals the model judging it by its own limiter's policies over what the
+/// key keeps, and no window of a length both use holds more than the
+/// largest limit of that length.
+#[test]
+fn alternating_policy_sets_equal_the_model() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    let url = server.url.clone();
+    common::redis_model::alternating_policy_sets_equal_the_model(&rt, 48, |a, b, layout, id| {
+        let url = url.clone();
+        async move {
+            let mut builder = RedisLimiter::builder(url.as_str(), a[0].0, a[0].1)
+                .layout(layout)
+                .prefix(format!("alt{id}:"));
+            for &(limit, window) in &a[1..] {
+                builder = builder.and(limit, window);
+            }
+            let first = builder.connect().await.unwrap();
+            let second = first.with_quota(&quota(&b));
+            (first, second, "k".to_string())
+        }
+    });
+}
+
+/// A `Quota` of `policies`.
+fn quota(policies: &[(u32, Duration)]) -> slidelog::Quota {
+    let mut quota = slidelog::Quota::new(policies[0].0, policies[0].1).unwrap();
+    for &(limit, window) in &policies[1..] {
+        quota = quota.and(limit, window).unwrap();
+    }
+    quota
+}
+
+/// A 16-digit Unix time in microseconds, for the server-time override.
+const UNIX_US: u64 = 1_765_432_109_876_543;
+
+/// 10 and 5 a minute on one key, alternating (two `with_quota` siblings,
+/// or two replicas on different configurations mid-deploy): the minute
+/// holds 10 admissions, the largest limit, whichever limiter asks; both
+/// layouts.
+#[test]
+fn two_policy_sets_on_one_key_hold_the_largest_limit() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let minute = Duration::from_secs(60);
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let ten = limiter(&server.url, 10, minute, layout, &format!("two-{layout:?}:")).await;
+            let five = ten.with_quota(&slidelog::Quota::new(5, minute).unwrap());
+            let mut admitted = [0, 0];
+            for i in 0..50 {
+                for (side, l) in [&ten, &five].into_iter().enumerate() {
+                    let t = UNIX_US + (2 * i + side as u64) * 1_000;
+                    if l.check_n_at_server_time_override("k", 1, t)
+                        .await
+                        .unwrap()
+                        .is_ok()
+                    {
+                        admitted[side] += 1;
+                    }
+                }
+            }
+            assert_eq!(
+                admitted,
+                [8, 2],
+                "{layout:?}: admitted (10/min, 5/min) in one minute"
+            );
+        }
+    });
+}
+
+/// 10 a minute, 10 admitted; cut to 5 a minute (a call meets it) and
+/// restored to 10 within two seconds: nothing more fits in the minute,
+/// both layouts.
+#[test]
+fn a_cut_and_restore_admits_nothing_more_in_the_window() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let minute = Duration::from_secs(60);
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let l = limiter(&server.url, 10, minute, layout, &format!("cut-{layout:?}:")).await;
+            for i in 0..10 {
+                let admitted = l.check_n_at_server_time_override("k", 1, UNIX_US + i).await;
+                assert!(admitted.unwrap().is_ok(), "{layout:?} {i}");
+            }
+            l.reconfigure(slidelog::Quota::new(5, minute).unwrap())
+                .unwrap();
+            let cut = l
+                .check_n_at_server_time_override("k", 1, UNIX_US + 1_000_000)
+                .await;
+            assert!(cut.unwrap().is_err(), "{layout:?}: 10 in a window of 5");
+            l.reconfigure(slidelog::Quota::new(10, minute).unwrap())
+                .unwrap();
+            for i in 0..5 {
+                let t = UNIX_US + 2_000_000 + i;
+                let denied = l.check_n_at_server_time_override("k", 1, t).await.unwrap();
+                // The oldest of the ten leaves at its minute's end.
+                assert_eq!(
+                    denied.unwrap_err().retry_after(),
+                    Duration::from_micros(60_000_000 - 2_000_000 - i),
+                    "{layout:?} {i}"
+                );
+            }
+        }
+    });
+}
+
+/// A window grown while the key lives recalls its admissions, as the
+/// in-process `Limiter` does; the key lives the longest window in force
+/// after its last admission, and a window grown after that recalls
+/// nothing (the key has expired), where `Limiter` still recalls what its
+/// ring kept. Both layouts.
+#[test]
+fn a_grown_window_recalls_what_the_key_still_holds() {
+    use slidelog::{Limiter, ManualClock, Quota};
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    let second = Duration::from_secs(1);
+    let ten = Duration::from_secs(10);
+    // In process: 2 a second, two admitted; grown to 2 per 10 s 5 s later
+    // (and 2 s later), both recalled.
+    let clock = ManualClock::new();
+    let local = Limiter::with_clock(2, second, clock.clone()).unwrap();
+    local.check_n(2).unwrap();
+    clock.advance(Duration::from_secs(5));
+    local.reconfigure(Quota::new(2, ten).unwrap()).unwrap();
+    assert!(local.check().is_err(), "in process: recalled");
+    rt.block_on(async {
+        let client = redis::Client::open(server.url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let l = limiter(&server.url, 2, second, layout, &format!("grow-{layout:?}:")).await;
+            for key in ["live", "expired"] {
+                let two = l.check_n_at_server_time_override(key, 2, UNIX_US).await;
+                assert!(two.unwrap().is_ok());
+                let ttl: i64 = redis::cmd("PTTL")
+                    .arg(l.redis_key(key))
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert!(
+                    ttl > 0 && ttl <= 1_001,
+                    "{layout:?}: the key lives 1 s: {ttl}"
+                );
+            }
+            // The server's clock passes the second: the key is gone.
+            tokio::time::sleep(Duration::from_millis(1_100)).await;
+            let gone: i64 = redis::cmd("EXISTS")
+                .arg(l.redis_key("expired"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(gone, 0, "{layout:?}");
+            l.reconfigure(Quota::new(2, ten).unwrap()).unwrap();
+            let t = UNIX_US + 5_000_000;
+            let fresh = l.check_n_at_server_time_override("expired", 1, t).await;
+            assert_eq!(
+                fresh.unwrap().unwrap().remaining(),
+                1,
+                "{layout:?}: nothing recalled"
+            );
+            // Grown before the key expired (the server-time override
+            // stands for the five seconds): both recalled.
+            let l2 = limiter(
+                &server.url,
+                2,
+                second,
+                layout,
+                &format!("grow2-{layout:?}:"),
+            )
+            .await;
+            let two = l2.check_n_at_server_time_override("live", 2, UNIX_US).await;
+            assert!(two.unwrap().is_ok());
+            l2.reconfigure(Quota::new(2, ten).unwrap()).unwrap();
+            let recalled = l2.check_n_at_server_time_override("live", 1, t).await;
+            assert_eq!(
+                recalled.unwrap().unwrap_err().retry_after(),
+                Duration::from_secs(5),
+                "{layout:?}: recalled, as in process"
+            );
+        }
+    });
+}
+
+/// Window boundaries, retry times and growth to the microsecond at
+/// 16-digit Unix microsecond times (Lua's default number format keeps 14
+/// digits), with one policy and with a shorter policy beside a longer one,
+/// both layouts.
+#[test]
+fn boundaries_are_exact_to_the_microsecond_at_unix_times() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let two = Duration::from_secs(2);
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let one = limiter(&server.url, 1, two, layout, &format!("us1-{layout:?}:")).await;
+            let both = RedisLimiter::builder(server.url.as_str(), 1, two)
+                .and(100, Duration::from_secs(4))
+                .layout(layout)
+                .prefix(format!("us2-{layout:?}:"))
+                .connect()
+                .await
+                .unwrap();
+            for l in [&one, &both] {
+                let policies = l.policies().len();
+                let (admitted, grows) = l
+                    .check_n_with_growth_at_server_time_override("k", 1, UNIX_US)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(admitted.at(), UNIX_US * 1_000);
+                assert_eq!(grows, two, "{layout:?} {policies}: ours leaves in 2 s");
+                let late = UNIX_US + 2_000_000 - 1;
+                let denied = l.check_n_at_server_time_override("k", 1, late).await;
+                assert_eq!(
+                    denied.unwrap().unwrap_err().retry_after(),
+                    Duration::from_micros(1),
+                    "{layout:?} {policies}: one microsecond before the boundary"
+                );
+                let at = UNIX_US + 2_000_000;
+                let (admitted, grows) = l
+                    .check_n_with_growth_at_server_time_override("k", 1, at)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(admitted.remaining(), 0, "{layout:?} {policies}");
+                assert_eq!(grows, two, "{layout:?} {policies}");
+            }
+            // Three a second: the second admission, 10 µs after the first,
+            // leaves the room at one until the first leaves.
+            let three = limiter(&server.url, 3, two, layout, &format!("us3-{layout:?}:")).await;
+            let first = three.check_n_at_server_time_override("k", 1, UNIX_US).await;
+            assert!(first.unwrap().is_ok());
+            let (admitted, grows) = three
+                .check_n_with_growth_at_server_time_override("k", 1, UNIX_US + 10)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(admitted.remaining(), 1);
+            assert_eq!(grows, two - Duration::from_micros(10), "{layout:?}");
         }
     });
 }

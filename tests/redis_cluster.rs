@@ -265,6 +265,115 @@ fn script_flush_on_one_node_is_survived() {
     }
 }
 
+/// Whether the node on `port` sees the node `id` owning `slot`.
+fn sees_owner(port: u16, slot: u16, id: &str) -> bool {
+    let nodes = cli(port, &["cluster", "nodes"]).unwrap_or_default();
+    nodes
+        .lines()
+        .filter(|line| line.starts_with(id))
+        .flat_map(|line| line.split_whitespace().skip(8))
+        .any(|range| {
+            let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+            matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+        })
+}
+
+/// Moves the slot of `key` from the master on port `from` to the one on
+/// `to` as `redis-cli --cluster reshard` does: `to` importing, `from`
+/// migrating, the slot's keys migrated; with `finish`, the slot then given
+/// to `to` on every node (the target first), until every node sees it so.
+fn move_slot(cluster: &Cluster, key: &str, from: u16, to: u16, finish: bool) {
+    let id = |port| cli(port, &["cluster", "myid"]).unwrap().trim().to_owned();
+    let slot = cli(from, &["cluster", "keyslot", key]).unwrap();
+    let slot = slot.trim();
+    let (from_id, to_id) = (id(from), id(to));
+    let ok = |port: u16, args: &[&str]| {
+        let answer = cli(port, args).unwrap();
+        assert!(answer.contains("OK"), "{args:?} on {port}: {answer}");
+    };
+    ok(to, &["cluster", "setslot", slot, "importing", &from_id]);
+    ok(from, &["cluster", "setslot", slot, "migrating", &to_id]);
+    let keys = cli(from, &["cluster", "getkeysinslot", slot, "100"]).unwrap();
+    for moved in keys.lines().filter(|k| !k.is_empty()) {
+        let to = to.to_string();
+        ok(from, &["migrate", "127.0.0.1", &to, moved, "0", "5000"]);
+    }
+    if !finish {
+        return;
+    }
+    let others = cluster.nodes.iter().map(|n| n.port).filter(|&p| p != to);
+    for port in std::iter::once(to).chain(others) {
+        ok(port, &["cluster", "setslot", slot, "node", &to_id]);
+    }
+    let slot: u16 = slot.parse().unwrap();
+    let start = Instant::now();
+    while !cluster
+        .nodes
+        .iter()
+        .all(|n| sees_owner(n.port, slot, &to_id))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "slot {slot} not settled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A key's slot moves under a connected limiter: the node its slot map
+/// names has handed the slot on (`MOVED`) to a node that is migrating it
+/// (`ASK`). The call follows both redirections, lands on the key's new
+/// node and counts there; both layouts.
+#[test]
+fn a_call_follows_its_slot_through_a_reshard() {
+    let Some(cluster) = cluster() else { return };
+    let rt = runtime();
+    let minute = Duration::from_secs(60);
+    for layout in [Layout::SortedSet, Layout::Ring] {
+        let prefix = format!("reshard-{layout:?}:");
+        let key = rt
+            .block_on(limiter(&cluster, 5, minute, layout, &prefix))
+            .redis_key("k");
+        let first = cluster.owner(&key);
+        let others: Vec<u16> = cluster
+            .nodes
+            .iter()
+            .map(|n| n.port)
+            .filter(|&p| p != first)
+            .collect();
+        let (target, stale) = (others[0], others[1]);
+        // The limiter connects while the slot is on `stale`.
+        move_slot(&cluster, &key, first, stale, true);
+        let l = rt.block_on(limiter(&cluster, 5, minute, layout, &prefix));
+        rt.block_on(async {
+            for left in [4, 3] {
+                let admitted = l.check("k").await.unwrap().unwrap();
+                assert_eq!(admitted.remaining(), left, "{layout:?}");
+            }
+        });
+        // Behind its back: back to `first`, then on its way to `target`.
+        move_slot(&cluster, &key, stale, first, true);
+        move_slot(&cluster, &key, first, target, false);
+        rt.block_on(async {
+            let moving = l.check("k").await;
+            assert!(
+                matches!(&moving, Ok(Ok(a)) if a.remaining() == 2),
+                "{layout:?}: {moving:?}"
+            );
+        });
+        move_slot(&cluster, &key, first, target, true);
+        assert_eq!(cluster.owner(&key), target);
+        rt.block_on(async {
+            for left in [1, 0] {
+                let admitted = l.check("k").await.unwrap().unwrap();
+                assert_eq!(admitted.remaining(), left, "{layout:?}");
+            }
+            assert!(l.check("k").await.unwrap().is_err(), "{layout:?}");
+        });
+        assert_eq!(l.stats().failures, 0, "{layout:?}");
+    }
+}
+
 /// `until_ready` waits out the exact `retry_after` on the cluster too.
 #[test]
 fn until_ready_waits_on_a_cluster() {
