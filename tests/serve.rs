@@ -255,12 +255,12 @@ async fn reloads_keep_history_and_refuse_invalid_files() {
                 let bad = dir.join("bad.yaml");
                 std::fs::write(
                     &bad,
-                    "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n",
+                    "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {requests_per_unit: 1}\n",
                 )
                 .unwrap();
                 bad
             },
-            "requests_per_unit",
+            "`unit`",
         ),
     ] {
         let (code, _, stderr) = serve_once(&path, &["--grpc", "127.0.0.1:0"]);

@@ -358,6 +358,9 @@ pub(crate) struct Rule {
     pub(crate) replaces: Vec<String>,
     /// For metrics: the path of keys (and values where given) to here.
     pub(crate) label: String,
+    /// The path as upstream's metrics name it: each level's `key`, or
+    /// `key_value` where a value is given (its `key1`, `key2`, ... labels).
+    pub(crate) stat_path: Vec<String>,
     /// `metadata`, as the response's dynamic metadata carries it (`None`
     /// for none, or an empty mapping, as upstream).
     pub(crate) metadata: Option<Struct>,
@@ -526,7 +529,6 @@ pub(crate) fn is_config_file(root: &Path, path: &Path) -> bool {
 /// over the old in `root`'s directory (or the directory `root` is in) and
 /// touches no visible name. An editor's hidden files, a log or a state
 /// file written elsewhere are not changes.
-#[allow(dead_code)] // the file watcher's filter
 pub(crate) fn is_config_change(root: &Path, path: &Path) -> bool {
     if is_config_file(root, path) {
         return true;
@@ -614,11 +616,15 @@ pub(crate) fn parse(text: &str) -> Result<(String, Vec<Rule>), String> {
     if file.domain.trim().is_empty() {
         return Err("`domain` is empty".into());
     }
-    let rules = compile(&file.descriptors, "")?;
+    let rules = compile(&file.descriptors, "", &[])?;
     Ok((file.domain, rules))
 }
 
-fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, String> {
+fn compile(
+    descriptors: &[DescriptorConfig],
+    parent: &str,
+    parent_stat: &[String],
+) -> Result<Vec<Rule>, String> {
     let mut rules: Vec<Rule> = Vec::with_capacity(descriptors.len());
     for d in descriptors {
         // An empty value is none (upstream keys a descriptor by its key
@@ -633,6 +639,11 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
         } else {
             format!("{parent}.{here}")
         };
+        let mut stat_path = parent_stat.to_vec();
+        stat_path.push(match &value {
+            Some(v) => format!("{}_{v}", d.key),
+            None => d.key.clone(),
+        });
         if d.key.is_empty() {
             return Err(format!("descriptor `{label}`: `key` is empty"));
         }
@@ -756,8 +767,9 @@ fn compile(descriptors: &[DescriptorConfig], parent: &str) -> Result<Vec<Rule>, 
                 .map(|m| metadata(m).map_err(|e| format!("descriptor `{label}`: `metadata`: {e}")))
                 .transpose()?
                 .filter(|m| !m.fields.is_empty()),
-            children: compile(&d.descriptors, &label)?,
+            children: compile(&d.descriptors, &label, &stat_path)?,
             label,
+            stat_path,
         });
     }
     Ok(rules)

@@ -1655,8 +1655,9 @@ fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> 
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         // Only a change to a file the configuration is read from: a log
         // written into its directory is none of its business.
-        let relevant = event
-            .is_ok_and(|e| !e.kind.is_access() && e.paths.iter().any(|p| touches_config(&root, p)));
+        let relevant = event.is_ok_and(|e| {
+            !e.kind.is_access() && e.paths.iter().any(|p| config::is_config_change(&root, p))
+        });
         if relevant {
             let _ = on_change.send(false);
         }
@@ -1728,29 +1729,6 @@ fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> 
         }
     });
     Ok(())
-}
-
-/// Whether a change to `changed` can change the configuration read from
-/// `root` (a file, or a directory whose files, hidden ones aside, are
-/// read): the file itself, a file in the directory, or Kubernetes' swap of
-/// a mounted ConfigMap's `..data` (every file of it changes at once). A
-/// log written beside the file, or into a hidden directory, is not.
-fn touches_config(root: &std::path::Path, changed: &std::path::Path) -> bool {
-    let hidden = |name: &std::ffi::OsStr| name.as_encoded_bytes().starts_with(b".");
-    if changed
-        .file_name()
-        .is_some_and(|name| name.as_encoded_bytes().starts_with(b".."))
-    {
-        return true;
-    }
-    if root.is_dir() {
-        changed.strip_prefix(root).is_ok_and(|inside| {
-            !inside.as_os_str().is_empty() && !inside.components().any(|c| hidden(c.as_os_str()))
-        })
-    } else {
-        // Only the file's own directory is watched, not recursively.
-        changed.file_name() == root.file_name()
-    }
 }
 
 /// Serves Prometheus metrics on `addr` (`/metrics`).
