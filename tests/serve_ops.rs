@@ -76,8 +76,19 @@ async fn an_upstream_environment_configures_the_service() {
         http(http_port, "GET", "/healthcheck", "").await,
         (200, "OK".to_string())
     );
+    // Upstream's families beside ours: five admitted (the fifth near the
+    // limit), one over (answered OK by the global shadow mode), by domain
+    // and the descriptor's first level.
     let text = scrape(metrics).await;
-    assert!(text.contains("slidelog_rls_hits_total"), "{text}");
+    for series in [
+        r#"slidelog_rls_hits_total{domain="edge",descriptor="remote_address"} 6"#,
+        r#"ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address"} 6"#,
+        r#"ratelimit_service_rate_limit_within_limit{domain="edge",key1="remote_address"} 5"#,
+        r#"ratelimit_service_rate_limit_near_limit{domain="edge",key1="remote_address"} 1"#,
+        r#"ratelimit_service_rate_limit_over_limit{domain="edge",key1="remote_address"} 1"#,
+    ] {
+        assert!(text.contains(series), "no {series} in\n{text}");
+    }
     // A flag wins over its variable.
     drop(server);
     let other = free_port();

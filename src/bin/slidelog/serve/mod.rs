@@ -19,6 +19,7 @@ pub(crate) mod env;
 mod json;
 mod key;
 mod local;
+mod tally;
 mod tls;
 
 use std::net::SocketAddr;
@@ -45,6 +46,7 @@ use tonic::{Request, Response, Status};
 use config::{Config, Limit, Rule, Unit};
 use envoy_types::pb::google::protobuf::value::Kind;
 use envoy_types::pb::google::protobuf::{Struct, Value};
+use tally::Tally;
 pub(crate) use tls::{GrpcTls, RedisTls};
 
 /// What `slidelog serve` was asked to do.
@@ -1069,20 +1071,21 @@ impl Service {
                 unit: pb_unit(s.unit) as i32,
             }
         };
-        let labels = self.metrics.then(|| {
-            [
-                ("domain", domain.to_string()),
-                ("descriptor", m.label().to_string()),
-            ]
+        let tally = self.metrics.then(|| {
+            let stat_path = m
+                .rule
+                .filter(|_| m.over.is_none())
+                .map(|r| &r.stat_path[..]);
+            Tally::new(domain, m.label(), stat_path, m.hits)
         });
-        if let Some(labels) = &labels {
-            metrics::counter!("slidelog_rls_hits_total", labels).increment(u64::from(m.hits));
+        if let Some(tally) = &tally {
+            tally.asked();
         }
         let quota = match (m.blocked(), &m.quota) {
             // No request fits a zero limit: over for a window, whatever is
             // asked (a look, which asks for nothing, changes nothing).
             (Some((zero, window)), _) if !m.look => {
-                return Ok(self.over(labels.as_ref(), m, window, limit_of(zero)));
+                return Ok(self.over(tally.as_ref(), m, window, limit_of(zero)));
             }
             (Some((zero, window)), _) => {
                 return Ok(DescriptorStatus {
@@ -1099,14 +1102,12 @@ impl Service {
         Ok(match decision {
             Ok((admitted, growth)) if !dry => {
                 let limit = &shown[admitted.policy().min(shown.len() - 1)];
-                if let Some(labels) = &labels
-                    && near_limit(
+                if let Some(tally) = &tally {
+                    tally.within(near_limit(
                         limit.requests_per_unit,
                         admitted.remaining(),
                         self.near_limit_ratio,
-                    )
-                {
-                    metrics::counter!("slidelog_rls_near_limit_total", labels).increment(1);
+                    ));
                 }
                 DescriptorStatus {
                     code: Code::Ok as i32,
@@ -1137,11 +1138,11 @@ impl Service {
                     unreachable!("only the in-process store has a memory budget")
                 };
                 self.full.met(store);
-                if let Some(labels) = &labels {
-                    metrics::counter!("slidelog_rls_store_full_total", labels).increment(1);
+                if let Some(tally) = &tally {
+                    tally.full();
                 }
                 if self.full.deny {
-                    return Ok(self.over(labels.as_ref(), m, Duration::ZERO, limit_of(0)));
+                    return Ok(self.over(tally.as_ref(), m, Duration::ZERO, limit_of(0)));
                 }
                 // Nothing recorded: the client is as new as it was.
                 let limit = limit_of(0);
@@ -1158,7 +1159,7 @@ impl Service {
                     DenyReason::RateLimited => denied.retry_after(),
                     _ => Duration::ZERO,
                 };
-                self.over(labels.as_ref(), m, wait, limit_of(denied.policy()))
+                self.over(tally.as_ref(), m, wait, limit_of(denied.policy()))
             }
         })
     }
@@ -1179,15 +1180,15 @@ impl Service {
 
     fn over(
         &self,
-        labels: Option<&[(&'static str, String); 2]>,
+        tally: Option<&Tally>,
         m: &Matched<'_>,
         wait: Duration,
         limit: RateLimit,
     ) -> DescriptorStatus {
+        if let Some(tally) = tally {
+            tally.over(m.shadow());
+        }
         if m.shadow() {
-            if let Some(labels) = labels {
-                metrics::counter!("slidelog_rls_shadow_mode_total", labels).increment(1);
-            }
             return DescriptorStatus {
                 code: Code::Ok as i32,
                 current_limit: Some(limit),
@@ -1195,9 +1196,6 @@ impl Service {
                 duration_until_reset: Some(pb_duration(wait)),
                 ..Default::default()
             };
-        }
-        if let Some(labels) = labels {
-            metrics::counter!("slidelog_rls_over_limit_total", labels).increment(1);
         }
         DescriptorStatus {
             code: Code::OverLimit as i32,
@@ -1819,6 +1817,38 @@ async fn serve_http(
 
 fn describe() {
     use metrics::{Unit, describe_counter, describe_histogram};
+    for (family, what) in [
+        (
+            "ratelimit_service_rate_limit_total_hits",
+            "Hits per domain and descriptor (upstream's family).",
+        ),
+        (
+            "ratelimit_service_rate_limit_over_limit",
+            "Hits over the limit (upstream's family).",
+        ),
+        (
+            "ratelimit_service_rate_limit_near_limit",
+            "Hits admitted near the limit (upstream's family).",
+        ),
+        (
+            "ratelimit_service_rate_limit_within_limit",
+            "Hits admitted (upstream's family).",
+        ),
+        (
+            "ratelimit_service_rate_limit_shadow_mode",
+            "Hits over the limit answered OK in shadow mode (upstream's family).",
+        ),
+        (
+            "ratelimit_service_config_load_success",
+            "Configuration reloads that took effect (upstream's family).",
+        ),
+        (
+            "ratelimit_service_config_load_error",
+            "Configuration reloads refused (upstream's family).",
+        ),
+    ] {
+        describe_counter!(family, Unit::Count, what);
+    }
     describe_counter!(
         "slidelog_rls_hits_total",
         Unit::Count,
