@@ -1704,7 +1704,10 @@ fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> 
             match Config::load(&path, merge_domains) {
                 Ok(config) => {
                     let domains = config.domains.len();
-                    service.reload(config);
+                    // Moving every live key is a walk over the store: off
+                    // the threads that answer calls.
+                    let moving = Arc::clone(&service);
+                    let _ = tokio::task::spawn_blocking(move || moving.reload(config)).await;
                     last = None;
                     metrics::counter!("ratelimit_service_config_load_success").increment(1);
                     eprintln!(
