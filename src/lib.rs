@@ -224,8 +224,9 @@
 //! | per key | [`KeyedLimiter<K>`](KeyedLimiter) | [`KeyedCounter<K>`](KeyedCounter): builder `.sliding_counter(N)` | builder `.two_window()` |
 //! | accuracy | exact | never denies what the log admits; over by at most one slot's count | ±, assumes even spread |
 //! | fullest window at 1.5x load, L = 100 | 100 | 112 (N = 10), 105 (N = 60) | 109 |
+//! | fullest window, worst case (a crafted pattern) | L | 2L, for every N | 2L - 1 (W at least 2L ns) |
 //! | memory per key (state + ~56 B map entry; a state of up to 12 words is kept inside the entry) | `8 (L + 1)` bytes (`8 (L + 2)` from `L = 64`) | `8 (N + 3)` bytes | 24 bytes |
-//! | `retry_after` | exact | when the oldest slot leaves | when the estimate drops |
+//! | `retry_after` | exact | exact for the estimate: when enough slots have left | exact for the estimate: when it has fallen enough |
 //! | allow, 1 thread, time passed in (with `QuantaClock`; `governor`: 9.9) | 9.2 ns (10.8) | 35.9 ns (26.7): N = 10, a new slot every call | not measured |
 //! | deny, 1 thread, time passed in (with `QuantaClock`; `governor`: 9.7) | 2.6 ns (9.6) | 14.7 ns (23.9): N = 10, head + summary | not measured |
 //! | keyed, 10k keys, 1 thread: allow / deny (`governor`: 30 / 27) | 50 / 44 ns | 65 / 70 ns (N = 10) | not measured |
