@@ -1161,7 +1161,20 @@ impl<C: Clock> SlidingCounter<C> {
     /// ```
     #[must_use = "a denied request must not go ahead: use the result"]
     pub fn check_n_with_growth_at(&self, n: u32, now: u64) -> Result<(Admitted, Duration), Denied> {
-        crate::RateLimit::check_n_with_growth_at(self, n, now)
+        // One limit for the check and its dry run: a reconfiguration
+        // between the two would give the admission another limit's `t`.
+        let limit = self.current_limit();
+        if n > limit {
+            return Err(Denied::exceeds_limit(n, limit));
+        }
+        let state = self.state(limit);
+        let admitted = state
+            .check(n, now, 0)
+            .expect("a SlidingCounter is never closed")?;
+        let grows = crate::decision::growth_by_dry_run(&admitted, |more| {
+            (more <= limit).then(|| state.peek(more, now, 0)).flatten()
+        });
+        Ok((admitted, grows))
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording
