@@ -58,7 +58,10 @@
 //! * **P1, never over-admits**, under any interleaving of threads and any
 //!   timestamps, including clocks that go backwards: every admission is
 //!   recorded at an effective time ([`Admitted::at`]) and no window of length
-//!   `W` holds more than `limit` of them. Admission `k` claims slot `k mod L`
+//!   `W` holds more than `limit` of them. (Windows of the clock's time: in
+//!   real time too with a clock consistent across cores, such as
+//!   [`MonotonicClock`]; a TSC skewed by `S` between cores can add what `S`
+//!   of clock time holds, see [`Clock`] and "Clocks" below.) Admission `k` claims slot `k mod L`
 //!   of a ring only if admission `k - L` in that slot is at least `W` older —
 //!   with one CAS, the linearization point.
 //! * **P3, never spuriously denies**: threads racing at one instant on `L` free
@@ -187,6 +190,14 @@
 //! * [`QuantaClock`] (the default) reads the calibrated TSC (10-15 ns);
 //!   [`QuantaClock::recent`] reads a time updated by an upkeep thread instead
 //!   (under 1 ns, at the upkeep interval's granularity).
+//! * [`MonotonicClock`] reads the operating system's monotonic clock
+//!   (20-25 ns), which the kernel keeps consistent across cores.
+//! * [`ClockChoice::within`]`(bound)` measures how far the TSC steps back
+//!   between cores ([`QuantaClock::measure_skew`]) and takes it if that is
+//!   at most `bound`, else the monotonic clock (with the [`Skew`] that
+//!   refused the TSC, to log). On a host whose cores' counters disagree,
+//!   an admission on a lagging core leaves the window early for the others
+//!   (see [`Clock`]).
 //! * [`ManualClock`] moves only when told to: tests, simulations, replay.
 //! * Every check has an `_at` form taking the time directly, for callers that
 //!   already hold a timestamp.
@@ -407,7 +418,9 @@ pub mod tower;
 mod wait;
 
 pub use crate::algorithm::RateLimit;
-pub use crate::clock::{Clock, ManualClock, QuantaClock, Upkeep};
+pub use crate::clock::{Clock, ClockChoice, ManualClock, MonotonicClock, QuantaClock, Upkeep};
+#[cfg(not(slidelog_loom))]
+pub use crate::clock::{PairSkew, Skew, SkewReport};
 pub use crate::config::{MAX_LIMIT, MAX_WINDOW};
 pub use crate::counter::{CounterMode, MAX_COUNTER_LIMIT, MAX_SLOTS, SlidingCounter};
 pub use crate::decision::{Admitted, Denied, DenyReason};

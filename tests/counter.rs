@@ -455,12 +455,19 @@ fn an_idle_counter_admits_whatever_the_idle_time() {
 /// of `width` ns); `TwoWindow` weights the previous window's count by the
 /// part of it still inside `(t - W, t]` (rounded up) and adds the current
 /// window's.
-fn model_estimate(mode: CounterMode, width: u64, counts: &std::collections::BTreeMap<u64, u64>, t: u64) -> u64 {
+fn model_estimate(
+    mode: CounterMode,
+    width: u64,
+    counts: &std::collections::BTreeMap<u64, u64>,
+    t: u64,
+) -> u64 {
     let count = |k: u64| counts.get(&k).copied().unwrap_or(0);
     match mode {
         CounterMode::Slots(n) => {
             let slot = t / width;
-            (slot.saturating_sub(u64::from(n) - 1)..=slot).map(count).sum()
+            (slot.saturating_sub(u64::from(n) - 1)..=slot)
+                .map(count)
+                .sum()
         }
         _ => {
             let (b, e) = (t / width, t % width);
@@ -557,7 +564,11 @@ fn slots_worst_case_is_twice_the_limit() {
             }
         }
         assert_eq!(ats.len(), 2 * limit as usize, "N = {slots}");
-        assert_eq!(fullest_window(&ats, window), 2 * limit as usize, "N = {slots}");
+        assert_eq!(
+            fullest_window(&ats, window),
+            2 * limit as usize,
+            "N = {slots}"
+        );
     }
 }
 
@@ -577,7 +588,11 @@ fn two_window_worst_case_is_twice_the_limit_less_one() {
         }
         let l = u64::from(limit);
         let worst = (l + l * (window - 2) / window) as usize;
-        assert_eq!(fullest_window(&ats, window), worst, "L = {limit}, W = {window}");
+        assert_eq!(
+            fullest_window(&ats, window),
+            worst,
+            "L = {limit}, W = {window}"
+        );
     }
 }
 
@@ -623,7 +638,11 @@ proptest! {
 #[test]
 fn concurrent_floods_stay_within_the_worst_case() {
     let (limit, window) = (300u32, 30_000u64);
-    for mode in [CounterMode::Slots(1), CounterMode::Slots(10), CounterMode::TwoWindow] {
+    for mode in [
+        CounterMode::Slots(1),
+        CounterMode::Slots(10),
+        CounterMode::TwoWindow,
+    ] {
         let c = Arc::new(counter(limit, window, mode));
         let barrier = Arc::new(Barrier::new(4));
         let handles: Vec<_> = (0..4)
@@ -644,13 +663,19 @@ fn concurrent_floods_stay_within_the_worst_case() {
                 })
             })
             .collect();
-        let mut ats: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        let mut ats: Vec<u64> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
         ats.sort_unstable();
         let worst = match mode {
             CounterMode::TwoWindow => 2 * limit as usize - 1,
             _ => 2 * limit as usize,
         };
         let fullest = fullest_window(&ats, window);
-        assert!(fullest <= worst, "{mode:?}: {fullest} admissions in one window");
+        assert!(
+            fullest <= worst,
+            "{mode:?}: {fullest} admissions in one window"
+        );
     }
 }

@@ -67,7 +67,11 @@ fn consistent<T>(response: &Response<T>) -> bool {
 /// responses whose fields do not fit each other, and how many there were.
 fn race<B, K>(
     backend: Arc<B>,
-    layer: RateLimitLayer<B, impl Clone + Send + Sync + 'static + slidelog::tower::KeyExtractor<axum::body::Body, Key = K>, K>,
+    layer: RateLimitLayer<
+        B,
+        impl Clone + Send + Sync + 'static + slidelog::tower::KeyExtractor<axum::body::Body, Key = K>,
+        K,
+    >,
     clock: ManualClock,
     reconfigure: impl Fn(&B, &Quota) + Send + Sync + 'static,
 ) -> (usize, usize)
@@ -82,7 +86,11 @@ where
     let done = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(5));
     let changer = {
-        let (done, barrier, backend) = (Arc::clone(&done), Arc::clone(&barrier), Arc::clone(&backend));
+        let (done, barrier, backend) = (
+            Arc::clone(&done),
+            Arc::clone(&barrier),
+            Arc::clone(&backend),
+        );
         std::thread::spawn(move || {
             barrier.wait();
             let quotas = quotas();
@@ -145,28 +153,41 @@ fn a_keyed_limiters_responses_describe_the_policies_that_decided_them() {
             .unwrap(),
     );
     let layer = RateLimitLayer::new(Arc::clone(&limiter), HeaderKey::new("x-api-key"));
-    let (wrong, of) = race(limiter, layer, clock, |l, q| l.reconfigure(q.clone()).unwrap());
-    assert_eq!(wrong, 0, "{wrong} of {of} responses described another configuration");
+    let (wrong, of) = race(limiter, layer, clock, |l, q| {
+        l.reconfigure(q.clone()).unwrap()
+    });
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of {of} responses described another configuration"
+    );
 }
 
 #[test]
 fn a_single_limiters_responses_describe_the_policies_that_decided_them() {
     let clock = ManualClock::new();
-    let limiter =
-        Arc::new(Limiter::with_clock(6, Duration::from_secs(2), clock.clone()).unwrap());
+    let limiter = Arc::new(Limiter::with_clock(6, Duration::from_secs(2), clock.clone()).unwrap());
     let layer = RateLimitLayer::<_, _, ()>::new(Arc::clone(&limiter), GlobalKey);
-    let (wrong, of) = race(limiter, layer, clock, |l, q| l.reconfigure(q.clone()).unwrap());
-    assert_eq!(wrong, 0, "{wrong} of {of} responses described another configuration");
+    let (wrong, of) = race(limiter, layer, clock, |l, q| {
+        l.reconfigure(q.clone()).unwrap()
+    });
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of {of} responses described another configuration"
+    );
 }
 
 #[test]
 fn a_counters_responses_describe_the_limit_that_decided_them() {
     let clock = ManualClock::new();
     let counter = Arc::new(
-        SlidingCounter::with_clock(43, Duration::from_secs(2), 10, clock.clone())
-            .unwrap(),
+        SlidingCounter::with_clock(43, Duration::from_secs(2), 10, clock.clone()).unwrap(),
     );
     let layer = RateLimitLayer::<_, _, ()>::new(Arc::clone(&counter), GlobalKey);
-    let (wrong, of) = race(counter, layer, clock, |c, q| c.reconfigure(q.clone()).unwrap());
-    assert_eq!(wrong, 0, "{wrong} of {of} responses described another configuration");
+    let (wrong, of) = race(counter, layer, clock, |c, q| {
+        c.reconfigure(q.clone()).unwrap()
+    });
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of {of} responses described another configuration"
+    );
 }

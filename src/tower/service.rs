@@ -659,8 +659,9 @@ fn fits(verdict: &Verdict, policies: &PolicyList) -> bool {
         Ok(admitted) => policies
             .get(admitted.policy())
             .is_some_and(|policy| admitted.remaining() <= policy.limit),
-        Err(denied) => denied.reason() != crate::DenyReason::RateLimited
-            || denied.policy() < policies.len(),
+        Err(denied) => {
+            denied.reason() != crate::DenyReason::RateLimited || denied.policy() < policies.len()
+        }
     };
     states_fit && named_fits
 }
