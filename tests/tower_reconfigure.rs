@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use http::{Request, Response};
-use slidelog::tower::{Backend, GlobalKey, HeaderKey, RateLimitLayer};
+use slidelog::tower::{Backend, GlobalKey, HeaderKey, KeyExtractor, RateLimitLayer};
 use slidelog::{KeyedLimiter, Limiter, ManualClock, Quota, SlidingCounter};
 use tower::{Layer, Service};
 
@@ -65,19 +65,16 @@ fn consistent<T>(response: &Response<T>) -> bool {
 /// reconfigures `backend` back and forth and a fifth moves the clock (so
 /// admissions leave the window and `remaining` comes back); returns the
 /// responses whose fields do not fit each other, and how many there were.
-fn race<B, K>(
+fn race<B, K, X>(
     backend: Arc<B>,
-    layer: RateLimitLayer<
-        B,
-        impl Clone + Send + Sync + 'static + slidelog::tower::KeyExtractor<axum::body::Body, Key = K>,
-        K,
-    >,
+    layer: RateLimitLayer<B, X, K>,
     clock: ManualClock,
     reconfigure: impl Fn(&B, &Quota) + Send + Sync + 'static,
 ) -> (usize, usize)
 where
     B: Backend<K> + ?Sized + Send + Sync + 'static,
     K: Clone + Send + Sync + 'static,
+    X: KeyExtractor<axum::body::Body, Key = K>,
 {
     let svc = layer.layer(tower::service_fn(|_: Request<axum::body::Body>| async {
         Ok::<_, Infallible>(Response::new(axum::body::Body::empty()))

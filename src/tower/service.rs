@@ -625,10 +625,10 @@ fn decided_by<'a>(
     after: Option<&'a Described>,
     before: &'a Described,
 ) -> (Option<&'a PolicyList>, Option<&'a Written>) {
-    if let Some(own) = own {
-        if fits(verdict, own) {
-            return (Some(own), None);
-        }
+    if let Some(own) = own
+        && fits(verdict, own)
+    {
+        return (Some(own), None);
     }
     for described in after.into_iter().chain([before]) {
         if fits(verdict, &described.policies) {
