@@ -7,14 +7,15 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use http::{Request, Response};
-use slidelog::tower::{Backend, GlobalKey, HeaderKey, KeyExtractor, RateLimitLayer};
-use slidelog::{KeyedLimiter, Limiter, ManualClock, Quota, SlidingCounter};
+use slidelog::tower::{Backend, GlobalKey, HeaderKey, KeyExtractor, RateLimitLayer, Verdict};
+use slidelog::{KeyedLimiter, Limiter, ManualClock, Policy, Quota, SlidingCounter};
 use tower::{Layer, Service};
 
 /// The two configurations a reconfiguring thread alternates between: few
@@ -182,6 +183,60 @@ fn a_counters_responses_describe_the_limit_that_decided_them() {
     let layer = RateLimitLayer::<_, _, ()>::new(Arc::clone(&counter), GlobalKey);
     let (wrong, of) = race(counter, layer, clock, |c, q| {
         c.reconfigure(q.clone()).unwrap()
+    });
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of {of} responses described another configuration"
+    );
+}
+
+/// A future that is pending once (waking itself), then ready.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A backend that decides after an await, as a remote store does: the
+/// limiter's verdict, one poll after the layer asked.
+struct Awaited(Arc<Limiter<ManualClock>>);
+
+impl Backend<()> for Awaited {
+    type Future = Pin<Box<dyn Future<Output = Verdict> + Send>>;
+    fn check(&self, key: ()) -> Self::Future {
+        let limiter = Arc::clone(&self.0);
+        Box::pin(async move {
+            YieldOnce(false).await;
+            Backend::<()>::check_now(&*limiter, &key).expect("decided in process")
+        })
+    }
+    fn policy(&self) -> (u32, Duration) {
+        Backend::<()>::policy(&*self.0)
+    }
+    fn policies(&self) -> Vec<Policy> {
+        Backend::<()>::policies(&*self.0)
+    }
+    fn generation(&self) -> u64 {
+        Backend::<()>::generation(&*self.0)
+    }
+}
+
+#[test]
+fn an_awaited_backends_responses_describe_the_policies_that_decided_them() {
+    let clock = ManualClock::new();
+    let limiter = Arc::new(Limiter::with_clock(6, Duration::from_secs(2), clock.clone()).unwrap());
+    let backend = Arc::new(Awaited(limiter));
+    let layer = RateLimitLayer::<_, _, ()>::new(Arc::clone(&backend), GlobalKey);
+    let (wrong, of) = race(backend, layer, clock, |b, q| {
+        b.0.reconfigure(q.clone()).unwrap()
     });
     assert_eq!(
         wrong, 0,

@@ -495,7 +495,12 @@ where
                     .as_ref()
                     .and_then(|k| layer.backend.key_policies(k))
                     .map(|own| PolicyList::new(&own));
-                decided_by(verdict, own.as_ref(), after_described, described)
+                decided_by(
+                    verdict,
+                    own.as_ref(),
+                    after_described,
+                    (&described.policies, Some(&described.written)),
+                )
             }
             None => {
                 own = key
@@ -544,8 +549,22 @@ where
                 }
             },
             (Some(key), None) => {
+                let redescribe: Redescribe = {
+                    let (backend, cache) =
+                        (Arc::clone(&layer.backend), Arc::clone(&layer.described));
+                    let key = key.clone();
+                    Box::new(move || {
+                        let later = backend.generation();
+                        let after = (later != generation).then(|| {
+                            arc_swap::Guard::into_inner(described_at(&*backend, &cache, later))
+                        });
+                        let own = backend.key_policies(&key).map(|own| PolicyList::new(&own));
+                        (own, after)
+                    })
+                };
                 return ResponseFuture::new(State::Checking {
                     pending: Box::pin(Pending {
+                        redescribe,
                         key: style
                             .hook
                             .as_ref()
@@ -596,15 +615,29 @@ impl<L: Backend<K> + ?Sized, X, K> Options<L, X, K> {
     /// Out of line: a backend never reconfigured does not call it.
     #[inline(never)]
     fn reconfigured(&self, generation: u64) -> arc_swap::Guard<Arc<Described>> {
-        let described = self.described.load();
-        if described.generation == generation {
-            return described;
-        }
-        self.described
-            .store(Arc::new(Described::of(&*self.backend)));
-        self.described.load()
+        described_at(&*self.backend, &self.described, generation)
     }
 }
+
+/// `backend`'s policies at `generation` from the shared description
+/// `cache`, written anew if it is of another generation.
+fn described_at<L: Backend<K> + ?Sized, K>(
+    backend: &L,
+    cache: &ArcSwap<Described>,
+    generation: u64,
+) -> arc_swap::Guard<Arc<Described>> {
+    let described = cache.load();
+    if described.generation == generation {
+        return described;
+    }
+    cache.store(Arc::new(Described::of(backend)));
+    cache.load()
+}
+
+/// For a check that is awaited: after its verdict, the key's own policies
+/// and the layer's description at the generation read then, if it moved
+/// from the one read before the check (see [`decided_by`]).
+type Redescribe = Box<dyn Fn() -> (Option<PolicyList>, Option<Arc<Described>>) + Send>;
 
 /// **Which description a verdict gets**: the first of the key's own
 /// policies (read after the decision), the layer's description at the
@@ -623,17 +656,20 @@ fn decided_by<'a>(
     verdict: &Verdict,
     own: Option<&'a PolicyList>,
     after: Option<&'a Described>,
-    before: &'a Described,
+    before: (&'a PolicyList, Option<&'a Written>),
 ) -> (Option<&'a PolicyList>, Option<&'a Written>) {
     if let Some(own) = own
         && fits(verdict, own)
     {
         return (Some(own), None);
     }
-    for described in after.into_iter().chain([before]) {
-        if fits(verdict, &described.policies) {
-            return (Some(&described.policies), Some(&described.written));
-        }
+    if let Some(after) = after
+        && fits(verdict, &after.policies)
+    {
+        return (Some(&after.policies), Some(&after.written));
+    }
+    if fits(verdict, before.0) {
+        return (Some(before.0), before.1);
     }
     (None, None)
 }
@@ -828,7 +864,10 @@ pin_project! {
         request: Option<(Request<ReqBody>, S)>,
         // A copy of the key, kept only for a `deny_with` hook.
         key: Option<Box<dyn core::any::Any + Send>>,
+        // The description read before the check.
         style: OwnedStyle,
+        // The description read after it.
+        redescribe: Redescribe,
     }
 }
 
@@ -872,10 +911,25 @@ where
                     let Some((request, mut inner)) = pending.request.take() else {
                         unreachable!("polled after completion")
                     };
+                    // The policies that decided, as for an in-process
+                    // decision (see `decided_by`).
+                    let (own, after) = (pending.redescribe)();
+                    let mut style = pending.style.style();
+                    match decided_by(
+                        &verdict,
+                        own.as_ref(),
+                        after.as_deref(),
+                        (style.policies, style.written),
+                    ) {
+                        (Some(policies), written) => {
+                            style.policies = policies;
+                            style.written = written;
+                        }
+                        (None, _) => style.headers = HeaderStyle::None,
+                    }
                     match verdict.decision {
                         Ok(admitted) => {
-                            let headers =
-                                admitted_headers(&pending.style.style(), &verdict, &admitted);
+                            let headers = admitted_headers(&style, &verdict, &admitted);
                             let call = inner.call(request);
                             this.state.set(State::Calling { call, headers });
                         }
@@ -884,7 +938,7 @@ where
                             let (parts, _body) = request.into_parts();
                             let key = pending.key.take();
                             let response = denial(
-                                &pending.style.style(),
+                                &style,
                                 denied,
                                 verdict.per_policy.as_ref(),
                                 Some(&parts),
