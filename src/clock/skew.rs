@@ -252,13 +252,27 @@ impl Token {
         (back, gap)
     }
 
-    /// Spins, then yields, until the token is at `step`.
+    /// Spins, then yields, until the token is at `step`. Spinning first
+    /// keeps the hand-off short (a yield costs microseconds, which hide a
+    /// skew shorter than them); yielding later lets a partner that shares
+    /// the core run.
     fn wait_for(&self, step: u64) {
+        /// Loads, one spin hint apart, before the wait starts yielding:
+        /// about half a millisecond, long enough for a partner that the
+        /// scheduler put on the same core to be moved to another.
+        const SPINS: u32 = 1 << 14;
         let backoff = Backoff::new();
+        let mut spins = 0u32;
         // Acquire: pairs with the Release store of `step` (see
         // `hand_off`).
         while self.step.load(Ordering::Acquire) != step {
-            backoff.snooze();
+            if spins < SPINS {
+                spins += 1;
+                // A fresh backoff's spin: one hint.
+                Backoff::new().spin();
+            } else {
+                backoff.snooze();
+            }
         }
     }
 }
@@ -339,16 +353,22 @@ impl QuantaClock {
     /// threads are not pinned). On a host whose cores' counters agree, every
     /// step back is 0; a host whose core lags by `S` shows up to `S`, less
     /// the hand-off's latency. Takes about `threads² × rounds` hand-offs
-    /// (2 threads, 200 rounds: well under a millisecond on idle cores).
+    /// (2 threads, 200 rounds: well under a millisecond on idle cores,
+    /// where a hand-off takes tens of nanoseconds; on cores busy with other
+    /// work a hand-off can take up to a millisecond, and hides a skew
+    /// shorter than it: see [`PairSkew::min_gap`]).
     ///
     /// ```
     /// let report = slidelog::QuantaClock::measure_skew(100);
     /// println!("{report}");
     /// ```
     pub fn measure_skew(rounds: u32) -> SkewReport {
-        let clock = QuantaClock::new();
+        // The counter scaled from 0, not a clock's reading: a clock reads
+        // a counter behind its origin's count as the origin, which would
+        // hide most of a lag larger than the clock's age.
+        let (clock, _) = super::process_clock();
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        SkewReport::measure(threads, rounds, |_| clock.now())
+        SkewReport::measure(threads, rounds, |_| clock.delta_as_nanos(0, clock.raw()))
     }
 
     /// A TSC clock, if the skew [measured](Self::measure_skew) between the
