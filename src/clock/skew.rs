@@ -10,7 +10,7 @@
 use core::fmt;
 use std::time::Duration;
 
-use super::{Clock, QuantaClock};
+use super::QuantaClock;
 use crate::sync::Backoff;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -402,7 +402,7 @@ impl QuantaClock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::MonotonicClock;
+    use crate::clock::{Clock, MonotonicClock};
 
     /// A perfectly consistent source: one shared counter, read by
     /// `fetch_add` (each reading after the last, whatever the thread).
