@@ -322,6 +322,9 @@ impl<C: Clock> RateLimit for SlidingCounter<C> {
     fn peek_n_at(&self, n: u32, now: u64) -> Result<Admitted, Denied> {
         SlidingCounter::peek_n_at(self, n, now)
     }
+    fn check_n_with_growth_at(&self, n: u32, now: u64) -> Result<(Admitted, Duration), Denied> {
+        SlidingCounter::check_n_with_growth_at(self, n, now)
+    }
     #[inline]
     fn now(&self) -> u64 {
         self.clock().now()

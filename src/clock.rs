@@ -1,4 +1,6 @@
-//! Time sources: the [`Clock`] trait, [`QuantaClock`] and [`ManualClock`].
+//! Time sources: the [`Clock`] trait, [`QuantaClock`], [`MonotonicClock`],
+//! [`ClockChoice`] and [`ManualClock`]; [`SkewReport`]: how far a clock
+//! read on different cores steps back.
 
 use core::fmt;
 use std::time::Duration;
@@ -6,11 +8,37 @@ use std::time::Duration;
 use crate::sync::Arc;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(not(slidelog_loom))]
+mod skew;
+#[cfg(not(slidelog_loom))]
+pub use skew::{PairSkew, Skew, SkewReport};
+
 /// A source of time: nanoseconds since an arbitrary, fixed origin.
 ///
 /// The limiter only ever compares readings of one clock, so the origin does
-/// not matter. A clock that goes backwards cannot cause over-admission: the
-/// ring clamps each admission to the newest one already recorded.
+/// not matter.
+///
+/// **What the guarantees hold in: the clock's own time line.** At most
+/// `limit` admissions in any window `(t - W, t]` is a statement about the
+/// readings the admissions were made at. A reading that goes backwards
+/// cannot break it: the ring clamps each admission to the newest one
+/// already recorded. In real time it holds as well when the clock is
+/// monotonic *across threads* (a reading that happens after another is
+/// never smaller) and runs at the real rate: [`MonotonicClock`] (the
+/// operating system's monotonic clock) is.
+///
+/// A TSC clock ([`QuantaClock`]) reads each core's own counter, and on some
+/// hosts the cores' counters disagree by a constant offset (measure it with
+/// [`QuantaClock::measure_skew`]). With cores at most `S` apart, an
+/// admission made on a core that lags by `S` is recorded `S` early and
+/// leaves the window `S` early for the other cores: a real window
+/// `(τ - W, τ]` holds the admissions of clock readings in a span of
+/// `W + S`, i.e. at most `limit` plus those of `S` more of clock time
+/// (a second full `limit` only if `S` approaches `W`). Threads on a core
+/// that runs `S` ahead see each admission leave up to `S` late, and are
+/// denied up to `S` past the window. [`QuantaClock::checked`] and
+/// [`ClockChoice::within`] refuse a TSC clock whose measured skew is above
+/// a bound.
 ///
 /// # Examples
 ///
@@ -436,6 +464,146 @@ mod upkeep {
                 // A panicked upkeep thread has nothing left to stop.
                 let _ = thread.join();
             }
+        }
+    }
+}
+
+/// The operating system's monotonic clock ([`std::time::Instant`]:
+/// `clock_gettime(CLOCK_MONOTONIC)` on Linux, through the vDSO, about
+/// 20-25 ns a read), in nanoseconds since the clock was created plus
+/// [`MonotonicClock::ORIGIN`] (the head start [`QuantaClock`] has, for
+/// the same reason: restored snapshots).
+///
+/// The kernel keeps this clock consistent across cores (it stops trusting
+/// a TSC whose cores disagree), so a reading that happens after another,
+/// on any core, is never smaller, and the limiter's guarantees hold in real
+/// time (see [`Clock`]). It costs about twice a [`QuantaClock`] read: the
+/// clock to choose where the TSC is skewed across cores
+/// ([`ClockChoice::within`]).
+///
+/// Cloning is a copy; clones share the origin.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{Clock, KeyedLimiter, Limiter, MonotonicClock};
+///
+/// let clock = MonotonicClock::new();
+/// assert!(clock.now() >= MonotonicClock::ORIGIN);
+/// let limiter = Limiter::with_clock(1, Duration::from_secs(60), clock)?;
+/// assert!(limiter.check().is_ok());
+/// assert!(limiter.check().is_err());
+/// let keyed = KeyedLimiter::<u64>::builder(1, Duration::from_secs(60))
+///     .clock(MonotonicClock::new())
+///     .build()?;
+/// assert!(keyed.check(&7).is_ok());
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct MonotonicClock {
+    origin: std::time::Instant,
+}
+
+impl MonotonicClock {
+    /// The reading of a clock just created, in nanoseconds (as
+    /// [`QuantaClock::ORIGIN`]).
+    ///
+    /// ```
+    /// use slidelog::{MonotonicClock, QuantaClock};
+    /// assert_eq!(MonotonicClock::ORIGIN, QuantaClock::ORIGIN);
+    /// ```
+    pub const ORIGIN: u64 = QuantaClock::ORIGIN;
+
+    /// A clock counting from now.
+    ///
+    /// ```
+    /// use slidelog::{Clock, MonotonicClock};
+    /// let clock = MonotonicClock::new();
+    /// let (a, b) = (clock.now(), clock.now());
+    /// assert!(b >= a);
+    /// ```
+    pub fn new() -> Self {
+        MonotonicClock {
+            origin: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        MonotonicClock::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        // `Instant` never reads before the origin (it saturates); 2^64 ns
+        // less the head start is 167 years.
+        let since = self.origin.elapsed().as_nanos();
+        u64::try_from(since)
+            .unwrap_or(u64::MAX)
+            .saturating_add(Self::ORIGIN)
+    }
+}
+
+/// A clock chosen at run time: the TSC clock where its cores agree, else
+/// the operating system's monotonic clock ([`ClockChoice::within`]). A
+/// read is one predictable branch and the chosen clock's read.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{ClockChoice, Limiter};
+///
+/// let (clock, refused) = ClockChoice::within(Duration::from_micros(10));
+/// if let Some(skew) = &refused {
+///     eprintln!("warning: {skew}; using the monotonic clock");
+/// }
+/// let limiter = Limiter::with_clock(10, Duration::from_secs(1), clock)?;
+/// assert!(limiter.check().is_ok());
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub enum ClockChoice {
+    /// The calibrated TSC ([`QuantaClock`]).
+    Quanta(QuantaClock),
+    /// The operating system's monotonic clock ([`MonotonicClock`]).
+    Monotonic(MonotonicClock),
+}
+
+impl ClockChoice {
+    /// [`QuantaClock::checked`]: the TSC clock if its skew across cores,
+    /// measured now, is at most `bound`; otherwise the monotonic clock and
+    /// the [`Skew`] that refused the TSC (to log as a warning). Measuring
+    /// takes a moment (see [`QuantaClock::measure_skew`]): call it once,
+    /// at start, and clone the clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Clock, ClockChoice};
+    /// // No TSC passes a bound of zero unless no reading ever steps back.
+    /// let (clock, refused) = ClockChoice::within(Duration::ZERO);
+    /// assert_eq!(matches!(clock, ClockChoice::Monotonic(_)), refused.is_some());
+    /// assert!(clock.now() > 0);
+    /// ```
+    #[cfg(not(slidelog_loom))]
+    pub fn within(bound: Duration) -> (ClockChoice, Option<Skew>) {
+        match QuantaClock::checked(bound) {
+            Ok(quanta) => (ClockChoice::Quanta(quanta), None),
+            Err(skew) => (ClockChoice::Monotonic(MonotonicClock::new()), Some(skew)),
+        }
+    }
+}
+
+impl Clock for ClockChoice {
+    #[inline]
+    fn now(&self) -> u64 {
+        match self {
+            ClockChoice::Quanta(clock) => clock.now(),
+            ClockChoice::Monotonic(clock) => clock.now(),
         }
     }
 }

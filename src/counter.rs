@@ -111,16 +111,32 @@ pub enum CounterMode {
 ///   request that the exact log (on the same history) would admit; it may
 ///   admit more, because entries leave whole slots at a time: any window
 ///   `(t - W, t]` holds at most `limit` plus what the one slot it only
-///   partly covers holds. Decisions differ from the exact rule only for
-///   requests within one slot width of an expiry (property-tested).
-///   `retry_after` is the time until the oldest non-empty slot leaves the
-///   window (when the count next drops; it may take longer to fit `n`).
+///   partly covers holds, and one slot can hold the whole limit. **Worst
+///   case: `2 × limit` in one window, for every `N`** (slots at least 2 ns
+///   wide): `limit` in the last nanosecond of a slot, then `limit` more
+///   the moment that slot leaves the counted span, `W - width + 1` ns
+///   later. Decisions differ from the exact rule only for requests within
+///   one slot width of an expiry (property-tested).
 /// * **[`CounterMode::TwoWindow`]** (the estimate large CDNs use): previous
-///   window's count × (the fraction of it still inside `(t - W, t]`) + the
-///   current window's count. It assumes the previous window's requests were
-///   evenly spread, so it errs both ways; `retry_after` is when the estimate
-///   next drops.
+///   window's count × (the fraction of it still inside `(t - W, t]`,
+///   rounded up) + the current window's count. It assumes the previous
+///   window's requests were evenly spread, so it errs both ways. **Worst
+///   case: `limit + floor(limit (W - 2) / W)` in one window, i.e. `2 ×
+///   limit - 1` once the window is at least `2 × limit` ns**: `limit` in
+///   the last nanosecond of a window, then 2 ns before the next one ends
+///   the previous count weighs 1, and `limit - 1` more are admitted.
 ///
+/// In both modes `retry_after` is exactly the wait until the estimate,
+/// with nothing more admitted, leaves room for the request (a retry then
+/// is admitted, a nanosecond earlier is not), and an admission's growth
+/// ([`check_n_with_growth`](Self::check_n_with_growth), the `RateLimit`
+/// field's `t`) is the wait until `remaining` next grows: both compared
+/// with a brute-force model of the estimate in `tests/counter.rs`, where
+/// crafted patterns reach both worst cases and threads flooding one
+/// counter stay within them.
+///
+/// The worst cases are what a crafted pattern reaches; on ordinary
+/// traffic the excess is small.
 /// Measured against the exact rule on its own history, with Poisson traffic
 /// at 1.5x the limit (L = 100; `tests/counter.rs`, 200,000 requests):
 ///
@@ -133,7 +149,9 @@ pub enum CounterMode {
 /// | `TwoWindow` | 29.9% (8% over, 21% under) | +0.2% | 109 |
 ///
 /// (At 1.5x load every decision sits at the edge of a full window, which is
-/// the worst case for the error rate; under the limit both always agree.)
+/// the worst case for the error rate; under the limit both always agree.
+/// The fullest windows are Poisson's, far from the crafted worst cases
+/// above: 200 at limit 100 for every `Slots(N)`, 199 for `TwoWindow`.)
 ///
 /// Lock-free: one atomic word holds the newest slot's epoch and count, and
 /// an admission is one compare-and-swap on it (plus, once per slot, the
@@ -473,7 +491,7 @@ impl CounterRef<'_> {
             // when `now` is in a later one, so a denial (or `n == 0`) never
             // writes: head stays at the newest admission's sub-window, which
             // is also what eviction judges idleness by.
-            let (used, retry_at) = self.estimate(hw, head, epoch, absolute, at);
+            let used = self.estimate(hw, head, epoch, absolute, at);
             if n == 0 {
                 // Defined as for the log: admitted, records nothing. (The
                 // two-window estimate can exceed the limit, e.g. for a stale
@@ -485,7 +503,7 @@ impl CounterRef<'_> {
                 }));
             }
             if used + n64 > limit {
-                let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
+                let retry_at = self.next_fit(hw, epoch, absolute, at, n64, limit);
                 return Some(Err(Denied::rate_limited(
                     retry_at.saturating_sub(asked).max(1),
                 )));
@@ -550,10 +568,10 @@ impl CounterRef<'_> {
         }
         let head = self.head_absolute(hw);
         let (epoch, absolute, at) = cfg.locate(hw, head, now);
-        let (used, retry_at) = self.estimate(hw, head, epoch, absolute, at);
+        let used = self.estimate(hw, head, epoch, absolute, at);
         let (limit, n) = (u64::from(self.limit), u64::from(n));
         Some(if n > 0 && used + n > limit {
-            let retry_at = retry_at.unwrap_or_else(|| self.oldest_leaves(hw, epoch, absolute));
+            let retry_at = self.next_fit(hw, epoch, absolute, at, n, limit);
             Err(Denied::rate_limited(retry_at.saturating_sub(asked).max(1)))
         } else {
             Ok(Admitted {
@@ -629,44 +647,108 @@ impl CounterRef<'_> {
         }
     }
 
-    /// When the oldest non-empty slot in the window of a request in head's
-    /// sub-window `epoch` (absolute `base`) leaves it: the first archived
-    /// slot found from the old end, else head's own.
+    /// **When a denied request next fits**: the earliest time, at or after
+    /// `at` (in sub-window `epoch`, absolute `base`, given head word `hw`),
+    /// at which the estimate (with nothing more admitted) leaves room for
+    /// `n` units under `limit`. The estimate only falls as time passes, so
+    /// a retry then is admitted and one nanosecond earlier is not (in the
+    /// absence of other admissions). Off the hot path: denials only.
+    ///
+    /// Slots: the oldest slots leave one by one (slot `k` when slot
+    /// `k + N` begins), until the counts that left cover the excess.
+    /// Two windows: within the window, the previous count's weight
+    /// `ceil(P (W - e) / W)` falls to the room `R` left by the current
+    /// count once `P (W - e) <= R W`, i.e. at offset `e = W - floor(R W /
+    /// P)`; if the current count alone leaves no room, the same with the
+    /// current count as the next window's previous one.
     #[cold]
-    fn oldest_leaves(&self, hw: u64, epoch: u64, base: u64) -> u64 {
+    #[inline(never)]
+    fn next_fit(&self, hw: u64, epoch: u64, base: u64, at: u64, n: u64, limit: u64) -> u64 {
         let cfg = self.config;
-        let slots = cfg.span();
-        let mut oldest = 0;
-        let newest_cell = cfg.by_slots.rem(base) as usize;
-        for back in (1..slots).rev() {
-            let cell = (newest_cell + cfg.cells - back as usize) % cfg.cells;
-            let e = epoch.wrapping_sub(back) & cfg.epoch_mask;
-            // Acquire: pairs with `merge`'s Release.
-            let word = self.archive[cell].load(Ordering::Acquire);
-            if cfg.epoch_of(word) == e && cfg.count_of(word) > 0 {
-                oldest = back;
-                break;
+        let count = |back: u64| self.count_back(hw, epoch, base, back);
+        let fit = match cfg.mode {
+            CounterMode::Slots(slots) => {
+                let slots = u64::from(slots);
+                let used: u64 = (0..slots).map(count).sum();
+                // More than fits (at least one unit: a racing admission may
+                // have moved the count between the two reads).
+                let excess = (used + n).saturating_sub(limit).max(1);
+                let mut left = 0;
+                let mut fit = cfg.start(base.saturating_add(slots));
+                for back in (0..slots).rev() {
+                    left += count(back);
+                    if left >= excess {
+                        // Slot `base - back` leaves when `base - back + N`
+                        // begins.
+                        fit = cfg.start((base + slots).saturating_sub(back));
+                        break;
+                    }
+                }
+                fit
             }
+            CounterMode::TwoWindow => {
+                let (current, previous) = (count(0), count(1));
+                let start = cfg.start(base);
+                let window = u128::from(cfg.window);
+                // The offset into a window at which a previous count `p`
+                // weighs at most `room`.
+                let offset = |p: u64, room: u64| -> u64 {
+                    if p == 0 {
+                        return 0;
+                    }
+                    let keep = (u128::from(room) * window / u128::from(p)).min(window);
+                    (window - keep) as u64
+                };
+                if current + n <= limit {
+                    start.saturating_add(offset(previous, limit - current - n))
+                } else {
+                    // The next window: the current count is its previous
+                    // one (`n <= limit`, so it fits by that window's end).
+                    start
+                        .saturating_add(cfg.window)
+                        .saturating_add(offset(current, limit.saturating_sub(n)))
+                }
+            }
+        };
+        // Later than `at` (the estimate at `at` did not fit).
+        fit.max(at.saturating_add(1))
+    }
+
+    /// The count of sub-window `base - back` as a request in sub-window
+    /// `epoch` (absolute `base`) reads it, for `back` below the span:
+    /// head's from `hw`, the others from the archive.
+    fn count_back(&self, hw: u64, epoch: u64, base: u64, back: u64) -> u64 {
+        let cfg = self.config;
+        let e = epoch.wrapping_sub(back) & cfg.epoch_mask;
+        if e == cfg.epoch_of(hw) {
+            return cfg.count_of(hw);
         }
-        debug_assert!(oldest > 0 || cfg.count_of(hw) > 0 || self.summary.is_none());
-        cfg.start(base - oldest.min(base) + slots)
+        // Cells by absolute number (see `archive`), counted back from
+        // `base`'s without going below 0.
+        let back_cells = (back % cfg.per_window) as usize;
+        let cell = (cfg.by_slots.rem(base) as usize + cfg.cells - back_cells) % cfg.cells;
+        // Acquire: pairs with `merge`'s Release.
+        let word = self.archive[cell].load(Ordering::Acquire);
+        if cfg.epoch_of(word) == e {
+            cfg.count_of(word)
+        } else {
+            0
+        }
     }
 
     /// Admissions counted against a request at `at` in sub-window `epoch`
     /// (absolute number `base`), given head word `hw` (at `epoch` or, for a
-    /// peek, earlier), and when that count next drops.
+    /// peek, earlier).
     ///
-    /// In head's own sub-window the summary gives the count in two loads;
-    /// `retry_at` is then `None` if slots behind head's hold admissions (see
-    /// [`oldest_leaves`](Self::oldest_leaves)).
+    /// In head's own sub-window the summary gives the count in two loads.
     #[inline]
-    fn estimate(&self, hw: u64, head: u64, epoch: u64, base: u64, at: u64) -> (u64, Option<u64>) {
+    fn estimate(&self, hw: u64, head: u64, epoch: u64, base: u64, at: u64) -> u64 {
         let cfg = self.config;
         if base >= head.saturating_add(cfg.span()) {
             // Head's sub-window, the newest with admissions, has left the
             // window of `base` (by absolute numbers: however long the
             // counter was idle), and every archived one with it.
-            return (0, Some(cfg.start(base.saturating_add(cfg.span()))));
+            return 0;
         }
         let (head_epoch, head_count) = (cfg.epoch_of(hw), cfg.count_of(hw));
         if let Some(summary) = self.summary
@@ -676,19 +758,14 @@ impl CounterRef<'_> {
             // to this sub-window, which our head load acquired).
             let word = summary.load(Ordering::Acquire);
             if cfg.epoch_of(word) == epoch {
-                let past = cfg.count_of(word);
-                // Nothing archived in the window: head's slot is the
-                // oldest, and leaves when slot `base + N` begins.
-                let retry_at = (past == 0).then(|| cfg.start(base.saturating_add(cfg.span())));
-                return (head_count + past, retry_at);
+                return head_count + cfg.count_of(word);
             }
         }
-        let (used, retry_at) = self.scan(hw, epoch, base, at);
-        (used, Some(retry_at))
+        self.scan(hw, epoch, base, at)
     }
 
     /// [`estimate`](Self::estimate) by reading every slot in the window.
-    fn scan(&self, hw: u64, epoch: u64, base: u64, at: u64) -> (u64, u64) {
+    fn scan(&self, hw: u64, epoch: u64, base: u64, at: u64) -> u64 {
         let cfg = self.config;
         let (head_epoch, head_count) = (cfg.epoch_of(hw), cfg.count_of(hw));
         // The count of sub-window `e` (archive cell `cell`).
@@ -706,44 +783,25 @@ impl CounterRef<'_> {
         };
         match cfg.mode {
             CounterMode::Slots(slots) => {
-                let slots = u64::from(slots);
                 let mut used = 0;
-                let mut oldest = 0;
                 // Walk the archive backwards from the current slot's cell.
                 let mut cell = cfg.by_slots.rem(base) as usize;
-                for back in 0..slots {
+                for back in 0..u64::from(slots) {
                     if back > 0 {
                         cell = if cell == 0 { cfg.cells - 1 } else { cell - 1 };
                     }
-                    let c = count(epoch.wrapping_sub(back) & cfg.epoch_mask, cell);
-                    if c > 0 {
-                        used += c;
-                        oldest = back;
-                    }
+                    used += count(epoch.wrapping_sub(back) & cfg.epoch_mask, cell);
                 }
-                // The oldest non-empty slot, `base - oldest`, leaves the
-                // window when slot `base - oldest + slots` begins.
-                let retry_at = cfg.start(base - oldest.min(base) + slots);
-                (used, retry_at)
+                used
             }
             CounterMode::TwoWindow => {
                 let previous = count(epoch.wrapping_sub(1) & cfg.epoch_mask, 0);
                 let current = if head_epoch == epoch { head_count } else { 0 };
-                let start = cfg.start(base);
-                let elapsed = at.saturating_sub(start);
+                let elapsed = at.saturating_sub(cfg.start(base));
                 let left = cfg.window - elapsed.min(cfg.window);
                 let weighted = (u128::from(previous) * u128::from(left))
                     .div_ceil(u128::from(cfg.window)) as u64;
-                // The estimate next drops when the weighted part decays by
-                // one, or when the window turns over.
-                let end = start.saturating_add(cfg.width);
-                let retry_at = if previous > 0 {
-                    let step = cfg.window.div_ceil(previous);
-                    at.saturating_add(step.min(end.saturating_sub(at)))
-                } else {
-                    end
-                };
-                (current + weighted, retry_at)
+                current + weighted
             }
         }
     }
@@ -1103,7 +1161,20 @@ impl<C: Clock> SlidingCounter<C> {
     /// ```
     #[must_use = "a denied request must not go ahead: use the result"]
     pub fn check_n_with_growth_at(&self, n: u32, now: u64) -> Result<(Admitted, Duration), Denied> {
-        crate::RateLimit::check_n_with_growth_at(self, n, now)
+        // One limit for the check and its dry run: a reconfiguration
+        // between the two would give the admission another limit's `t`.
+        let limit = self.current_limit();
+        if n > limit {
+            return Err(Denied::exceeds_limit(n, limit));
+        }
+        let state = self.state(limit);
+        let admitted = state
+            .check(n, now, 0)
+            .expect("a SlidingCounter is never closed")?;
+        let grows = crate::decision::growth_by_dry_run(&admitted, |more| {
+            (more <= limit).then(|| state.peek(more, now, 0)).flatten()
+        });
+        Ok((admitted, grows))
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording

@@ -58,7 +58,10 @@
 //! * **P1, never over-admits**, under any interleaving of threads and any
 //!   timestamps, including clocks that go backwards: every admission is
 //!   recorded at an effective time ([`Admitted::at`]) and no window of length
-//!   `W` holds more than `limit` of them. Admission `k` claims slot `k mod L`
+//!   `W` holds more than `limit` of them. (Windows of the clock's time: in
+//!   real time too with a clock consistent across cores, such as
+//!   [`MonotonicClock`]; a TSC skewed by `S` between cores can add what `S`
+//!   of clock time holds, see [`Clock`] and "Clocks" below.) Admission `k` claims slot `k mod L`
 //!   of a ring only if admission `k - L` in that slot is at least `W` older —
 //!   with one CAS, the linearization point.
 //! * **P3, never spuriously denies**: threads racing at one instant on `L` free
@@ -187,6 +190,14 @@
 //! * [`QuantaClock`] (the default) reads the calibrated TSC (10-15 ns);
 //!   [`QuantaClock::recent`] reads a time updated by an upkeep thread instead
 //!   (under 1 ns, at the upkeep interval's granularity).
+//! * [`MonotonicClock`] reads the operating system's monotonic clock
+//!   (20-25 ns), which the kernel keeps consistent across cores.
+//! * [`ClockChoice::within`]`(bound)` measures how far the TSC steps back
+//!   between cores ([`QuantaClock::measure_skew`]) and takes it if that is
+//!   at most `bound`, else the monotonic clock (with the [`Skew`] that
+//!   refused the TSC, to log). On a host whose cores' counters disagree,
+//!   an admission on a lagging core leaves the window early for the others
+//!   (see [`Clock`]).
 //! * [`ManualClock`] moves only when told to: tests, simulations, replay.
 //! * Every check has an `_at` form taking the time directly, for callers that
 //!   already hold a timestamp.
@@ -224,8 +235,9 @@
 //! | per key | [`KeyedLimiter<K>`](KeyedLimiter) | [`KeyedCounter<K>`](KeyedCounter): builder `.sliding_counter(N)` | builder `.two_window()` |
 //! | accuracy | exact | never denies what the log admits; over by at most one slot's count | ±, assumes even spread |
 //! | fullest window at 1.5x load, L = 100 | 100 | 112 (N = 10), 105 (N = 60) | 109 |
+//! | fullest window, worst case (a crafted pattern) | L | 2L, for every N | 2L - 1 (W at least 2L ns) |
 //! | memory per key (state + ~56 B map entry; a state of up to 12 words is kept inside the entry) | `8 (L + 1)` bytes (`8 (L + 2)` from `L = 64`) | `8 (N + 3)` bytes | 24 bytes |
-//! | `retry_after` | exact | when the oldest slot leaves | when the estimate drops |
+//! | `retry_after` | exact | exact for the estimate: when enough slots have left | exact for the estimate: when it has fallen enough |
 //! | allow, 1 thread, time passed in (with `QuantaClock`; `governor`: 9.9) | 9.2 ns (10.8) | 35.9 ns (26.7): N = 10, a new slot every call | not measured |
 //! | deny, 1 thread, time passed in (with `QuantaClock`; `governor`: 9.7) | 2.6 ns (9.6) | 14.7 ns (23.9): N = 10, head + summary | not measured |
 //! | keyed, 10k keys, 1 thread: allow / deny (`governor`: 30 / 27) | 50 / 44 ns | 65 / 70 ns (N = 10) | not measured |
@@ -406,7 +418,9 @@ pub mod tower;
 mod wait;
 
 pub use crate::algorithm::RateLimit;
-pub use crate::clock::{Clock, ManualClock, QuantaClock, Upkeep};
+pub use crate::clock::{Clock, ClockChoice, ManualClock, MonotonicClock, QuantaClock, Upkeep};
+#[cfg(not(slidelog_loom))]
+pub use crate::clock::{PairSkew, Skew, SkewReport};
 pub use crate::config::{MAX_LIMIT, MAX_WINDOW};
 pub use crate::counter::{CounterMode, MAX_COUNTER_LIMIT, MAX_SLOTS, SlidingCounter};
 pub use crate::decision::{Admitted, Denied, DenyReason};

@@ -449,3 +449,233 @@ fn an_idle_counter_admits_whatever_the_idle_time() {
     let days = 3 * 86_400_000_000_000 + 5 * 3_600_000_000_000;
     assert!(micro.check_at(days).is_ok());
 }
+
+/// The counter's estimate, brute force, from every admission's time and
+/// weight: `Slots(N)` sums the admissions of the N slots up to `t`'s (slots
+/// of `width` ns); `TwoWindow` weights the previous window's count by the
+/// part of it still inside `(t - W, t]` (rounded up) and adds the current
+/// window's.
+fn model_estimate(
+    mode: CounterMode,
+    width: u64,
+    counts: &std::collections::BTreeMap<u64, u64>,
+    t: u64,
+) -> u64 {
+    let count = |k: u64| counts.get(&k).copied().unwrap_or(0);
+    match mode {
+        CounterMode::Slots(n) => {
+            let slot = t / width;
+            (slot.saturating_sub(u64::from(n) - 1)..=slot)
+                .map(count)
+                .sum()
+        }
+        _ => {
+            let (b, e) = (t / width, t % width);
+            let previous = b.checked_sub(1).map_or(0, count);
+            count(b) + (previous * (width - e)).div_ceil(width)
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Both modes, compared with a brute-force model of the estimate: every
+    /// decision and `remaining` is the model's; a denial's `retry_after` is
+    /// the earliest time the estimate admits the same request (a peek there
+    /// is admitted, one nanosecond before it denied); an admission's growth
+    /// `t` is the earliest time `remaining` grows.
+    #[test]
+    fn retry_and_growth_are_the_estimates_next_change(
+        limit in 1..8u32,
+        mode in prop_oneof![(1..6u32).prop_map(CounterMode::Slots), Just(CounterMode::TwoWindow)],
+        width in 1..12u64,
+        steps in prop::collection::vec((0..25u64, 1..4u32), 1..150),
+    ) {
+        let (window, slot) = match mode {
+            CounterMode::Slots(n) => (width * u64::from(n), width),
+            _ => (width * 4, width * 4),
+        };
+        let c = counter(limit, window, mode);
+        let mut counts = std::collections::BTreeMap::new();
+        let est = |counts: &std::collections::BTreeMap<u64, u64>, t| model_estimate(mode, slot, counts, t);
+        let mut t = 0;
+        for (dt, n) in steps {
+            t += dt;
+            let n = n.min(limit);
+            let before = est(&counts, t);
+            let fits = before + u64::from(n) <= u64::from(limit);
+            // The first time after `t` at which `ok` holds, by trying each.
+            let first = |counts: &std::collections::BTreeMap<u64, u64>, ok: &dyn Fn(u64) -> bool| {
+                (t + 1..=t + 3 * window + 2).find(|&u| ok(est(counts, u)))
+            };
+            match c.check_n_with_growth_at(n, t) {
+                Ok((admitted, grows)) => {
+                    prop_assert!(fits, "t={} n={}: admitted at estimate {}", t, n, before);
+                    *counts.entry(admitted.at() / slot).or_insert(0) += u64::from(n);
+                    let after = est(&counts, t);
+                    let remaining = u64::from(limit).saturating_sub(after);
+                    prop_assert_eq!(u64::from(admitted.remaining()), remaining, "t={} n={}", t, n);
+                    let grows_at = first(&counts, &|e| u64::from(limit).saturating_sub(e) > remaining)
+                        .expect("the estimate empties");
+                    prop_assert_eq!(grows.as_nanos() as u64, grows_at - t, "growth at t={} n={} (remaining {})", t, n, remaining);
+                }
+                Err(denied) => {
+                    prop_assert!(!fits, "t={} n={}: denied at estimate {}", t, n, before);
+                    let at = t + denied.retry_after_nanos();
+                    let want = first(&counts, &|e| e + u64::from(n) <= u64::from(limit)).expect("the estimate empties");
+                    prop_assert_eq!(at, want, "retry at t={} n={} (estimate {})", t, n, before);
+                    prop_assert!(c.peek_n_at(n, at).is_ok(), "a retry at {} is denied", at);
+                    prop_assert!(c.peek_n_at(n, at - 1).is_err(), "admitted at {} before the retry time", at - 1);
+                }
+            }
+        }
+    }
+}
+
+/// The most admissions in one real window `(t - W, t]`, from the sorted
+/// admission times.
+fn fullest_window(sorted: &[u64], window: u64) -> usize {
+    let mut first = 0;
+    let mut most = 0;
+    for (i, &t) in sorted.iter().enumerate() {
+        while sorted[first] + window <= t {
+            first += 1;
+        }
+        most = most.max(i + 1 - first);
+    }
+    most
+}
+
+/// The slots mode's worst case, `2 L` in one real window, for every `N`:
+/// `L` in the last nanosecond of slot 0, then `L` more at `W`, when slot 0
+/// has left the counted span (slots 1 to N - 1 are empty) while its last
+/// nanosecond is still inside `(0, W]`.
+#[test]
+fn slots_worst_case_is_twice_the_limit() {
+    let (limit, window) = (100u32, 1_000_000u64);
+    for slots in [1u32, 2, 10, 60, 1000] {
+        let c = counter(limit, window, CounterMode::Slots(slots));
+        let width = window / u64::from(slots);
+        let mut ats = Vec::new();
+        for t in [width - 1, window] {
+            while let Ok(admitted) = c.check_at(t) {
+                ats.push(admitted.at());
+            }
+        }
+        assert_eq!(ats.len(), 2 * limit as usize, "N = {slots}");
+        assert_eq!(
+            fullest_window(&ats, window),
+            2 * limit as usize,
+            "N = {slots}"
+        );
+    }
+}
+
+/// The two-window mode's worst case, `L + floor(L (W - 2) / W)` (`2 L - 1`
+/// once `W >= 2 L` ns): `L` in the last nanosecond of a window, then, two
+/// nanoseconds before the next window ends, the previous count weighs
+/// `ceil(2 L / W) = 1`, and `L - 1` more are admitted.
+#[test]
+fn two_window_worst_case_is_twice_the_limit_less_one() {
+    for (limit, window) in [(100u32, 1_000_000u64), (1, 2), (3, 6), (7, 10), (100, 150)] {
+        let c = counter(limit, window, CounterMode::TwoWindow);
+        let mut ats = Vec::new();
+        for t in [window - 1, 2 * window - 2] {
+            while let Ok(admitted) = c.check_at(t) {
+                ats.push(admitted.at());
+            }
+        }
+        let l = u64::from(limit);
+        let worst = (l + l * (window - 2) / window) as usize;
+        assert_eq!(
+            fullest_window(&ats, window),
+            worst,
+            "L = {limit}, W = {window}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// No sequence exceeds the documented worst case in any real window:
+    /// `2 L` for the slots mode, `L + floor(L (W - 2) / W)` for the
+    /// two-window mode (`L` for a 1 ns window).
+    #[test]
+    fn no_window_exceeds_the_worst_case(
+        limit in 1..8u32,
+        mode in prop_oneof![(1..6u32).prop_map(CounterMode::Slots), Just(CounterMode::TwoWindow)],
+        width in 1..12u64,
+        steps in prop::collection::vec((0..25u64, 1..4u32), 1..300),
+    ) {
+        let window = match mode {
+            CounterMode::Slots(n) => width * u64::from(n),
+            _ => width * 4,
+        };
+        let c = counter(limit, window, mode);
+        let mut ats = Vec::new();
+        let mut t = 0;
+        for (dt, n) in steps {
+            t += dt;
+            let n = n.min(limit);
+            if let Ok(admitted) = c.check_n_at(n, t) {
+                ats.extend(std::iter::repeat_n(admitted.at(), n as usize));
+            }
+        }
+        let l = u64::from(limit);
+        let worst = match mode {
+            CounterMode::Slots(_) => 2 * l,
+            _ => l + l * window.saturating_sub(2) / window,
+        };
+        prop_assert!(fullest_window(&ats, window) as u64 <= worst);
+    }
+}
+
+/// Threads flooding one counter (the clock moved by one of them) never
+/// exceed the documented worst case in any real window: `2 L` for slots,
+/// `2 L - 1` for two windows (`W >= 2 L`), whatever the interleaving.
+#[test]
+fn concurrent_floods_stay_within_the_worst_case() {
+    let (limit, window) = (300u32, 30_000u64);
+    for mode in [
+        CounterMode::Slots(1),
+        CounterMode::Slots(10),
+        CounterMode::TwoWindow,
+    ] {
+        let c = Arc::new(counter(limit, window, mode));
+        let barrier = Arc::new(Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let (c, barrier) = (Arc::clone(&c), Arc::clone(&barrier));
+                thread::spawn(move || {
+                    barrier.wait();
+                    let mut ats = Vec::new();
+                    for k in 0..50_000u64 {
+                        if i == 0 && k % 8 == 0 {
+                            c.clock().advance(Duration::from_nanos(29));
+                        }
+                        if let Ok(a) = c.check() {
+                            ats.push(a.at());
+                        }
+                    }
+                    ats
+                })
+            })
+            .collect();
+        let mut ats: Vec<u64> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        ats.sort_unstable();
+        let worst = match mode {
+            CounterMode::TwoWindow => 2 * limit as usize - 1,
+            _ => 2 * limit as usize,
+        };
+        let fullest = fullest_window(&ats, window);
+        assert!(
+            fullest <= worst,
+            "{mode:?}: {fullest} admissions in one window"
+        );
+    }
+}

@@ -18,6 +18,17 @@
 //! # Ok::<(), slidelog::ConfigError>(())
 //! ```
 //!
+//! # Reconfiguration
+//!
+//! A backend reconfigured at run time (`reconfigure`, `set_quota`) is
+//! described by its new policies from the next response on. A request
+//! decided while a reconfiguration runs is described by the policies the
+//! layer reads after its decision if they fit it (the named policy is one
+//! of them and `remaining` within its limit), else by those it read
+//! before; if neither fits (two reconfigurations within one decision) it
+//! is sent without `RateLimit` fields rather than with another
+//! configuration's (`tests/tower_reconfigure.rs`).
+//!
 //! # One limit for a whole app: wrap the router
 //!
 //! axum's `Router::layer` boxes every route's layered service, and on

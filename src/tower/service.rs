@@ -460,7 +460,7 @@ where
         // The policies the layer was built with while the backend keeps
         // them; after a reconfiguration, the current ones (described anew
         // when the generation moves, for every clone: they share
-        // `described`).
+        // `described`). Read before the decision, and again after it below.
         let generation = layer.backend.generation();
         let current;
         let described = if generation == layer.first.generation {
@@ -473,23 +473,61 @@ where
             .extractor
             .extract(&request)
             .or_else(|| layer.fallback.clone());
-        // A key with its own quota is described by its own policies.
-        let own = key
-            .as_ref()
-            .and_then(|k| layer.backend.key_policies(k))
-            .map(|own| PolicyList::new(&own));
+        // Matched in place, not moved into a tuple: a verdict is a few
+        // hundred bytes (BENCHMARKS.md, "Over HTTP", session 29).
+        let now = key.as_ref().and_then(|key| layer.backend.check_now(key));
+        // **The policies that decided**: read after the decision, so that
+        // a reconfiguration the decision saw is seen here too (see
+        // `decided_by`).
+        let after;
+        let own;
+        let (policies, written) = match &now {
+            Some(verdict) => {
+                let later = layer.backend.generation();
+                let after_described = if later != generation {
+                    after = layer.reconfigured(later);
+                    Some(&**after)
+                } else {
+                    None
+                };
+                // A key with its own quota is described by its own policies.
+                own = key
+                    .as_ref()
+                    .and_then(|k| layer.backend.key_policies(k))
+                    .map(|own| PolicyList::new(&own));
+                decided_by(
+                    verdict,
+                    own.as_ref(),
+                    after_described,
+                    (&described.policies, Some(&described.written)),
+                )
+            }
+            None => {
+                own = key
+                    .as_ref()
+                    .and_then(|k| layer.backend.key_policies(k))
+                    .map(|own| PolicyList::new(&own));
+                match &own {
+                    Some(own) => (Some(own), None),
+                    None => (Some(&described.policies), Some(&described.written)),
+                }
+            }
+        };
         let style = Style {
-            headers: layer.headers,
+            // No description fits the decision (see `decided_by`): no
+            // rate-limit fields rather than another configuration's.
+            headers: if policies.is_some() {
+                layer.headers
+            } else {
+                HeaderStyle::None
+            },
             deny: layer.deny,
-            policies: own.as_ref().unwrap_or(&described.policies),
-            written: own.is_none().then_some(&described.written),
+            policies: policies.unwrap_or(&described.policies),
+            written,
             hook: layer.on_deny.as_ref(),
             unavailable: layer.unavailable,
             name: &layer.name,
         };
-        // Matched in place, not moved into a tuple: a verdict is a few
-        // hundred bytes (BENCHMARKS.md, "Over HTTP", session 29).
-        let now = key.as_ref().and_then(|key| layer.backend.check_now(key));
         let headers = match (key, &now) {
             // Decided at once (in process): call the inner service below,
             // the one `poll_ready` readied, with no clone of it.
@@ -511,8 +549,22 @@ where
                 }
             },
             (Some(key), None) => {
+                let redescribe: Redescribe = {
+                    let (backend, cache) =
+                        (Arc::clone(&layer.backend), Arc::clone(&layer.described));
+                    let key = key.clone();
+                    Box::new(move || {
+                        let later = backend.generation();
+                        let after = (later != generation).then(|| {
+                            arc_swap::Guard::into_inner(described_at(&*backend, &cache, later))
+                        });
+                        let own = backend.key_policies(&key).map(|own| PolicyList::new(&own));
+                        (own, after)
+                    })
+                };
                 return ResponseFuture::new(State::Checking {
                     pending: Box::pin(Pending {
+                        redescribe,
                         key: style
                             .hook
                             .as_ref()
@@ -563,14 +615,91 @@ impl<L: Backend<K> + ?Sized, X, K> Options<L, X, K> {
     /// Out of line: a backend never reconfigured does not call it.
     #[inline(never)]
     fn reconfigured(&self, generation: u64) -> arc_swap::Guard<Arc<Described>> {
-        let described = self.described.load();
-        if described.generation == generation {
-            return described;
-        }
-        self.described
-            .store(Arc::new(Described::of(&*self.backend)));
-        self.described.load()
+        described_at(&*self.backend, &self.described, generation)
     }
+}
+
+/// `backend`'s policies at `generation` from the shared description
+/// `cache`, written anew if it is of another generation.
+fn described_at<L: Backend<K> + ?Sized, K>(
+    backend: &L,
+    cache: &ArcSwap<Described>,
+    generation: u64,
+) -> arc_swap::Guard<Arc<Described>> {
+    let described = cache.load();
+    if described.generation == generation {
+        return described;
+    }
+    cache.store(Arc::new(Described::of(backend)));
+    cache.load()
+}
+
+/// For a check that is awaited: after its verdict, the key's own policies
+/// and the layer's description at the generation read then, if it moved
+/// from the one read before the check (see [`decided_by`]).
+type Redescribe = Box<dyn Fn() -> (Option<PolicyList>, Option<Arc<Described>>) + Send>;
+
+/// **Which description a verdict gets**: the first of the key's own
+/// policies (read after the decision), the layer's description at the
+/// generation read after the decision (if it moved during it) and the one
+/// read before it, that fits the verdict (see [`fits`]); `None` if none
+/// does. The description cached for a generation is what the backend
+/// answered for it, but a backend's generation and its decisions are two
+/// reads: the keyed limiter moves each key to new policies after the
+/// generation moved, the single-key limiter moves the generation after its
+/// policies changed. So a decision racing a reconfiguration may have been
+/// made by the configuration on either side of it, and only one of them
+/// can describe it; a verdict that neither describes (two
+/// reconfigurations within one decision) is sent without rate-limit
+/// fields.
+fn decided_by<'a>(
+    verdict: &Verdict,
+    own: Option<&'a PolicyList>,
+    after: Option<&'a Described>,
+    before: (&'a PolicyList, Option<&'a Written>),
+) -> (Option<&'a PolicyList>, Option<&'a Written>) {
+    if let Some(own) = own
+        && fits(verdict, own)
+    {
+        return (Some(own), None);
+    }
+    if let Some(after) = after
+        && fits(verdict, &after.policies)
+    {
+        return (Some(&after.policies), Some(&after.written));
+    }
+    if fits(verdict, before.0) {
+        return (Some(before.0), before.1);
+    }
+    (None, None)
+}
+
+/// Whether `policies` can have decided `verdict`: the policy it names is
+/// one of them, its `remaining` is at most that policy's limit, and each
+/// policy's state (with several) is one of theirs, within its limit. Two
+/// configurations differ in a limit or a number of policies, so a verdict
+/// of one does not fit the other but where their answers coincide.
+fn fits(verdict: &Verdict, policies: &PolicyList) -> bool {
+    if verdict.degraded {
+        return true;
+    }
+    let states_fit = verdict.per_policy.as_ref().is_none_or(|states| {
+        states.as_slice().len() == policies.len()
+            && states
+                .as_slice()
+                .iter()
+                .zip(policies.iter())
+                .all(|(&(remaining, _), policy)| remaining <= policy.limit)
+    });
+    let named_fits = match &verdict.decision {
+        Ok(admitted) => policies
+            .get(admitted.policy())
+            .is_some_and(|policy| admitted.remaining() <= policy.limit),
+        Err(denied) => {
+            denied.reason() != crate::DenyReason::RateLimited || denied.policy() < policies.len()
+        }
+    };
+    states_fit && named_fits
 }
 
 /// The backend's policies as the headers describe them, at one generation.
@@ -585,10 +714,22 @@ struct Described {
 
 impl Described {
     fn of<L: Backend<K> + ?Sized, K>(backend: &L) -> Described {
-        // The generation first: a reconfiguration between the two reads is
-        // met again by the next request, which describes it anew.
-        let generation = backend.generation();
-        let policies = backend.policies();
+        // The policies between two equal readings of the generation: a
+        // description labelled with a generation holds that generation's
+        // policies (a reconfiguration between the reads is read again).
+        // Past a few attempts, labelled with the first reading: a request
+        // that reads a later one describes it anew, and `decided_by`
+        // checks what it is given.
+        let mut generation = backend.generation();
+        let mut policies = backend.policies();
+        for _ in 0..3 {
+            let again = backend.generation();
+            if again == generation {
+                break;
+            }
+            generation = again;
+            policies = backend.policies();
+        }
         let policies = PolicyList::named(&policies);
         Described {
             written: Written::of(&policies),
@@ -723,7 +864,10 @@ pin_project! {
         request: Option<(Request<ReqBody>, S)>,
         // A copy of the key, kept only for a `deny_with` hook.
         key: Option<Box<dyn core::any::Any + Send>>,
+        // The description read before the check.
         style: OwnedStyle,
+        // The description read after it.
+        redescribe: Redescribe,
     }
 }
 
@@ -767,10 +911,25 @@ where
                     let Some((request, mut inner)) = pending.request.take() else {
                         unreachable!("polled after completion")
                     };
+                    // The policies that decided, as for an in-process
+                    // decision (see `decided_by`).
+                    let (own, after) = (pending.redescribe)();
+                    let mut style = pending.style.style();
+                    match decided_by(
+                        &verdict,
+                        own.as_ref(),
+                        after.as_deref(),
+                        (style.policies, style.written),
+                    ) {
+                        (Some(policies), written) => {
+                            style.policies = policies;
+                            style.written = written;
+                        }
+                        (None, _) => style.headers = HeaderStyle::None,
+                    }
                     match verdict.decision {
                         Ok(admitted) => {
-                            let headers =
-                                admitted_headers(&pending.style.style(), &verdict, &admitted);
+                            let headers = admitted_headers(&style, &verdict, &admitted);
                             let call = inner.call(request);
                             this.state.set(State::Calling { call, headers });
                         }
@@ -779,7 +938,7 @@ where
                             let (parts, _body) = request.into_parts();
                             let key = pending.key.take();
                             let response = denial(
-                                &pending.style.style(),
+                                &style,
                                 denied,
                                 verdict.per_policy.as_ref(),
                                 Some(&parts),

@@ -274,39 +274,39 @@ impl CounterModel {
         }
     }
 
-    /// The decision at `t` (non-decreasing) for `n <= limit` units, as
-    /// `Ok((at, remaining))` or `Err(retry_after)`.
-    pub fn decide(&mut self, t: u64, n: u32) -> Result<(u64, u32), u64> {
-        let n = u64::from(n);
+    /// The estimate at `t`: the sum of the N slots up to `t`'s, or the
+    /// current window's count plus the previous one's weighted by the part
+    /// of it still inside `(t - W, t]` (rounded up).
+    pub fn estimate(&self, t: u64) -> u64 {
         let e = (u128::from(t) * u128::from(self.per) / u128::from(self.window)) as u64;
         let start_of = |k: u64| {
             (u128::from(k) * u128::from(self.window)).div_ceil(u128::from(self.per)) as u64
         };
         let count = |s: u64| self.counts.get(&s).copied().unwrap_or(0);
-        let (used, retry_at) = match self.slots {
-            Some(slots) => {
-                let first = e.saturating_sub(slots - 1);
-                let used: u64 = (first..=e).map(count).sum();
-                let oldest = (first..=e).find(|&s| count(s) > 0).unwrap_or(e);
-                (used, start_of(oldest + slots))
-            }
+        match self.slots {
+            Some(slots) => (e.saturating_sub(slots - 1)..=e).map(count).sum(),
             None => {
                 let previous = if e == 0 { 0 } else { count(e - 1) };
-                let start = start_of(e);
-                let left = self.window - (t - start);
-                let weighted = (previous * left).div_ceil(self.window);
-                let end = start_of(e + 1);
-                let retry_at = if previous > 0 {
-                    t + self.window.div_ceil(previous).min(end - t)
-                } else {
-                    end
-                };
-                (count(e) + weighted, retry_at)
+                let left = self.window - (t - start_of(e));
+                count(e) + (previous * left).div_ceil(self.window)
             }
-        };
-        if n > 0 && used + n > self.limit {
-            return Err((retry_at - t).max(1));
         }
+    }
+
+    /// The decision at `t` (non-decreasing) for `n <= limit` units, as
+    /// `Ok((at, remaining))` or `Err(retry_after)`: the wait until the
+    /// first time the estimate admits `n`, found by trying each
+    /// nanosecond (the estimate only falls while nothing is admitted).
+    pub fn decide(&mut self, t: u64, n: u32) -> Result<(u64, u32), u64> {
+        let n = u64::from(n);
+        let used = self.estimate(t);
+        if n > 0 && used + n > self.limit {
+            let fits = (t + 1..)
+                .find(|&u| self.estimate(u) + n <= self.limit)
+                .expect("the estimate empties within two windows");
+            return Err(fits - t);
+        }
+        let e = (u128::from(t) * u128::from(self.per) / u128::from(self.window)) as u64;
         *self.counts.entry(e).or_default() += n;
         Ok((t, self.limit.saturating_sub(used + n) as u32))
     }
