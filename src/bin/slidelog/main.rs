@@ -95,7 +95,7 @@ struct ServeArgs {
     /// Check the configuration and exit: each domain and its descriptors on
     /// stdout and 0 if valid; the file, line and reason and 2 if not (for
     /// CI, or before a reload).
-    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_timeout", "redis_health_check_active_connection", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file", "max_memory", "when_full"])]
+    #[arg(long, conflicts_with_all = ["grpc", "grpc_uds", "metrics", "http", "all_or_nothing", "shadow_mode", "quota_mode", "response_headers", "response_dynamic_metadata", "near_limit_ratio", "max_connection_age", "redis", "redis_cluster", "redis_prefix", "redis_timeout", "redis_health_check_active_connection", "redis_ca", "redis_client_cert", "redis_tls_skip_hostname_verification", "grpc_tls_cert", "state_file", "max_memory", "when_full", "max_clock_skew"])]
     check: bool,
     /// Where to serve Prometheus metrics (`/metrics`), e.g. `0.0.0.0:9102`.
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse::listen_addr)]
@@ -236,6 +236,12 @@ struct ServeArgs {
     /// exactly either way.
     #[arg(long, value_enum, value_name = "ACTION", default_value = "admit")]
     when_full: WhenFull,
+    /// The most the TSC clock may step back between cores, measured at
+    /// start, for the in-process logs to read it; past that they read the
+    /// operating system's monotonic clock instead, and stderr says so (a
+    /// skew lets a real window hold what that much more clock time admits).
+    #[arg(long, value_name = "DURATION", default_value = "1us", value_parser = parse_duration)]
+    max_clock_skew: Duration,
 }
 
 /// What `slidelog serve` answers a new client while its in-process store
@@ -535,6 +541,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
                 .redis_timeout
                 .unwrap_or(slidelog::redis::DEFAULT_TIMEOUT),
             max_memory: usize::try_from(args.max_memory).unwrap_or(usize::MAX),
+            max_clock_skew: args.max_clock_skew,
             deny_when_full: args.when_full == WhenFull::Deny,
             // From `metrics` above, by `serve::run`.
             ..serve::Settings::default()
@@ -596,6 +603,7 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
         return Err("--threads and --keys must be at least 1".into());
     }
     check_threads(threads)?;
+    let clock = checked_clock(DEFAULT_MAX_CLOCK_SKEW, "slidelog demo");
     let window_ns = args.window.as_nanos() as u64;
     println!(
         "slidelog demo: {threads} {}, limit {} per {:?}, {:?} per phase",
@@ -609,13 +617,17 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
     // counter's slot width (its guarantee is per run of N slots).
     let (one, one_bytes, width): (Arc<dyn RateLimit>, usize, Option<u64>) = match args.algorithm {
         Algo::Log => {
-            let log = Limiter::new(args.limit, args.window).map_err(|e| e.to_string())?;
+            let log = Limiter::builder(args.limit, args.window)
+                .clock(clock.clone())
+                .build()
+                .map_err(|e| e.to_string())?;
             let bytes = log.memory_bytes();
             (Arc::new(log), bytes, None)
         }
         Algo::Counter => {
-            let counter = SlidingCounter::new(args.limit, args.window, args.slots)
-                .map_err(|e| e.to_string())?;
+            let counter =
+                SlidingCounter::with_clock(args.limit, args.window, args.slots, clock.clone())
+                    .map_err(|e| e.to_string())?;
             let (bytes, width) = (counter.memory_bytes(), counter.slot_width());
             (Arc::new(counter), bytes, Some(width.as_nanos() as u64))
         }
@@ -634,6 +646,7 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
     // table for a billion before the first call.
     let keys = usize::try_from(args.keys).unwrap_or(usize::MAX);
     let builder = KeyedLimiter::<u64>::builder(args.limit, args.window)
+        .clock(clock)
         .max_keys(keys)
         .capacity(keys.min(1 << 20));
     let (many, keyed_bytes) = match args.algorithm {
@@ -717,7 +730,7 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
 /// The keyed phase on any per-key algorithm; returns its report and the
 /// limiter's bytes per key.
 fn keyed_phase<A: Algorithm>(
-    keyed: KeyedLimiter<u64, slidelog::QuantaClock, std::collections::hash_map::RandomState, A>,
+    keyed: KeyedLimiter<u64, slidelog::ClockChoice, std::collections::hash_map::RandomState, A>,
     args: &DemoArgs,
     threads: usize,
     judge: &Judge,
@@ -747,6 +760,24 @@ fn keyed_phase<A: Algorithm>(
 struct Judge {
     window: u64,
     slots: Option<(u64, u64)>,
+}
+
+/// The most the TSC clock may step back between cores before `demo` and
+/// `serve` read the operating system's monotonic clock instead (the
+/// `Clock` docs: a skew of `S` can let a real window hold what `S` more
+/// of clock time admits). Steps shorter than a hand-off between cores
+/// (tens of nanoseconds) are not seen by the measurement.
+const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_micros(1);
+
+/// The clock for this process's limiters: the TSC (quanta) if its skew
+/// across cores, measured now, is within `bound`, else the operating
+/// system's monotonic clock, with a warning on stderr saying why.
+fn checked_clock(bound: Duration, who: &str) -> slidelog::ClockChoice {
+    let (clock, skew) = slidelog::ClockChoice::within(bound);
+    if let Some(skew) = skew {
+        eprintln!("{who}: warning: {skew}; the operating system's monotonic clock is used instead");
+    }
+    clock
 }
 
 /// The most threads `demo` and `bench` start.

@@ -5,7 +5,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use slidelog::{KeyedLimiter, Quota};
+use slidelog::{ClockChoice, KeyedLimiter, Quota};
+
+/// The in-process store.
+pub(super) type Local = KeyedLimiter<String, ClockChoice>;
 
 /// The policies of a key the configuration no longer limits (a reload took
 /// its descriptor's limit away, and the live key moves to the default):
@@ -20,13 +23,15 @@ pub(super) fn unlimited() -> Quota {
 
 /// The in-process limiter: per-key quotas from `quota`, `max_memory` bytes
 /// for the keys' logs, entries and key bytes, and no count of keys beyond
-/// what those bytes hold.
+/// what those bytes hold, on `clock`.
 pub(super) fn limiter(
     max_memory: usize,
+    clock: ClockChoice,
     quota: impl Fn(&String) -> Option<Quota> + Send + Sync + 'static,
-) -> Result<KeyedLimiter<String>, String> {
+) -> Result<Local, String> {
     let default = unlimited().policies()[0];
     KeyedLimiter::<String>::builder(default.limit, default.window)
+        .clock(clock)
         .quota(quota)
         .max_bytes(max_memory)
         .max_keys(usize::MAX)
@@ -69,7 +74,7 @@ impl Full {
 
     /// A new client found the store full: counted, and reported on stderr
     /// with the store's numbers at most once every [`REPORT_EVERY`].
-    pub(super) fn met(&self, store: &KeyedLimiter<String>) {
+    pub(super) fn met(&self, store: &Local) {
         // Relaxed, here and below: counts for a report, ordering nothing.
         self.met.fetch_add(1, Ordering::Relaxed);
         let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX) + 1;
@@ -107,7 +112,8 @@ mod tests {
 
     #[test]
     fn a_budget_below_one_key_says_so() {
-        let err = limiter(16, |_| None).unwrap_err();
+        let clock = ClockChoice::Monotonic(slidelog::MonotonicClock::new());
+        let err = limiter(16, clock, |_| None).unwrap_err();
         assert!(
             err.starts_with("--max-memory 16 is below one key ("),
             "{err}"
@@ -116,7 +122,8 @@ mod tests {
 
     #[test]
     fn reports_at_most_once_a_minute() {
-        let store = limiter(1 << 20, |_| None).unwrap();
+        let clock = ClockChoice::Monotonic(slidelog::MonotonicClock::new());
+        let store = limiter(1 << 20, clock, |_| None).unwrap();
         let full = Full::new(false);
         full.met(&store);
         let first = full.reported.load(Ordering::Relaxed);

@@ -124,6 +124,9 @@ pub(crate) struct Settings {
     pub(crate) redis_timeout: Duration,
     /// The in-process store's memory budget in bytes (`--max-memory`).
     pub(crate) max_memory: usize,
+    /// The most the TSC may step back between cores for the in-process
+    /// store to read it (`--max-clock-skew`; else the monotonic clock).
+    pub(crate) max_clock_skew: Duration,
     /// Answer a new client OVER_LIMIT while the in-process store is full
     /// (`--when-full deny`); else OK, recording nothing.
     pub(crate) deny_when_full: bool,
@@ -142,6 +145,7 @@ impl Default for Settings {
             redis_prefix: DEFAULT_REDIS_PREFIX.into(),
             redis_timeout: slidelog::redis::DEFAULT_TIMEOUT,
             max_memory: DEFAULT_MAX_MEMORY,
+            max_clock_skew: Duration::from_micros(1),
             deny_when_full: false,
         }
     }
@@ -262,7 +266,7 @@ pub(crate) enum RedisTarget {
 enum Store {
     /// In process: one keyed limiter whose per-key quotas come from the
     /// configuration.
-    Local(Box<KeyedLimiter<String>>),
+    Local(Box<KeyedLimiter<String, slidelog::ClockChoice>>),
     /// Redis, shared by every replica of the service: one limiter per
     /// distinct set of policies, all on the same key names, so a key whose
     /// policies change keeps its history (the ring script rebuilds it).
@@ -676,6 +680,7 @@ impl Service {
             redis_prefix,
             redis_timeout,
             max_memory,
+            max_clock_skew,
             deny_when_full,
         } = settings;
         let config = Arc::new(ArcSwap::from_pointee(config));
@@ -691,7 +696,13 @@ impl Service {
             },
             None => {
                 let current = Arc::clone(&config);
-                Store::Local(Box::new(local::limiter(max_memory, move |key| {
+                let (clock, skew) = slidelog::ClockChoice::within(max_clock_skew);
+                if let Some(skew) = skew {
+                    eprintln!(
+                        "slidelog serve: warning: {skew}; the in-process logs read the operating system's monotonic clock instead"
+                    );
+                }
+                Store::Local(Box::new(local::limiter(max_memory, clock, move |key| {
                     quota_of(&current.load(), key)
                 })?))
             }
