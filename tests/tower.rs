@@ -232,11 +232,13 @@ async fn spoofed_forwarding_headers_are_ignored_by_default() {
 }
 
 /// A server that records no peer address gives `PeerIp` no key.
-/// That is a misconfiguration, answered 500 with the reason (gRPC:
-/// INTERNAL), never a 429 with a made-up Retry-After, and never let
-/// through; with a fallback key the requests share one limit.
+/// Answered 400 saying the request carries no rate-limit key (gRPC:
+/// INVALID_ARGUMENT) by default, or 500 when the operator says it can only
+/// be the server's misconfiguration; never a 429 with a made-up
+/// Retry-After, and never let through; with a fallback key the requests
+/// share one limit.
 #[tokio::test]
-async fn a_missing_key_is_a_server_error_not_a_429() {
+async fn a_missing_key_is_refused_not_a_429() {
     use slidelog::tower::MissingKey;
     async fn serve_without_peer(app: Router) -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -258,10 +260,15 @@ async fn a_missing_key_is_a_server_error_not_a_429() {
         .layer(RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new()));
     let addr = serve_without_peer(app).await;
     let r = get_path(addr, "/", &[]).await;
-    assert_eq!(r.status, 500);
-    // The client gets the status, not the server's set-up (that goes to
-    // the log, once, naming the extractor and the fix).
-    assert!(r.body.contains("Internal Server Error"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body.trim()),
+        (
+            400,
+            "400 Bad Request: the request carries no rate-limit key"
+        )
+    );
+    // The client gets the status and why, not the server's set-up (that
+    // goes to the log, once, naming the extractor and the fix).
     for detail in ["PeerIp", "connect_info", "fallback", "SocketAddr"] {
         assert!(!r.body.contains(detail), "leaks {detail}: {}", r.body);
     }
@@ -276,6 +283,20 @@ async fn a_missing_key_is_a_server_error_not_a_429() {
         RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new()).deny_style(DenyStyle::Grpc),
     );
     let r = get_path(serve_without_peer(grpc).await, "/", &[]).await;
+    assert_eq!(r.header("grpc-status"), Some("3"));
+    let server_error = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new())
+            .on_missing_key(MissingKey::ServerError),
+    );
+    let r = get_path(serve_without_peer(server_error).await, "/", &[]).await;
+    assert_eq!(r.status, 500);
+    assert!(r.body.contains("Internal Server Error"), "{}", r.body);
+    let grpc = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::new(Arc::clone(&limiter), PeerIp::new())
+            .on_missing_key(MissingKey::ServerError)
+            .deny_style(DenyStyle::Grpc),
+    );
+    let r = get_path(serve_without_peer(grpc).await, "/", &[]).await;
     assert_eq!(r.header("grpc-status"), Some("13"));
 
     // The operator's choices: a missing API key is the client's 401; a
@@ -287,7 +308,13 @@ async fn a_missing_key_is_a_server_error_not_a_429() {
     );
     let addr = serve(reject).await;
     let r = get_path(addr, "/", &[]).await;
-    assert_eq!((r.status, r.body.trim()), (401, "401 Unauthorized"));
+    assert_eq!(
+        (r.status, r.body.trim()),
+        (
+            401,
+            "401 Unauthorized: the request carries no rate-limit key"
+        )
+    );
     assert_eq!(get_path(addr, "/", &[("x-api-key", "k")]).await.status, 200);
     assert_eq!(get_path(addr, "/", &[("x-api-key", "k")]).await.status, 429);
     let allow = Router::new().route("/", get(|| async { "ok" })).layer(

@@ -76,31 +76,40 @@ pub(super) type DenyHook = Arc<dyn Fn(&Denial<'_>) -> Response<Bytes> + Send + S
 /// What the layer answers a request its extractor found no key for (and
 /// no [`fallback_key`](super::RateLimitLayer::fallback_key) is set): see
 /// [`RateLimitLayer::on_missing_key`](super::RateLimitLayer::on_missing_key).
+/// By default such a request is the client's error: `400 Bad Request`
+/// saying it carries no rate-limit key (gRPC `INVALID_ARGUMENT`).
 /// Whatever the choice, the first such request is logged once per layer (a
 /// `tracing` error naming the extractor, with the fix when there is one);
 /// the client never sees set-up details.
 ///
 /// ```
 /// use slidelog::tower::MissingKey;
-/// assert_eq!(MissingKey::default(), MissingKey::ServerError);
+/// assert_eq!(MissingKey::default(), MissingKey::Reject(http::StatusCode::BAD_REQUEST));
 /// let _ = MissingKey::Reject(http::StatusCode::UNAUTHORIZED);
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MissingKey {
-    /// `500 Internal Server Error` with a generic body (gRPC `INTERNAL`): a
-    /// missing key is usually the server's misconfiguration (`PeerIp` on a
-    /// server that records no peer address), not the client's fault.
-    #[default]
+    /// `500 Internal Server Error` (gRPC `INTERNAL`), for a key that only a
+    /// misconfigured server can miss (`PeerIp` on a server that records
+    /// no peer address).
     ServerError,
     /// Pass the request to the inner service, unlimited and without
     /// rate-limit headers: for requests the extractor skips on purpose
     /// (health checks, some methods or paths, a `KeyFn` returning `None`).
     Allow,
-    /// Refuse with this status and a short body naming it, e.g. `401` for a
-    /// missing API key (gRPC: `UNAUTHENTICATED` for 401, `PERMISSION_DENIED`
-    /// for 403, `INVALID_ARGUMENT` for other 4xx, `INTERNAL` otherwise).
+    /// Refuse with this status and a short body naming it and saying the
+    /// request carries no rate-limit key, e.g. `401` for a missing API key
+    /// (gRPC: `UNAUTHENTICATED` for 401, `PERMISSION_DENIED` for 403,
+    /// `INVALID_ARGUMENT` for other 4xx, `INTERNAL` otherwise). The default
+    /// is `Reject(400)`.
     Reject(StatusCode),
+}
+
+impl Default for MissingKey {
+    fn default() -> Self {
+        MissingKey::Reject(StatusCode::BAD_REQUEST)
+    }
 }
 
 /// An answer that does not reach the inner service: for HTTP, `status`
@@ -139,8 +148,8 @@ pub(super) fn refusal(
 }
 
 /// The refusal of a request without a key ([`MissingKey::ServerError`] or
-/// [`MissingKey::Reject`]): the status's own reason phrase, nothing about
-/// the server's set-up.
+/// [`MissingKey::Reject`]): the status's own reason phrase and that the
+/// request carries no rate-limit key, nothing about the server's set-up.
 pub(super) fn missing_key(deny: DenyStyle, status: StatusCode) -> Response<Bytes> {
     let grpc = match status.as_u16() {
         401 => ("16", "unauthenticated"),
@@ -149,7 +158,10 @@ pub(super) fn missing_key(deny: DenyStyle, status: StatusCode) -> Response<Bytes
         _ => ("13", "no%20rate-limit%20key"),
     };
     let reason = status.canonical_reason().unwrap_or("Refused");
-    let body = Bytes::from(format!("{} {reason}\n", status.as_u16()));
+    let body = Bytes::from(format!(
+        "{} {reason}: the request carries no rate-limit key\n",
+        status.as_u16()
+    ));
     refusal(deny, status, body, grpc)
 }
 

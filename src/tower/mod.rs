@@ -10,7 +10,9 @@
 //! use slidelog::KeyedLimiter;
 //! use slidelog::tower::{HeaderKey, RateLimitLayer};
 //!
-//! // 5 requests per 10 seconds per API key (requests without one share a key).
+//! // 5 requests per 10 seconds per API key; a request without one is
+//! // answered 400 (`.on_missing_key(..)` chooses otherwise, and
+//! // `.fallback_key(..)` makes such requests share one key).
 //! let limiter = Arc::new(KeyedLimiter::<String>::new(5, Duration::from_secs(10))?);
 //! let layer = RateLimitLayer::new(limiter, HeaderKey::new("x-api-key"));
 //! // axum: Router::new().route("/", get(handler)).layer(layer)

@@ -130,12 +130,12 @@ where
     /// Limits requests by the key `extractor` finds, against `backend`.
     /// A request for which no key is found is limited under the
     /// [`fallback_key`](Self::fallback_key) if one is set, else answered as
-    /// [`on_missing_key`](Self::on_missing_key) says: by default **500
-    /// Internal Server Error** (gRPC: `INTERNAL`) with a generic body, since
-    /// a missing key is usually a server misconfiguration (e.g. `PeerIp` on
-    /// a server that does not record peer addresses), not the client's
-    /// fault, so not a 429 with a made-up `Retry-After`. The first one is
-    /// logged (a `tracing` error naming the extractor and the fix).
+    /// [`on_missing_key`](Self::on_missing_key) says: by default **400 Bad
+    /// Request** (gRPC: `INVALID_ARGUMENT`) saying the request carries no
+    /// rate-limit key — never a 429 with a made-up `Retry-After`, never
+    /// let through. The first one is logged (a `tracing` error naming the
+    /// extractor and the fix, e.g. for `PeerIp` on a server that does not
+    /// record peer addresses).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -177,7 +177,7 @@ impl<L: ?Sized, X: Clone, K: Clone, R> RateLimitLayer<L, X, K, R> {
     }
 
     /// What a request without a key gets when no fallback key is set
-    /// (default [`MissingKey::ServerError`]): pass it through unlimited, or
+    /// (default `MissingKey::Reject(400)`): pass it through unlimited, or
     /// refuse it with a chosen status.
     ///
     /// ```
