@@ -253,7 +253,27 @@ for i = 1, P do
     if rem < 0 or left[i] < rem then rem, rp = left[i], i - 1 end
   end
 end
-if wait >= 0 then return {0, wait, now, wp, 0} end
+-- Every policy's room and growth after the call (`k` units recorded by
+-- it), appended to the answer when there are several (what a `RateLimit`
+-- field lists per policy); not for a dry run, which recorded nothing to
+-- count from.
+local function told(answer, k)
+  if P == 1 or dry then return answer end
+  for i = 1, P do
+    local L, W = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
+    local inw = total + k
+    if W < kept then inw = redis.call('ZCOUNT', KEYS[1], '(' .. int(now - W), '+inf') end
+    local room, g = math.max(L - inw, 0), 0
+    if inw > 0 then
+      local e = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. int(now - W), '+inf', 'WITHSCORES', 'LIMIT', inw - (L - room), 1)
+      if e[2] then g = tonumber(e[2]) + W - now end
+    end
+    answer[#answer + 1] = room
+    answer[#answer + 1] = g
+  end
+  return answer
+end
+if wait >= 0 then return told({0, wait, now, wp, 0}, 0) end
 for i = 1, n do
   if dry then break end
   redis.call('ZADD', KEYS[1], int(now), ARGV[2] .. ':' .. int(i))
@@ -276,7 +296,7 @@ for i = 1, P do
     end
   end
 end
-return {1, rem, now, rp, math.max(grows, 0)}
+return told({1, rem, now, rp, math.max(grows, 0)}, n)
 "#;
 
 /// The ring of docs/design.md §2 in one string: a header of three 8-byte
@@ -337,37 +357,64 @@ local function slot(i) return num(24 + 8 * (i % L)) end
 local teff = now
 local prev = slot(head + L - 1)
 if prev - W > teff then teff = prev - W end
-local wait, wp, rem, rp, grows = -1, 0, -1, 0, 0
+-- Each policy's units left once `k` more are admitted now, and when that
+-- room grows: the oldest admission in its window after them leaves it,
+-- the first live candidate, else (all expired) ours; never (-1) for an
+-- empty window and no units.
+local function states(k)
+  local left, grow = {}, {}
+  for i = 1, P do
+    local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
+    local function alive(d) return d ~= 0 and d - W + Wi > teff end
+    local lo, hi = 0, Li - k
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if alive(slot(head + k + L - Li + mid)) then hi = mid else lo = mid + 1 end
+    end
+    local g = -1
+    if lo < Li - k then
+      g = slot(head + k + L - Li + lo) - W + Wi - now
+    elseif k > 0 then
+      g = teff + Wi - now
+    end
+    left[i], grow[i] = lo, g
+  end
+  return left, grow
+end
+-- Every policy's room and growth after the call, appended to the answer
+-- when there are several (what a `RateLimit` field lists per policy).
+local function told(answer, left, grow)
+  if P > 1 then
+    for i = 1, P do
+      answer[#answer + 1] = left[i]
+      answer[#answer + 1] = math.max(grow[i], 0)
+    end
+  end
+  return answer
+end
+local wait, wp = -1, 0
 for i = 1, P do
   local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
-  local function alive(d) return d ~= 0 and d - W + Wi > teff end
   if n > 0 then
     local d = slot(head + n - 1 + L - Li)
-    if alive(d) and d - W + Wi - now > wait then wait, wp = d - W + Wi - now, i - 1 end
-  end
-  local lo, hi = 0, Li - n
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if alive(slot(head + n + L - Li + mid)) then hi = mid else lo = mid + 1 end
-  end
-  -- When this policy's room grows: the oldest admission in its window
-  -- after ours leaves it, the first live candidate, else (all expired)
-  -- ours; never (-1) for an empty window and no units.
-  local g = -1
-  if lo < Li - n then
-    g = slot(head + n + L - Li + lo) - W + Wi - now
-  elseif n > 0 then
-    g = teff + Wi - now
-  end
-  -- The fewest units left grows at the latest growth among the policies
-  -- with that few, never if one of them never does.
-  if rem < 0 or lo < rem then
-    rem, rp, grows = lo, i - 1, g
-  elseif lo == rem and grows >= 0 and (g < 0 or g > grows) then
-    grows = g
+    if d ~= 0 and d - W + Wi > teff and d - W + Wi - now > wait then wait, wp = d - W + Wi - now, i - 1 end
   end
 end
-if wait >= 0 then return {0, wait, now, wp, 0} end
+if wait >= 0 then
+  local left, grow = states(0)
+  return told({0, wait, now, wp, 0}, left, grow)
+end
+local left, grow = states(n)
+-- The fewest units left grows at the latest growth among the policies
+-- with that few, never if one of them never does.
+local rem, rp, grows = -1, 0, 0
+for i = 1, P do
+  if rem < 0 or left[i] < rem then
+    rem, rp, grows = left[i], i - 1, grow[i]
+  elseif left[i] == rem and grows >= 0 and (grow[i] < 0 or grow[i] > grows) then
+    grows = grow[i]
+  end
+end
 if grows < 0 then grows = 0 end
 if n > 0 and ARGV[7 + 2 * P] ~= '1' then
   local d = struct.pack('>d', teff + W)
@@ -377,8 +424,49 @@ if n > 0 and ARGV[7 + 2 * P] ~= '1' then
   redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n) .. struct.pack('>d', -W) .. struct.pack('>d', L))
   redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
 end
-return {1, rem, teff, rp, grows}
+return told({1, rem, teff, rp, grows}, left, grow)
 "#;
+
+/// What one script call told: the decision, when the room of the policy
+/// it names grows, and (with several policies, not for a dry run) each
+/// policy's room.
+struct Told {
+    decision: Result<Admitted, Denied>,
+    grows: Duration,
+    rooms: Rooms,
+}
+
+/// Each policy's units left and the wait until that grows, in the order
+/// given (`len` 0: not told).
+#[derive(Clone, Copy, Default)]
+struct Rooms {
+    len: u8,
+    items: [(u32, Duration); crate::MAX_POLICIES],
+}
+
+impl Rooms {
+    /// From the script's `room, grows_in_µs` pairs after the five words of
+    /// its answer: none unless a pair for each of `policies`.
+    fn told(pairs: &[i64], policies: usize) -> Rooms {
+        let mut rooms = Rooms::default();
+        if policies > crate::MAX_POLICIES || pairs.len() != 2 * policies {
+            return rooms;
+        }
+        for (item, pair) in rooms.items.iter_mut().zip(pairs.chunks_exact(2)) {
+            *item = (
+                u32::try_from(pair[0]).unwrap_or(0),
+                Duration::from_micros(u64::try_from(pair[1]).unwrap_or(0)),
+            );
+        }
+        rooms.len = policies as u8;
+        rooms
+    }
+
+    #[cfg(feature = "tower")]
+    fn as_slice(&self) -> &[(u32, Duration)] {
+        &self.items[..usize::from(self.len)]
+    }
+}
 
 /// A decision and its growth as `check_n_with_growth` answers them.
 fn transpose_growth(
@@ -1541,7 +1629,24 @@ impl RedisLimiter {
         now_us: Option<u64>,
         dry: bool,
     ) -> Result<(Result<Admitted, Denied>, Duration), RedisLimitError> {
-        let untimed = |d: Result<Admitted, Denied>| (d, Duration::ZERO);
+        self.ask_told(key, n, now_us, dry)
+            .await
+            .map(|told| (told.decision, told.grows))
+    }
+
+    /// [`ask`](Self::ask), with every policy's room as the script told it.
+    async fn ask_told(
+        &self,
+        key: &str,
+        n: u32,
+        now_us: Option<u64>,
+        dry: bool,
+    ) -> Result<Told, RedisLimitError> {
+        let untimed = |decision: Result<Admitted, Denied>| Told {
+            decision,
+            grows: Duration::ZERO,
+            rooms: Rooms::default(),
+        };
         if key.len() > self.shared.max_key_len {
             return Err(RedisLimitError::KeyTooLong {
                 len: key.len(),
@@ -1609,7 +1714,10 @@ impl RedisLimiter {
         metrics::histogram!("slidelog_redis_round_trip_seconds", "limiter" => self.shared.name.label())
             .record(sent.elapsed().as_secs_f64());
         let answer = answer?;
-        let [admitted, value, at, policy, grows] = answer[..] else {
+        let (Some(&[admitted, value, at, policy, grows]), rooms) = (
+            answer.get(..5).and_then(|a| <&[i64; 5]>::try_from(a).ok()),
+            Rooms::told(answer.get(5..).unwrap_or_default(), rules.rules.len()),
+        ) else {
             return Err(RedisLimitError::Protocol(format!("{answer:?}")));
         };
         let value = u64::try_from(value).unwrap_or(0);
@@ -1620,14 +1728,15 @@ impl RedisLimiter {
             .unwrap_or(0);
         if admitted == 1 {
             let grows = Duration::from_micros(u64::try_from(grows).unwrap_or(0));
-            Ok((
-                Ok(Admitted {
+            Ok(Told {
+                decision: Ok(Admitted {
                     at: at_ns,
                     remaining: u32::try_from(value).unwrap_or(0),
                     policy: policy.into(),
                 }),
                 grows,
-            ))
+                rooms,
+            })
         } else {
             let retry_ns = value.saturating_mul(1_000);
             if let Some(map) = &self.shared.precheck {
@@ -1652,9 +1761,12 @@ impl RedisLimiter {
                     );
                 }
             }
-            Ok(untimed(Err(
-                Denied::rate_limited(retry_ns.max(1)).with_policy(policy)
-            )))
+            Ok(Told {
+                rooms,
+                ..untimed(Err(
+                    Denied::rate_limited(retry_ns.max(1)).with_policy(policy)
+                ))
+            })
         }
     }
 
@@ -1894,13 +2006,18 @@ impl crate::tower::Backend<String> for RedisLimiter {
     fn check(&self, key: String) -> Self::Future {
         let limiter = self.clone();
         Box::pin(async move {
-            let ((decision, wait), degraded) = match limiter.ask(&key, 1, None, false).await {
-                Ok(timed) => (timed, false),
+            let (told, degraded) = match limiter.ask_told(&key, 1, None, false).await {
+                Ok(told) => (told, false),
                 // A client's key too long to store: refused as over the
                 // limit would be (it can never be counted).
                 Err(RedisLimitError::KeyTooLong { .. }) => {
                     let retry = limiter.timeout_denial().retry_after_nanos();
-                    ((Err(Denied::rate_limited(retry)), Duration::ZERO), false)
+                    let told = Told {
+                        decision: Err(Denied::rate_limited(retry)),
+                        grows: Duration::ZERO,
+                        rooms: Rooms::default(),
+                    };
+                    (told, false)
                 }
                 // The store failed: the failure policy answers, and
                 // `FailurePolicy::Error` behind HTTP denies (refusing is
@@ -1910,14 +2027,23 @@ impl crate::tower::Backend<String> for RedisLimiter {
                         Ok(decision) => decision,
                         Err(_) => Err(limiter.timeout_denial()),
                     };
-                    ((decision, Duration::ZERO), true)
+                    let told = Told {
+                        decision,
+                        grows: Duration::ZERO,
+                        rooms: Rooms::default(),
+                    };
+                    (told, true)
                 }
             };
+            // Every policy's item in the `RateLimit` field, as in process,
+            // when the script told each one's room.
+            let per_policy = (told.rooms.len > 0)
+                .then(|| crate::tower::PolicyStates::new(told.rooms.as_slice()));
             crate::tower::Verdict {
-                decision,
-                wait,
+                decision: told.decision,
+                wait: told.grows,
                 degraded,
-                per_policy: None,
+                per_policy,
             }
         })
     }
