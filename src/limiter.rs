@@ -258,11 +258,13 @@ impl Generation {
         }
     }
 
-    /// A generation of `shape` holding the newest `L` of `kept` (effective
-    /// times, oldest first).
-    fn with_log(shape: Shape, kept: &[u64]) -> Self {
+    /// A generation of `shape`'s policies taking over `kept` (effective
+    /// times, oldest first, kept `horizon` after their time) at `now`:
+    /// every admission still inside `horizon` or the new longest window,
+    /// and at least the newest `L` ([`Shape::successor`]).
+    fn with_log(shape: &Shape, kept: &[u64], now: u64, horizon: u64) -> Self {
+        let (shape, keep) = shape.successor(kept, now, horizon);
         let generation = Generation::new(shape);
-        let keep = kept.len().min(generation.slots.len());
         generation.ring().fill_fresh(&kept[kept.len() - keep..]);
         generation
     }
@@ -627,14 +629,19 @@ impl<C: Clock> Limiter<C> {
         let held = self.current.get();
         let old = held.as_deref().unwrap_or(&self.first);
         let shape = Self::successor_shape(&old.shape, &quota);
+        // What is still live is judged at this reading (a check racing the
+        // change judges on the newest `L` the successor always keeps).
+        let now = old.shape.now(self.clock.now(), 0).judged;
+        let horizon = old.shape.geometry.horizon();
         let closed = old.ring().close_into(|kept| {
             // Linked before the close (SeqCst, so also before the Release
             // CAS): whoever sees the ring closed finds it. An earlier
             // attempt's successor is dropped here unread: readers look at
             // `next` only after seeing the ring closed, and a close that
             // failed wrote nothing.
-            old.next
-                .set(Some(Arc::new(Generation::with_log(shape.clone(), kept))));
+            old.next.set(Some(Arc::new(Generation::with_log(
+                &shape, kept, now, horizon,
+            ))));
         });
         if !closed {
             // Closed by an eviction (the model checker's hook): an idle ring
@@ -1162,15 +1169,19 @@ impl<C: Clock> Limiter<C> {
         let already = existing.len();
         let shape = self.with_current(|g| g.shape.clone());
         let g = shape.geometry;
+        // Every live admission, up to the larger of this ring and the
+        // snapshot's log (a carried ring's surplus included): a ring larger
+        // than `L` carries the surplus as a reconfiguration's successor does.
+        let cap = (g.limit() as usize).max(snapshot.admissions.len());
         let (times, expired) = crate::snapshot::live_times(
             existing,
             snapshot.admissions.iter().map(|&u| anchor.to_clock(u)),
             now,
-            &g,
+            &g.resized(cap.min(crate::ring::MAX_LIMIT as usize) as u32, g.horizon()),
         );
         // A fresh ring, then the merged log: `&mut self` means no check
         // runs meanwhile, and no reader holds a generation.
-        self.first = Generation::with_log(shape, &times);
+        self.first = Generation::with_log(&shape.ordinary(), &times, now, g.horizon());
         self.current.set(None);
         self.generation = AtomicU64::new(0);
         Ok(crate::snapshot::Restored {

@@ -204,7 +204,9 @@ where
         let desired = self.quota_for(key);
         let same = match (&desired, state.quota()) {
             (None, None) => true,
-            (Some(want), Some(have)) => want.policies() == have.policies(),
+            // A carrying state moves on every walk: its surplus shrinks
+            // once expired.
+            (Some(want), Some(have)) => want.policies() == have.policies() && !have.carries(),
             _ => false,
         };
         if same {
@@ -216,7 +218,8 @@ where
             &state.words,
             state.quota(),
             desired.as_deref(),
-            &mut |words| {
+            self.clock.now(),
+            &mut |words, carried| {
                 // Parked before the close (papaya's insert is a Release
                 // store, the close a Release CAS after it): whoever sees the
                 // state closed finds its successor. An earlier attempt's is
@@ -225,7 +228,8 @@ where
                     at,
                     Arc::new(KeyState {
                         words,
-                        quota: desired.clone(),
+                        // A carrying ring's own shape, with `desired`'s policies.
+                        quota: carried.or_else(|| desired.clone()),
                     }),
                 );
             },

@@ -120,11 +120,7 @@ impl Shape {
             .min_by_key(|&(i, p)| (p.limit, i))
             .map(|(i, p)| (i as u8, p.limit))
             .expect("at least one policy");
-        let keyed_hints = if geometry.keyed_hint() {
-            rules.len() as u8
-        } else {
-            0
-        };
+        let keyed_hints = Self::keyed_hints(&geometry, &rules);
         Ok(Shape {
             geometry,
             first: policies[0],
@@ -134,6 +130,88 @@ impl Shape {
             min_policy,
             keyed_hints,
         })
+    }
+
+    /// **The successor's shape** when a ring of these policies takes over
+    /// `kept` — a closed ring's log, effective times oldest first, whose
+    /// admissions that ring kept for `old_horizon` after their time — at
+    /// `now`; and how many of `kept` it keeps: always the newest
+    /// (docs/design.md §6, "What a reconfiguration keeps").
+    ///
+    /// It keeps every admission still inside the old horizon or these
+    /// policies' longest window at `now` (`live`), and at least the newest
+    /// `L` (the largest limit) as any ring does: `max(L, live)` slots, never
+    /// more than `kept` holds. A ring of `L` slots is this shape itself, its
+    /// single-policy fast path intact. A larger one carries the surplus: it
+    /// is judged on the several policies' path, which judges policy `i` by
+    /// admission `c + n - 1 - L_i` on any ring of at least `L_i` slots, and
+    /// keeps its admissions for the longer of the two horizons (its
+    /// `linger`), until a later reconfiguration finds them expired.
+    pub(crate) fn successor(&self, kept: &[u64], now: u64, old_horizon: u64) -> (Shape, usize) {
+        let slots = self.geometry.len() as usize;
+        let horizon = old_horizon.max(self.geometry.horizon());
+        // Effective times never decrease along the log: the live ones are
+        // its newest.
+        let live = kept.len() - kept.partition_point(|&t| t.saturating_add(horizon) <= now);
+        if live <= slots {
+            return (self.clone(), kept.len().min(slots));
+        }
+        let rules = self.rules.clone().unwrap_or_else(|| {
+            Box::new([Rule {
+                limit: self.geometry.len(),
+                window: self.geometry.window(),
+            }])
+        });
+        // `live <= kept.len() <= MAX_LIMIT`: the old ring's slots.
+        let geometry = self.geometry.resized(live as u32, horizon);
+        let shape = Shape {
+            keyed_hints: Self::keyed_hints(&geometry, &rules),
+            geometry,
+            rules: Some(rules),
+            ..self.clone()
+        };
+        (shape, live)
+    }
+
+    /// These policies on a ring of their own largest limit, keeping their
+    /// admissions for their own longest window: the shape itself unless it
+    /// carries admissions ([`successor`](Self::successor)).
+    pub(crate) fn ordinary(&self) -> Shape {
+        let Some(rules) = &self.rules else {
+            return self.clone();
+        };
+        let largest = rules.iter().map(|r| r.limit).max().unwrap_or(1);
+        let longest = rules.iter().map(|r| r.window).max().unwrap_or(1);
+        if largest == self.geometry.len() && longest == self.geometry.horizon() {
+            return self.clone();
+        }
+        // `largest <= MAX_LIMIT`: a validated policy's.
+        let geometry = self.geometry.resized(largest as u32, longest);
+        Shape {
+            keyed_hints: Self::keyed_hints(&geometry, rules),
+            geometry,
+            rules: (rules.len() > 1).then(|| rules.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the ring has more slots than its largest limit: it carries
+    /// admissions a reconfiguration or a restore kept past it (a later
+    /// move re-judges them).
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    pub(crate) fn carries(&self) -> bool {
+        self.rules
+            .as_deref()
+            .is_some_and(|rules| rules.iter().all(|r| r.limit < self.geometry.len()))
+    }
+
+    /// The expiry hints a keyed state of `geometry` keeps before its slots.
+    fn keyed_hints(geometry: &Geometry, rules: &[Rule]) -> u8 {
+        if geometry.keyed_hint() {
+            rules.len() as u8
+        } else {
+            0
+        }
     }
 
     /// One policy.
