@@ -579,18 +579,27 @@ impl<C: Clock> Limiter<C> {
     /// Changes the policies of this limiter while other threads check it,
     /// keeping what it has admitted.
     ///
-    /// The log carries over: the new configuration judges the newest `L`
-    /// admissions the old one kept (`L` the new largest limit) and
-    /// everything after. Every check that starts after this returns is
-    /// judged entirely by the new policies — `remaining`, `retry_after` and
-    /// [`Denied::policy`] included — and a racing check by exactly one of the
-    /// two configurations, never a mix. So a smaller limit, a shorter window
-    /// or an added policy takes effect at once over the history: a client
-    /// that used 80 of 100 and is cut to 50 waits until its window holds
-    /// fewer than 50. A larger limit or a longer window can count only what
-    /// the old configuration kept: admissions it had already let go (beyond
-    /// its own largest limit, or expired for its longest window) are not
-    /// recalled. See the crate guide, "Changing limits at run time".
+    /// The log carries over: the new configuration judges every admission
+    /// of the old ring still inside a window of the old or the new policies
+    /// at the clock's reading (and at least the newest `L`, the new largest
+    /// limit), then everything after. A ring cut below what it holds keeps
+    /// the surplus (never more slots than the old ring), judged on the
+    /// several policies' path, until a later reconfiguration finds it
+    /// outside every window in force. So no sequence of changes lets a
+    /// window hold more than the largest limit in force in it: 10 a minute,
+    /// all used, cut to 5 and restored to 10 within the minute admits
+    /// nothing more in it.
+    ///
+    /// Every check that starts after this returns is judged entirely by the
+    /// new policies — `remaining`, `retry_after` and [`Denied::policy`]
+    /// included — and a racing check by exactly one of the two
+    /// configurations, never a mix. So a smaller limit, a shorter window or
+    /// an added policy takes effect at once over the history: a client that
+    /// used 80 of 100 and is cut to 50 waits until its window holds fewer
+    /// than 50. A larger limit or a longer window can count only what the
+    /// old configuration kept: admissions it had already let go (pushed out
+    /// of its ring, or outside every window in force) are not recalled. See
+    /// the crate guide, "Changing limits at run time".
     ///
     /// Checks never wait for it: a check that meets the closed ring finds
     /// its successor linked and moves on (lock-free). Reconfigurations are
@@ -617,8 +626,12 @@ impl<C: Clock> Limiter<C> {
     /// limiter.reconfigure(Quota::new(50, Duration::from_secs(60))?)?;
     /// assert_eq!(limiter.limit(), 50);
     /// assert!(limiter.check().is_err()); // 80 in the window, the limit is 50
-    /// clock.advance(Duration::from_secs(60));
-    /// assert_eq!(limiter.check().unwrap().remaining(), 49);
+    /// // Restored a second later: the 80 still count against the 100.
+    /// clock.advance(Duration::from_secs(1));
+    /// limiter.reconfigure(Quota::new(100, Duration::from_secs(60))?)?;
+    /// assert_eq!(limiter.check().unwrap().remaining(), 19);
+    /// clock.advance(Duration::from_secs(59));
+    /// assert_eq!(limiter.check().unwrap().remaining(), 98);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn reconfigure(&self, quota: Quota) -> Result<(), ConfigError> {

@@ -315,7 +315,10 @@ proptest! {
                 KeyedOp::ClearQuota(key) => {
                     let had = limiter.clear_quota(key);
                     prop_assert_eq!(had, model.overrides.remove(key).is_some());
-                    model.follow(Some(*key), now);
+                    // Nothing to clear: no key moves.
+                    if had {
+                        model.follow(Some(*key), now);
+                    }
                 }
                 KeyedOp::Sweep => {
                     limiter.retain_recent();
@@ -705,4 +708,33 @@ fn keyed_cuts_and_restores_never_admit_past_the_largest_limit() {
     assert!(limiter.check_n_at(&1, 5, t).is_err());
     assert_eq!(limiter.check_n_at(&1, 10, 60 * SECOND).unwrap().remaining(), 0);
     assert_eq!(limiter.check_n_at(&2, 10, 60 * SECOND).unwrap().remaining(), 0);
+}
+
+/// A snapshot of a carrying ring lists its surplus, and a restore keeps it
+/// — into a limiter built with the cut's policies too — so a restore and
+/// then the raise decide as the raise alone would: nothing more in that
+/// minute.
+#[cfg(feature = "serde")]
+#[test]
+fn a_snapshot_of_a_carried_ring_keeps_the_carried_admissions() {
+    use slidelog::snapshot::Anchor;
+    const UNIX: u64 = 1_700_000_000_000_000_000;
+    let clock = ManualClock::new();
+    let old = Limiter::with_clock(10, MINUTE, clock.clone()).unwrap();
+    old.check_n_at(10, 0).unwrap();
+    clock.set(SECOND);
+    old.reconfigure(Quota::new(5, MINUTE).unwrap()).unwrap();
+    let snapshot = old.snapshot_at(Anchor::new(SECOND, UNIX + SECOND));
+    assert_eq!(snapshot.admissions, vec![UNIX; 10]);
+    for mut new in [
+        Limiter::with_clock(5, MINUTE, clock.clone()).unwrap(),
+        Limiter::with_clock(10, MINUTE, clock.clone()).unwrap(),
+    ] {
+        new.restore_at(&snapshot, Anchor::new(SECOND, UNIX + SECOND))
+            .unwrap();
+        assert!(new.check_at(SECOND).is_err());
+        new.reconfigure(Quota::new(10, MINUTE).unwrap()).unwrap();
+        assert_eq!(admitted_at(&new, 2 * SECOND, 5), 0, "past 10 in a minute");
+        assert_eq!(admitted_at(&new, 60 * SECOND, 11), 10);
+    }
 }

@@ -271,9 +271,14 @@ where
     /// key's log.
     ///
     /// The contract is [`Limiter::reconfigure`](crate::Limiter::reconfigure)'s,
-    /// per key: a key's new policies judge the newest `L` admissions its old
-    /// ring kept and everything after, never a mix; every check that starts
-    /// after this returns is judged by the new policies. Keys with their
+    /// per key: a key's new policies judge every admission of its old ring
+    /// still inside a window of the old or the new policies (at least the
+    /// newest `L`) and everything after, never a mix; every check that
+    /// starts after this returns is judged by the new policies. A key cut
+    /// below what it holds carries the surplus (never more slots than its
+    /// old ring) until a later move of the key finds it outside every
+    /// window in force, or the key is evicted, so a cut and a restore never
+    /// let a window hold more than the largest limit in force. Keys with their
     /// own quota (from [`KeyedBuilder::quota`](crate::KeyedBuilder::quota)
     /// or [`set_quota`](Self::set_quota)) keep it.
     ///

@@ -176,6 +176,7 @@ impl Shape {
     /// These policies on a ring of their own largest limit, keeping their
     /// admissions for their own longest window: the shape itself unless it
     /// carries admissions ([`successor`](Self::successor)).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     pub(crate) fn ordinary(&self) -> Shape {
         let Some(rules) = &self.rules else {
             return self.clone();
