@@ -588,8 +588,14 @@ fn a_cut_and_a_restore_never_admit_past_the_largest_limit() {
     limiter.reconfigure(Quota::new(5, MINUTE).unwrap()).unwrap();
     assert_eq!(admitted_at(&limiter, SECOND, 5), 0);
     clock.set(2 * SECOND);
-    limiter.reconfigure(Quota::new(10, MINUTE).unwrap()).unwrap();
-    assert_eq!(admitted_at(&limiter, 2 * SECOND, 5), 0, "past 10 in a minute");
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
+    assert_eq!(
+        admitted_at(&limiter, 2 * SECOND, 5),
+        0,
+        "past 10 in a minute"
+    );
     let denied = limiter.check_at(2 * SECOND).unwrap_err();
     assert_eq!(denied.retry_after_nanos(), 58 * SECOND);
     // The minute over, the whole limit again.
@@ -604,16 +610,24 @@ fn a_carried_ring_shrinks_once_its_surplus_expires() {
     let limiter = Limiter::with_clock(100, MINUTE, clock.clone()).unwrap();
     let full = limiter.memory_bytes();
     limiter.check_n_at(100, 0).unwrap();
-    limiter.reconfigure(Quota::new(10, MINUTE).unwrap()).unwrap();
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
     let carried = limiter.memory_bytes();
     // 100 slots carried, plus the one policy's description (16 bytes).
     assert!(carried <= full + 16, "{carried} > {full} + 16");
     clock.set(SECOND);
-    limiter.reconfigure(Quota::new(100, MINUTE).unwrap()).unwrap();
+    limiter
+        .reconfigure(Quota::new(100, MINUTE).unwrap())
+        .unwrap();
     assert!(limiter.check_at(SECOND).is_err(), "101 in a minute");
-    limiter.reconfigure(Quota::new(10, MINUTE).unwrap()).unwrap();
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
     clock.set(60 * SECOND);
-    limiter.reconfigure(Quota::new(10, MINUTE).unwrap()).unwrap();
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
     let fresh = Limiter::with_clock(10, MINUTE, ManualClock::new()).unwrap();
     assert_eq!(limiter.memory_bytes(), fresh.memory_bytes());
     assert_eq!(admitted_at(&limiter, 60 * SECOND, 11), 10);
@@ -635,7 +649,11 @@ fn a_cut_to_a_longer_window_keeps_what_it_holds() {
     limiter
         .reconfigure(Quota::new(10, 2 * MINUTE).unwrap())
         .unwrap();
-    assert_eq!(admitted_at(&limiter, 70 * SECOND, 5), 0, "past 10 in 2 minutes");
+    assert_eq!(
+        admitted_at(&limiter, 70 * SECOND, 5),
+        0,
+        "past 10 in 2 minutes"
+    );
     assert_eq!(admitted_at(&limiter, 120 * SECOND, 11), 10);
 }
 
@@ -665,7 +683,11 @@ fn a_cut_and_a_restore_of_several_policies_keep_the_longer_window() {
     let denied = limiter.check_at(3 * SECOND).unwrap_err();
     assert_eq!(denied.policy(), 1);
     assert_eq!(denied.retry_after_nanos(), 57 * SECOND);
-    assert_eq!(admitted_at(&limiter, 3 * SECOND, 10), 0, "past 20 in a minute");
+    assert_eq!(
+        admitted_at(&limiter, 3 * SECOND, 10),
+        0,
+        "past 20 in a minute"
+    );
 }
 
 /// Weighted: 10 units at once, cut to 4 and back to 10: 6 more units do not
@@ -677,7 +699,9 @@ fn a_cut_and_a_restore_hold_for_weighted_requests() {
     limiter.check_n_at(10, 0).unwrap();
     limiter.reconfigure(Quota::new(4, MINUTE).unwrap()).unwrap();
     assert!(limiter.check_n_at(4, 1).is_err());
-    limiter.reconfigure(Quota::new(10, MINUTE).unwrap()).unwrap();
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
     assert!(limiter.check_n_at(6, 1).is_err(), "16 units in a minute");
     assert!(limiter.check_n_at(1, 1).is_err());
     assert_eq!(limiter.check_n_at(10, 60 * SECOND).unwrap().remaining(), 0);
@@ -688,17 +712,20 @@ fn a_cut_and_a_restore_hold_for_weighted_requests() {
 #[test]
 fn keyed_cuts_and_restores_never_admit_past_the_largest_limit() {
     let clock = ManualClock::new();
-    let limiter =
-        KeyedLimiter::<u64, ManualClock>::with_clock(10, MINUTE, clock.clone()).unwrap();
+    let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(10, MINUTE, clock.clone()).unwrap();
     limiter.check_n_at(&1, 10, 0).unwrap();
     for _ in 0..10 {
         limiter.check_at(&2, 0).unwrap();
     }
     clock.set(SECOND);
     limiter.reconfigure(Quota::new(5, MINUTE).unwrap()).unwrap();
-    limiter.set_quota(2, Quota::new(3, MINUTE).unwrap()).unwrap();
+    limiter
+        .set_quota(2, Quota::new(3, MINUTE).unwrap())
+        .unwrap();
     clock.set(2 * SECOND);
-    limiter.reconfigure(Quota::new(10, MINUTE).unwrap()).unwrap();
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
     assert!(limiter.clear_quota(&2));
     let t = 2 * SECOND;
     let admitted = (0..10)
@@ -706,8 +733,14 @@ fn keyed_cuts_and_restores_never_admit_past_the_largest_limit() {
         .count();
     assert_eq!(admitted, 0, "past 10 in a minute");
     assert!(limiter.check_n_at(&1, 5, t).is_err());
-    assert_eq!(limiter.check_n_at(&1, 10, 60 * SECOND).unwrap().remaining(), 0);
-    assert_eq!(limiter.check_n_at(&2, 10, 60 * SECOND).unwrap().remaining(), 0);
+    assert_eq!(
+        limiter.check_n_at(&1, 10, 60 * SECOND).unwrap().remaining(),
+        0
+    );
+    assert_eq!(
+        limiter.check_n_at(&2, 10, 60 * SECOND).unwrap().remaining(),
+        0
+    );
 }
 
 /// A snapshot of a carrying ring lists its surplus, and a restore keeps it

@@ -142,12 +142,12 @@ fn single_admission_races_a_cut_and_is_carried() {
     single_races_a_cut_and_restore(Flaw::None);
 }
 
-/// Negative control: without the close, the single lands in the old ring
-/// after the carried log was copied.
+/// Negative control: a cut that keeps only the newest `L_new` drops the
+/// single admitted before it, which no longer counts after the restore.
 #[test]
 #[should_panic(expected = "was lost")]
-fn control_open_migration_loses_a_carried_single() {
-    single_races_a_cut_and_restore(Flaw::OpenMigration);
+fn control_a_cut_without_carry_loses_the_single() {
+    single_races_a_cut_and_restore(Flaw::NoCarry);
 }
 
 /// 1 per 10 ns holding [0], at 5 (busy until 10): a keyed sweep's step

@@ -153,7 +153,7 @@ impl Shape {
         // Effective times never decrease along the log: the live ones are
         // its newest.
         let live = kept.len() - kept.partition_point(|&t| t.saturating_add(horizon) <= now);
-        if live <= slots {
+        if live <= slots || self.geometry.flaw() == crate::flaw::Flaw::NoCarry {
             return (self.clone(), kept.len().min(slots));
         }
         let rules = self.rules.clone().unwrap_or_else(|| {
@@ -470,7 +470,9 @@ impl Shape {
             Some(rules) => {
                 let mut raw = [(0, 0); MAX_POLICIES];
                 let outcome = multi_growing(ring, now.judged, rules, &mut raw);
-                finish(outcome, now, Some(&raw[..rules.len()]))
+                // One policy on a carrying ring answers as one policy does.
+                let several = self.all.is_some().then_some(&raw[..rules.len()]);
+                finish(outcome, now, several)
             }
         }
     }
@@ -519,6 +521,8 @@ impl Shape {
         ring: RingRef<'_>,
         now: Now,
     ) -> Option<crate::tower::PolicyStates> {
+        // One policy (on a carrying ring too): none.
+        self.all.as_ref()?;
         let rules = self.rules.as_deref()?;
         let mut raw = [(0u32, 0u64); MAX_POLICIES];
         if !ring.policy_states(now.judged, rules, &mut raw) {
@@ -576,5 +580,35 @@ impl Shape {
             .clamp(now)
             .saturating_add(self.geometry.window())
             .saturating_add(self.geometry.linger())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A successor keeps the live admissions (inside the longer horizon),
+    /// at least its largest limit, never more slots than it was handed;
+    /// a ring of its largest limit is the ordinary shape, fast path and all.
+    #[test]
+    fn a_successor_carries_what_is_live_and_never_more_than_it_was_given() {
+        let shape = Shape::single(2, Duration::from_nanos(10)).unwrap();
+        let kept = [1, 2, 3, 4, 5];
+        // At 12 with a horizon of 10: 3, 4 and 5 are live.
+        let (carried, keep) = shape.successor(&kept, 12, 10);
+        assert_eq!((carried.geometry.limit(), keep), (3, 3));
+        assert!(carried.carries() && carried.rules.is_some());
+        assert_eq!(carried.policies(), shape.policies());
+        let back = carried.ordinary();
+        assert_eq!(back.geometry.limit(), 2);
+        assert!(!back.carries() && back.rules.is_none());
+        // An old horizon of 20: all five, kept for 20.
+        let (carried, keep) = shape.successor(&kept, 12, 20);
+        assert_eq!((carried.geometry.limit(), keep), (5, 5));
+        assert_eq!(carried.geometry.horizon(), 20);
+        // Nothing live: the newest 2 on the ordinary ring.
+        let (ordinary, keep) = shape.successor(&kept, 100, 10);
+        assert_eq!((ordinary.geometry.limit(), keep), (2, 2));
+        assert!(ordinary.rules.is_none() && !ordinary.carries());
     }
 }

@@ -72,7 +72,8 @@ impl MultiModel {
     /// The slots of the ring the model mirrors: the largest limit, or what
     /// a reconfiguration carried.
     fn slots(&self) -> usize {
-        self.carried.map_or(self.largest_limit(), |(slots, _)| slots)
+        self.carried
+            .map_or(self.largest_limit(), |(slots, _)| slots)
     }
 
     fn longest_window(&self) -> u64 {
@@ -83,7 +84,8 @@ impl MultiModel {
     /// or a carried ring's horizon (the longest window in force when its
     /// surplus was carried).
     pub fn horizon(&self) -> u64 {
-        self.carried.map_or(self.longest_window(), |(_, horizon)| horizon)
+        self.carried
+            .map_or(self.longest_window(), |(_, horizon)| horizon)
     }
 
     /// Whether a reconfiguration left more admissions than the largest
