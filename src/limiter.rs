@@ -1151,7 +1151,11 @@ impl<C: Clock> Limiter<C> {
     /// Adds a snapshot's admissions to this limiter's, judged from now on
     /// as if the limiter that took it had never stopped (anchored to the
     /// system's wall clock now). Admissions no policy counts any more are
-    /// dropped. Needs `&mut`: restore before sharing the limiter.
+    /// dropped; live ones past the largest limit (a snapshot of a larger
+    /// ring, or of one that carries admissions past a cut) are carried, up
+    /// to the snapshot's own count, as a cut carries them (see
+    /// [`reconfigure`](Self::reconfigure)). Needs `&mut`: restore before
+    /// sharing the limiter.
     ///
     /// # Errors
     ///
