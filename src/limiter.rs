@@ -581,11 +581,12 @@ impl<C: Clock> Limiter<C> {
     ///
     /// The log carries over: the new configuration judges every admission
     /// of the old ring still inside a window of the old or the new policies
-    /// at the clock's reading (and at least the newest `L`, the new largest
-    /// limit), then everything after. A ring cut below what it holds keeps
-    /// the surplus (never more slots than the old ring), judged on the
-    /// several policies' path, until a later reconfiguration finds it
-    /// outside every window in force. So no sequence of changes lets a
+    /// (at the clock's reading, or at the newest admission's time if
+    /// earlier) and at least the newest `L`, the new largest limit; then
+    /// everything after. A ring cut below what it holds keeps the surplus
+    /// (never more slots than the old ring), judged on the several
+    /// policies' path, until a later reconfiguration finds it outside every
+    /// window in force. So no sequence of changes lets a
     /// window hold more than the largest limit in force in it: 10 a minute,
     /// all used, cut to 5 and restored to 10 within the minute admits
     /// nothing more in it.
@@ -642,8 +643,8 @@ impl<C: Clock> Limiter<C> {
         let held = self.current.get();
         let old = held.as_deref().unwrap_or(&self.first);
         let shape = Self::successor_shape(&old.shape, &quota);
-        // What is still live is judged at this reading (a check racing the
-        // change judges on the newest `L` the successor always keeps).
+        // What is still live is judged at this reading, or at the newest
+        // admission if earlier (`Shape::successor`).
         let now = old.shape.now(self.clock.now(), 0).judged;
         let horizon = old.shape.geometry.horizon();
         let closed = old.ring().close_into(|kept| {

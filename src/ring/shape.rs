@@ -139,7 +139,8 @@ impl Shape {
     /// (docs/design.md §6, "What a reconfiguration keeps").
     ///
     /// It keeps every admission still inside the old horizon or these
-    /// policies' longest window at `now` (`live`), and at least the newest
+    /// policies' longest window at `now`, or at the newest admission's time
+    /// if earlier (`live`), and at least the newest
     /// `L` (the largest limit) as any ring does: `max(L, live)` slots, never
     /// more than `kept` holds. A ring of `L` slots is this shape itself, its
     /// single-policy fast path intact. A larger one carries the surplus: it
@@ -150,6 +151,11 @@ impl Shape {
     pub(crate) fn successor(&self, kept: &[u64], now: u64, old_horizon: u64) -> (Shape, usize) {
         let slots = self.geometry.len() as usize;
         let horizon = old_horizon.max(self.geometry.horizon());
+        // Live as of the newest admission, if earlier than `now`: a check
+        // racing the change may have read any earlier time, but it is
+        // judged no earlier than the newest admission (the clamp), so
+        // nothing its window could hold is dropped.
+        let now = kept.last().map_or(now, |&newest| newest.min(now));
         // Effective times never decrease along the log: the live ones are
         // its newest.
         let live = kept.len() - kept.partition_point(|&t| t.saturating_add(horizon) <= now);
@@ -593,9 +599,12 @@ mod tests {
     #[test]
     fn a_successor_carries_what_is_live_and_never_more_than_it_was_given() {
         let shape = Shape::single(2, Duration::from_nanos(10)).unwrap();
-        let kept = [1, 2, 3, 4, 5];
-        // At 12 with a horizon of 10: 3, 4 and 5 are live.
+        let kept = [1, 2, 3, 4, 15];
+        // At 12 with a horizon of 10: 3, 4 and 15 are live.
         let (carried, keep) = shape.successor(&kept, 12, 10);
+        // Judged no later than the newest admission (5): at 100, all five.
+        let (all, _) = shape.successor(&[1, 2, 3, 4, 5], 100, 10);
+        assert_eq!(all.geometry.limit(), 5);
         assert_eq!((carried.geometry.limit(), keep), (3, 3));
         assert!(carried.carries() && carried.rules.is_some());
         assert_eq!(carried.policies(), shape.policies());
@@ -607,7 +616,7 @@ mod tests {
         assert_eq!((carried.geometry.limit(), keep), (5, 5));
         assert_eq!(carried.geometry.horizon(), 20);
         // Nothing live: the newest 2 on the ordinary ring.
-        let (ordinary, keep) = shape.successor(&kept, 100, 10);
+        let (ordinary, keep) = shape.successor(&[1, 2, 3, 4, 50], 100, 10);
         assert_eq!((ordinary.geometry.limit(), keep), (2, 2));
         assert!(ordinary.rules.is_none() && !ordinary.carries());
     }

@@ -115,7 +115,8 @@ impl MultiModel {
 
     /// The contract of an in-process reconfiguration at `now`: every
     /// admission the old ring holds that is still inside its horizon or the
-    /// new longest window is kept, and at least the newest `L_new` (what
+    /// new longest window (at `now`, or at the newest admission if earlier)
+    /// is kept, and at least the newest `L_new` (what
     /// any ring of the new largest limit keeps); the new `policies` judge
     /// them and everything after. Kept past `L_new`, the surplus stays until
     /// a later reconfiguration finds it outside every such window.
@@ -124,6 +125,9 @@ impl MultiModel {
         let old_horizon = self.horizon();
         self.policies = policies.to_vec();
         let horizon = old_horizon.max(self.longest_window());
+        // As of the newest admission, if earlier (a racing check is judged
+        // no earlier than it).
+        let now = self.log.back().map_or(now, |&newest| newest.min(now));
         let live = self.log.iter().filter(|&&t| t + horizon > now).count();
         let largest = self.largest_limit();
         if live > largest {
