@@ -841,3 +841,24 @@ fn a_snapshot_of_a_carried_ring_keeps_the_carried_admissions() {
         assert_eq!(admitted_at(&new, 60 * SECOND, 11), 10);
     }
 }
+
+/// A check whose reading is older than the reconfiguration's (it raced the
+/// change) still meets every admission its window holds: liveness is
+/// judged no later than the newest admission.
+#[test]
+fn a_check_reading_before_a_cut_and_restore_meets_its_whole_window() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(2, Duration::from_nanos(10), clock.clone()).unwrap();
+    limiter.check_at(0).unwrap();
+    limiter.check_at(1).unwrap();
+    clock.set(10);
+    limiter
+        .reconfigure(Quota::new(1, Duration::from_nanos(10)).unwrap())
+        .unwrap();
+    limiter
+        .reconfigure(Quota::new(2, Duration::from_nanos(10)).unwrap())
+        .unwrap();
+    // Read at 9: the window (-1, 9] holds both.
+    assert_eq!(limiter.check_at(9).unwrap_err().retry_after_nanos(), 1);
+    assert_eq!(limiter.check_at(10).unwrap().remaining(), 0);
+}
