@@ -29,6 +29,10 @@ pub enum Flaw {
     /// old one: an admission landing in the old ring after its log was
     /// copied is lost to the new configuration.
     OpenMigration,
+    /// (Reconfiguration) Keep only the newest `L_new` admissions across a
+    /// cut: an admission still in the window is dropped, and counts no more
+    /// once the limit is restored.
+    NoCarry,
     /// (Reconfiguration) Build the successor with the old policies: checks
     /// after the change are judged by the configuration it replaced.
     OldPolicies,

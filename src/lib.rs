@@ -107,7 +107,9 @@
 //!   [`KeyedLimiter::set_quota`], [`SlidingCounter::reconfigure`],
 //!   `RedisLimiter::reconfigure`) returns, every check is judged entirely
 //!   by the new policies — never a mix — over the admissions the old
-//!   configuration kept (its newest `L_old`) and everything after; a
+//!   configuration kept and everything after; in process a cut keeps every
+//!   admission still inside a window in force, so no sequence of changes
+//!   lets a window hold more than the largest limit in force in it. A
 //!   racing check is judged by exactly one of the two. Racing checks never
 //!   wait for it (see "Changing limits at run time").
 //! * **Denials record nothing** and write nothing: an overloaded key does not
@@ -137,18 +139,27 @@
 //! // Incident: everyone is cut to 50 a minute, at once, over their history.
 //! limiter.reconfigure(Quota::new(50, Duration::from_secs(60))?)?;
 //! assert!(limiter.check("alice").is_err());
-//! // Alice upgrades: her own quota from now on. Her ring of 50 kept her
-//! // newest 50 admissions, and those still count.
+//! // Alice upgrades: her own quota from now on. The cut kept all 80 of her
+//! // admissions (each still in the window), and they still count.
 //! limiter.set_quota("alice".to_string(), Quota::new(1_000, Duration::from_secs(60))?)?;
-//! assert_eq!(limiter.check("alice").unwrap().remaining(), 949);
+//! assert_eq!(limiter.check("alice").unwrap().remaining(), 919);
 //! # Ok::<(), slidelog::ConfigError>(())
 //! ```
 //!
 //! **The contract.** A limiter keeps the newest `L` admissions, `L` the
 //! largest limit of its current policies. After a reconfiguration, every
 //! check is judged entirely by the new policies over the retained history:
-//! the admissions the old configuration kept (its newest `min(count,
-//! L_old)`), then everything after. [`Admitted::remaining`],
+//! the admissions the old configuration kept, then everything after. A
+//! reconfiguration keeps every admission of the old ring that is still
+//! inside a window of the old or the new policies (and at least the newest
+//! `L_new`): a ring cut below what it holds carries the surplus, up to the
+//! old ring's size, until a later reconfiguration finds it outside every
+//! such window (a keyed state's carried surplus is also forgotten with the
+//! key when evicted). So for every sequence of reconfigurations, no window
+//! `(t - W, t]` holds more admissions than the largest limit in force in
+//! it, whenever every configuration in force in it had a window of at least
+//! `W`: 10 a minute, all used, cut to 5 and restored to 10 a second later
+//! admits nothing more in that minute. [`Admitted::remaining`],
 //! [`Denied::retry_after`] and [`Denied::policy`] answer for the new
 //! policies at once (a request of zero units is always admitted, with
 //! `remaining` 0 while a cut leaves the window over the new limit).
@@ -157,11 +168,12 @@
 //!   is exact in every window: a client that used 80 of 100 and is cut to
 //!   50 is denied until its window holds fewer than 50.
 //! * **Growing** forgets only what the old configuration had already let
-//!   go: a limit raised beyond the old largest limit cannot count more
-//!   than the `L_old` admissions the old ring kept, and a window grown
-//!   beyond the old longest one cannot recall an admission that was
-//!   already older than `L_old` newer ones. Two reconfigurations in a row
-//!   compose: a cut to 2 then a raise to 4 keeps the newest 2.
+//!   go: a limit raised beyond what the old ring held cannot count more
+//!   than the admissions it kept, and a window grown beyond every window in
+//!   force cannot recall an admission that had already left them all (or
+//!   that more than the old ring's size of newer ones had pushed out). Two
+//!   reconfigurations in a row compose: a cut from 4 to 2 then a raise back
+//!   to 4 within the window keeps all 4 admissions the window held.
 //! * A keyed limiter evicts a key idle for its longest window plus the
 //!   idle margin, as always: an evicted key starts afresh under the
 //!   current policies.
@@ -205,7 +217,8 @@
 //! # Memory
 //!
 //! A limiter of limit `L` holds `L` slots of 8 bytes plus a small header: a
-//! [`Limiter`] of `L = 100` is about 1 KiB. A [`KeyedLimiter`] stores each
+//! [`Limiter`] of `L = 100` is about 1 KiB (after a cut, up to the old
+//! ring's slots while it carries admissions still in a window in force). A [`KeyedLimiter`] stores each
 //! key's ring of `8 (L + 1)` bytes (8 more from `L = 64` on, for the
 //! count's expiry hint; with several policies, 8 per policy) with about 56 bytes of map entry and table; up to
 //! `L = 11` the ring lives inside the entry, one allocation per key

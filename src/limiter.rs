@@ -258,11 +258,13 @@ impl Generation {
         }
     }
 
-    /// A generation of `shape` holding the newest `L` of `kept` (effective
-    /// times, oldest first).
-    fn with_log(shape: Shape, kept: &[u64]) -> Self {
+    /// A generation of `shape`'s policies taking over `kept` (effective
+    /// times, oldest first, kept `horizon` after their time) at `now`:
+    /// every admission still inside `horizon` or the new longest window,
+    /// and at least the newest `L` ([`Shape::successor`]).
+    fn with_log(shape: &Shape, kept: &[u64], now: u64, horizon: u64) -> Self {
+        let (shape, keep) = shape.successor(kept, now, horizon);
         let generation = Generation::new(shape);
-        let keep = kept.len().min(generation.slots.len());
         generation.ring().fill_fresh(&kept[kept.len() - keep..]);
         generation
     }
@@ -577,18 +579,28 @@ impl<C: Clock> Limiter<C> {
     /// Changes the policies of this limiter while other threads check it,
     /// keeping what it has admitted.
     ///
-    /// The log carries over: the new configuration judges the newest `L`
-    /// admissions the old one kept (`L` the new largest limit) and
-    /// everything after. Every check that starts after this returns is
-    /// judged entirely by the new policies — `remaining`, `retry_after` and
-    /// [`Denied::policy`] included — and a racing check by exactly one of the
-    /// two configurations, never a mix. So a smaller limit, a shorter window
-    /// or an added policy takes effect at once over the history: a client
-    /// that used 80 of 100 and is cut to 50 waits until its window holds
-    /// fewer than 50. A larger limit or a longer window can count only what
-    /// the old configuration kept: admissions it had already let go (beyond
-    /// its own largest limit, or expired for its longest window) are not
-    /// recalled. See the crate guide, "Changing limits at run time".
+    /// The log carries over: the new configuration judges every admission
+    /// of the old ring still inside a window of the old or the new policies
+    /// (at the clock's reading, or at the newest admission's time if
+    /// earlier) and at least the newest `L`, the new largest limit; then
+    /// everything after. A ring cut below what it holds keeps the surplus
+    /// (never more slots than the old ring), judged on the several
+    /// policies' path, until a later reconfiguration finds it outside every
+    /// window in force. So no sequence of changes lets a
+    /// window hold more than the largest limit in force in it: 10 a minute,
+    /// all used, cut to 5 and restored to 10 within the minute admits
+    /// nothing more in it.
+    ///
+    /// Every check that starts after this returns is judged entirely by the
+    /// new policies — `remaining`, `retry_after` and [`Denied::policy`]
+    /// included — and a racing check by exactly one of the two
+    /// configurations, never a mix. So a smaller limit, a shorter window or
+    /// an added policy takes effect at once over the history: a client that
+    /// used 80 of 100 and is cut to 50 waits until its window holds fewer
+    /// than 50. A larger limit or a longer window can count only what the
+    /// old configuration kept: admissions it had already let go (pushed out
+    /// of its ring, or outside every window in force) are not recalled. See
+    /// the crate guide, "Changing limits at run time".
     ///
     /// Checks never wait for it: a check that meets the closed ring finds
     /// its successor linked and moves on (lock-free). Reconfigurations are
@@ -615,8 +627,12 @@ impl<C: Clock> Limiter<C> {
     /// limiter.reconfigure(Quota::new(50, Duration::from_secs(60))?)?;
     /// assert_eq!(limiter.limit(), 50);
     /// assert!(limiter.check().is_err()); // 80 in the window, the limit is 50
-    /// clock.advance(Duration::from_secs(60));
-    /// assert_eq!(limiter.check().unwrap().remaining(), 49);
+    /// // Restored a second later: the 80 still count against the 100.
+    /// clock.advance(Duration::from_secs(1));
+    /// limiter.reconfigure(Quota::new(100, Duration::from_secs(60))?)?;
+    /// assert_eq!(limiter.check().unwrap().remaining(), 19);
+    /// clock.advance(Duration::from_secs(59));
+    /// assert_eq!(limiter.check().unwrap().remaining(), 98);
     /// # Ok::<(), slidelog::ConfigError>(())
     /// ```
     pub fn reconfigure(&self, quota: Quota) -> Result<(), ConfigError> {
@@ -627,14 +643,19 @@ impl<C: Clock> Limiter<C> {
         let held = self.current.get();
         let old = held.as_deref().unwrap_or(&self.first);
         let shape = Self::successor_shape(&old.shape, &quota);
+        // What is still live is judged at this reading, or at the newest
+        // admission if earlier (`Shape::successor`).
+        let now = old.shape.now(self.clock.now(), 0).judged;
+        let horizon = old.shape.geometry.horizon();
         let closed = old.ring().close_into(|kept| {
             // Linked before the close (SeqCst, so also before the Release
             // CAS): whoever sees the ring closed finds it. An earlier
             // attempt's successor is dropped here unread: readers look at
             // `next` only after seeing the ring closed, and a close that
             // failed wrote nothing.
-            old.next
-                .set(Some(Arc::new(Generation::with_log(shape.clone(), kept))));
+            old.next.set(Some(Arc::new(Generation::with_log(
+                &shape, kept, now, horizon,
+            ))));
         });
         if !closed {
             // Closed by an eviction (the model checker's hook): an idle ring
@@ -1131,7 +1152,11 @@ impl<C: Clock> Limiter<C> {
     /// Adds a snapshot's admissions to this limiter's, judged from now on
     /// as if the limiter that took it had never stopped (anchored to the
     /// system's wall clock now). Admissions no policy counts any more are
-    /// dropped. Needs `&mut`: restore before sharing the limiter.
+    /// dropped; live ones past the largest limit (a snapshot of a larger
+    /// ring, or of one that carries admissions past a cut) are carried, up
+    /// to the snapshot's own count, as a cut carries them (see
+    /// [`reconfigure`](Self::reconfigure)). Needs `&mut`: restore before
+    /// sharing the limiter.
     ///
     /// # Errors
     ///
@@ -1162,15 +1187,19 @@ impl<C: Clock> Limiter<C> {
         let already = existing.len();
         let shape = self.with_current(|g| g.shape.clone());
         let g = shape.geometry;
+        // Every live admission, up to the larger of this ring and the
+        // snapshot's log (a carried ring's surplus included): a ring larger
+        // than `L` carries the surplus as a reconfiguration's successor does.
+        let cap = (g.limit() as usize).max(snapshot.admissions.len());
         let (times, expired) = crate::snapshot::live_times(
             existing,
             snapshot.admissions.iter().map(|&u| anchor.to_clock(u)),
             now,
-            &g,
+            &g.resized(cap.min(crate::ring::MAX_LIMIT as usize) as u32, g.horizon()),
         );
         // A fresh ring, then the merged log: `&mut self` means no check
         // runs meanwhile, and no reader holds a generation.
-        self.first = Generation::with_log(shape, &times);
+        self.first = Generation::with_log(&shape.ordinary(), &times, now, g.horizon());
         self.current.set(None);
         self.generation = AtomicU64::new(0);
         Ok(crate::snapshot::Restored {

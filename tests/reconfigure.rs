@@ -61,21 +61,72 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op, 1..150)
 }
 
+/// What happened, in order: for the window bound.
+enum Event {
+    /// `n` units admitted at effective time `t` under configuration `config`.
+    Admit { t: u64, n: u32, config: usize },
+    /// Configuration `config` took over.
+    Config { config: usize },
+}
+
+/// **The window bound** (docs/design.md §6) for the admission that ends
+/// `events`, under `configs[config]` at `t`: for each policy `(L, W)` in
+/// force, the window `(t - W, t]` holds at most the largest limit in force
+/// during it — whenever every configuration in force during it had a window
+/// of at least `W` (a shorter one admits more in a longer span by design),
+/// whatever the clock read at each change. `Err` names the window.
+fn window_bound(events: &[Event], configs: &[Vec<(u32, u64)>]) -> Result<(), String> {
+    let Some(&Event::Admit { t, config, .. }) = events.last() else {
+        return Ok(());
+    };
+    for &(_, window) in &configs[config] {
+        let mut units = 0u64;
+        let mut largest = 0u32;
+        let mut covered = true;
+        let mut take = |c: usize| {
+            largest = largest.max(configs[c].iter().map(|p| p.0).max().unwrap());
+            configs[c].iter().map(|p| p.1).max().unwrap() >= window
+        };
+        for event in events.iter().rev() {
+            match *event {
+                // Effective times never decrease: the window starts here.
+                Event::Admit { t: at, .. } if at + window <= t => break,
+                Event::Admit { n, config, .. } => {
+                    units += u64::from(n);
+                    covered &= take(config);
+                }
+                Event::Config { config } => covered &= take(config),
+            }
+        }
+        if covered && units > u64::from(largest) {
+            return Err(format!(
+                "{units} units in the window of {window} ending at {t}, largest limit {largest}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
     /// One key: every answer (decision, effective time, remaining, retry
-    /// time, deciding policy) equals the model's, across reconfigurations.
+    /// time, deciding policy) equals the model's, across reconfigurations
+    /// that keep every admission still inside a window in force; and no
+    /// window holds more than the largest limit in force during it.
     #[test]
     fn limiter_equals_the_model_across_reconfigurations(
         initial in policies(),
         ops in ops(),
     ) {
         let clock = ManualClock::new();
-        let limiter = Limiter::with_clock(initial[0].0, Duration::from_nanos(initial[0].1), clock)
-            .unwrap();
+        let limiter =
+            Limiter::with_clock(initial[0].0, Duration::from_nanos(initial[0].1), clock.clone())
+                .unwrap();
         limiter.reconfigure(quota(&initial)).unwrap();
         let mut model = MultiModel::new(&initial);
+        let mut configs = vec![initial.clone()];
+        let mut events = vec![Event::Config { config: 0 }];
         let mut now = 100i64;
         for (i, op) in ops.iter().enumerate() {
             match op {
@@ -84,6 +135,12 @@ proptest! {
                     let t = now as u64;
                     let got = observed_multi(t, limiter.check_n_at(*n, t));
                     prop_assert_eq!(got, model.decide(t, *n), "step {} at {} n {}", i, t, n);
+                    if let common::multi::MultiDecision::Admitted { at, .. } = got && *n > 0 {
+                        let config = configs.len() - 1;
+                        events.push(Event::Admit { t: at, n: *n, config });
+                        let bound = window_bound(&events, &configs);
+                        prop_assert!(bound.is_ok(), "step {}: {}", i, bound.unwrap_err());
+                    }
                 }
                 Op::Peek(n) => {
                     let t = now as u64;
@@ -91,8 +148,12 @@ proptest! {
                     prop_assert_eq!(got, model.clone().decide(t, *n), "peek, step {}", i);
                 }
                 Op::Reconfigure(policies) => {
+                    let t = now as u64;
+                    clock.set(t);
                     limiter.reconfigure(quota(policies)).unwrap();
-                    model.reconfigure(policies);
+                    model.reconfigure_at(policies, t);
+                    configs.push(policies.clone());
+                    events.push(Event::Config { config: configs.len() - 1 });
                     prop_assert_eq!(limiter.policies(), as_policies(policies));
                 }
             }
@@ -153,23 +214,30 @@ impl KeyedModel {
         }
     }
 
-    fn follow(&mut self) {
-        let desired: Vec<(u64, Vec<(u32, u64)>)> =
-            self.keys.keys().map(|&k| (k, self.desired(k))).collect();
+    /// The keys a change walks (`only`: one key's quota changed; `None`:
+    /// every key) move to their desired policies at `now` if those differ,
+    /// or if they carry a surplus (which the move then re-judges).
+    fn follow(&mut self, only: Option<u64>, now: u64) {
+        let desired: Vec<(u64, Vec<(u32, u64)>)> = self
+            .keys
+            .keys()
+            .filter(|&&k| only.is_none_or(|o| o == k))
+            .map(|&k| (k, self.desired(k)))
+            .collect();
         for (key, policies) in desired {
             let model = self.keys.get_mut(&key).unwrap();
-            if model.policies != policies {
-                model.reconfigure(&policies);
+            if model.policies != policies || model.carries() {
+                model.reconfigure_at(&policies, now);
             }
         }
     }
 
+    /// A key is evicted once its newest admission is past its horizon (the
+    /// longest window, or a carried ring's) by the margin.
     fn sweep(&mut self, now: u64) {
         let margin = self.margin;
-        self.keys.retain(|_, m| {
-            let longest = m.policies.iter().map(|p| p.1).max().unwrap();
-            m.newest().is_some_and(|t| t + longest + margin > now)
-        });
+        self.keys
+            .retain(|_, m| m.newest().is_some_and(|t| t + m.horizon() + margin > now));
     }
 }
 
@@ -235,18 +303,21 @@ proptest! {
                 KeyedOp::Reconfigure(policies) => {
                     limiter.reconfigure(quota(policies)).unwrap();
                     model.default = policies.clone();
-                    model.follow();
+                    model.follow(None, now);
                     prop_assert_eq!(limiter.policies(), as_policies(policies));
                 }
                 KeyedOp::SetQuota(key, policies) => {
                     limiter.set_quota(*key, quota(policies)).unwrap();
                     model.overrides.insert(*key, policies.clone());
-                    model.follow();
+                    model.follow(Some(*key), now);
                 }
                 KeyedOp::ClearQuota(key) => {
                     let had = limiter.clear_quota(key);
                     prop_assert_eq!(had, model.overrides.remove(key).is_some());
-                    model.follow();
+                    // Nothing to clear: no key moves.
+                    if had {
+                        model.follow(Some(*key), now);
+                    }
                 }
                 KeyedOp::Sweep => {
                     limiter.retain_recent();
@@ -328,6 +399,70 @@ fn shrinking_under_racing_threads_holds_the_new_limit() {
             );
         }
     }
+}
+
+/// A cut and a restore under load: two threads admit at increasing times
+/// while the limit goes from 100 to 10 and back to 100 per window (the
+/// clock read at each change is the workers' time). No window holds more
+/// than 100: the cut carries what is still in the window, the admissions
+/// racing it included. Reports the windows over 100 and asserts none.
+#[test]
+fn a_cut_and_a_restore_under_racing_threads_hold_the_largest_limit() {
+    const WINDOW: u64 = 10_000;
+    let mut excesses = Vec::new();
+    for round in 0..20 {
+        let clock = ManualClock::new();
+        let limiter = Arc::new(
+            Limiter::with_clock(100, Duration::from_nanos(WINDOW), clock.clone()).unwrap(),
+        );
+        let time = Arc::new(AtomicU64::new(1));
+        let done = Arc::new(AtomicBool::new(false));
+        let start = Arc::new(Barrier::new(3));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (limiter, time, done, start) = (
+                    Arc::clone(&limiter),
+                    Arc::clone(&time),
+                    Arc::clone(&done),
+                    Arc::clone(&start),
+                );
+                std::thread::spawn(move || {
+                    start.wait();
+                    let mut admitted = Vec::new();
+                    let mut after_change = 0;
+                    while after_change < 3_000 {
+                        after_change += u32::from(done.load(Ordering::SeqCst));
+                        let t = time.fetch_add(3, Ordering::SeqCst);
+                        if let Ok(a) = limiter.check_at(t) {
+                            admitted.push(a.at());
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        start.wait();
+        // Let most of the first window's 100 through, at a varying point.
+        while time.load(Ordering::SeqCst) < 300 + 100 * round {
+            std::hint::spin_loop();
+        }
+        for limit in [10, 100] {
+            clock.set(time.load(Ordering::SeqCst));
+            limiter
+                .reconfigure(Quota::new(limit, Duration::from_nanos(WINDOW)).unwrap())
+                .unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+        let mut all: Vec<u64> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        let most = max_in_window(&mut all, WINDOW);
+        if most > 100 {
+            excesses.push((round, most));
+        }
+    }
+    assert_eq!(excesses, vec![], "(round, most in one window) over 100");
 }
 
 /// The keyed limiter under the same race: two threads on a handful of keys
@@ -493,4 +628,237 @@ fn keys_inserted_during_a_reconfiguration_follow_it() {
             );
         }
     }
+}
+
+const SECOND: u64 = 1_000_000_000;
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// How many of `tries` single checks at `t` are admitted.
+fn admitted_at(limiter: &Limiter<ManualClock>, t: u64, tries: u32) -> u32 {
+    (0..tries).filter(|_| limiter.check_at(t).is_ok()).count() as u32
+}
+
+/// A cut and a restore keep every admission still in the window: 10 a
+/// minute, all 10 used, cut to 5 and back to 10 within 2 s — no 11th in
+/// that minute (keeping only the newest 5 across the cut would admit 5
+/// more: 15 in a minute under limits never above 10).
+#[test]
+fn a_cut_and_a_restore_never_admit_past_the_largest_limit() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(10, MINUTE, clock.clone()).unwrap();
+    assert_eq!(admitted_at(&limiter, 0, 10), 10);
+    clock.set(SECOND);
+    limiter.reconfigure(Quota::new(5, MINUTE).unwrap()).unwrap();
+    assert_eq!(admitted_at(&limiter, SECOND, 5), 0);
+    clock.set(2 * SECOND);
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
+    assert_eq!(
+        admitted_at(&limiter, 2 * SECOND, 5),
+        0,
+        "past 10 in a minute"
+    );
+    let denied = limiter.check_at(2 * SECOND).unwrap_err();
+    assert_eq!(denied.retry_after_nanos(), 58 * SECOND);
+    // The minute over, the whole limit again.
+    assert_eq!(admitted_at(&limiter, 60 * SECOND, 11), 10);
+}
+
+/// The carried ring is never larger than the ring it came from, and a
+/// later reconfiguration that finds the surplus expired shrinks it back.
+#[test]
+fn a_carried_ring_shrinks_once_its_surplus_expires() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(100, MINUTE, clock.clone()).unwrap();
+    let full = limiter.memory_bytes();
+    limiter.check_n_at(100, 0).unwrap();
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
+    let carried = limiter.memory_bytes();
+    // 100 slots carried, plus the one policy's description (16 bytes).
+    assert!(carried <= full + 16, "{carried} > {full} + 16");
+    clock.set(SECOND);
+    limiter
+        .reconfigure(Quota::new(100, MINUTE).unwrap())
+        .unwrap();
+    assert!(limiter.check_at(SECOND).is_err(), "101 in a minute");
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
+    // Still carried while no newer admission has left the surplus out of
+    // the window (a check racing a change may be judged that early).
+    clock.set(60 * SECOND);
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
+    assert_eq!(limiter.memory_bytes(), carried);
+    limiter.check_at(60 * SECOND).unwrap();
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
+    let fresh = Limiter::with_clock(10, MINUTE, ManualClock::new()).unwrap();
+    assert_eq!(limiter.memory_bytes(), fresh.memory_bytes());
+    assert_eq!(admitted_at(&limiter, 60 * SECOND, 11), 9);
+}
+
+/// A cut to a longer window, then back to the limit over it: the first
+/// ten are still in the 2-minute window at 70 s, so nothing fits.
+#[test]
+fn a_cut_to_a_longer_window_keeps_what_it_holds() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(10, MINUTE, clock.clone()).unwrap();
+    assert_eq!(admitted_at(&limiter, 0, 10), 10);
+    clock.set(SECOND);
+    limiter
+        .reconfigure(Quota::new(5, 2 * MINUTE).unwrap())
+        .unwrap();
+    clock.set(70 * SECOND);
+    assert_eq!(admitted_at(&limiter, 70 * SECOND, 5), 0);
+    limiter
+        .reconfigure(Quota::new(10, 2 * MINUTE).unwrap())
+        .unwrap();
+    assert_eq!(
+        admitted_at(&limiter, 70 * SECOND, 5),
+        0,
+        "past 10 in 2 minutes"
+    );
+    assert_eq!(admitted_at(&limiter, 120 * SECOND, 11), 10);
+}
+
+/// Several policies: 10 a second and 20 a minute, both full; cut to 5/s and
+/// 10/min, then back: the minute still holds 20, and the minute's policy
+/// names the denial.
+#[test]
+fn a_cut_and_a_restore_of_several_policies_keep_the_longer_window() {
+    let clock = ManualClock::new();
+    let both = |per_second: u32, per_minute: u32| {
+        Quota::new(per_second, Duration::from_secs(1))
+            .unwrap()
+            .and(per_minute, MINUTE)
+            .unwrap()
+    };
+    let limiter = Limiter::builder(10, Duration::from_secs(1))
+        .and(20, MINUTE)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(admitted_at(&limiter, 0, 10), 10);
+    assert_eq!(admitted_at(&limiter, SECOND, 11), 10);
+    clock.set(2 * SECOND);
+    limiter.reconfigure(both(5, 10)).unwrap();
+    clock.set(3 * SECOND);
+    limiter.reconfigure(both(10, 20)).unwrap();
+    let denied = limiter.check_at(3 * SECOND).unwrap_err();
+    assert_eq!(denied.policy(), 1);
+    assert_eq!(denied.retry_after_nanos(), 57 * SECOND);
+    assert_eq!(
+        admitted_at(&limiter, 3 * SECOND, 10),
+        0,
+        "past 20 in a minute"
+    );
+}
+
+/// Weighted: 10 units at once, cut to 4 and back to 10: 6 more units do not
+/// fit in the same minute, and 10 do once it has passed.
+#[test]
+fn a_cut_and_a_restore_hold_for_weighted_requests() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(10, MINUTE, clock.clone()).unwrap();
+    limiter.check_n_at(10, 0).unwrap();
+    limiter.reconfigure(Quota::new(4, MINUTE).unwrap()).unwrap();
+    assert!(limiter.check_n_at(4, 1).is_err());
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
+    assert!(limiter.check_n_at(6, 1).is_err(), "16 units in a minute");
+    assert!(limiter.check_n_at(1, 1).is_err());
+    assert_eq!(limiter.check_n_at(10, 60 * SECOND).unwrap().remaining(), 0);
+}
+
+/// The keyed limiter's moves carry too: a default cut and restore, and a
+/// key's own quota cut and cleared.
+#[test]
+fn keyed_cuts_and_restores_never_admit_past_the_largest_limit() {
+    let clock = ManualClock::new();
+    let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(10, MINUTE, clock.clone()).unwrap();
+    limiter.check_n_at(&1, 10, 0).unwrap();
+    for _ in 0..10 {
+        limiter.check_at(&2, 0).unwrap();
+    }
+    clock.set(SECOND);
+    limiter.reconfigure(Quota::new(5, MINUTE).unwrap()).unwrap();
+    limiter
+        .set_quota(2, Quota::new(3, MINUTE).unwrap())
+        .unwrap();
+    clock.set(2 * SECOND);
+    limiter
+        .reconfigure(Quota::new(10, MINUTE).unwrap())
+        .unwrap();
+    assert!(limiter.clear_quota(&2));
+    let t = 2 * SECOND;
+    let admitted = (0..10)
+        .filter(|i| limiter.check_at(&(1 + i % 2), t).is_ok())
+        .count();
+    assert_eq!(admitted, 0, "past 10 in a minute");
+    assert!(limiter.check_n_at(&1, 5, t).is_err());
+    assert_eq!(
+        limiter.check_n_at(&1, 10, 60 * SECOND).unwrap().remaining(),
+        0
+    );
+    assert_eq!(
+        limiter.check_n_at(&2, 10, 60 * SECOND).unwrap().remaining(),
+        0
+    );
+}
+
+/// A snapshot of a carrying ring lists its surplus, and a restore keeps it
+/// — into a limiter built with the cut's policies too — so a restore and
+/// then the raise decide as the raise alone would: nothing more in that
+/// minute.
+#[cfg(feature = "serde")]
+#[test]
+fn a_snapshot_of_a_carried_ring_keeps_the_carried_admissions() {
+    use slidelog::snapshot::Anchor;
+    const UNIX: u64 = 1_700_000_000_000_000_000;
+    let clock = ManualClock::new();
+    let old = Limiter::with_clock(10, MINUTE, clock.clone()).unwrap();
+    old.check_n_at(10, 0).unwrap();
+    clock.set(SECOND);
+    old.reconfigure(Quota::new(5, MINUTE).unwrap()).unwrap();
+    let snapshot = old.snapshot_at(Anchor::new(SECOND, UNIX + SECOND));
+    assert_eq!(snapshot.admissions, vec![UNIX; 10]);
+    for mut new in [
+        Limiter::with_clock(5, MINUTE, clock.clone()).unwrap(),
+        Limiter::with_clock(10, MINUTE, clock.clone()).unwrap(),
+    ] {
+        new.restore_at(&snapshot, Anchor::new(SECOND, UNIX + SECOND))
+            .unwrap();
+        assert!(new.check_at(SECOND).is_err());
+        new.reconfigure(Quota::new(10, MINUTE).unwrap()).unwrap();
+        assert_eq!(admitted_at(&new, 2 * SECOND, 5), 0, "past 10 in a minute");
+        assert_eq!(admitted_at(&new, 60 * SECOND, 11), 10);
+    }
+}
+
+/// A check whose reading is older than the reconfiguration's (it raced the
+/// change) still meets every admission its window holds: liveness is
+/// judged no later than the newest admission.
+#[test]
+fn a_check_reading_before_a_cut_and_restore_meets_its_whole_window() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(2, Duration::from_nanos(10), clock.clone()).unwrap();
+    limiter.check_at(0).unwrap();
+    limiter.check_at(1).unwrap();
+    clock.set(10);
+    limiter
+        .reconfigure(Quota::new(1, Duration::from_nanos(10)).unwrap())
+        .unwrap();
+    limiter
+        .reconfigure(Quota::new(2, Duration::from_nanos(10)).unwrap())
+        .unwrap();
+    // Read at 9: the window (-1, 9] holds both.
+    assert_eq!(limiter.check_at(9).unwrap_err().retry_after_nanos(), 1);
+    assert_eq!(limiter.check_at(10).unwrap().remaining(), 0);
 }

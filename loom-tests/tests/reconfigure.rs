@@ -72,8 +72,9 @@ fn control_old_policies_are_caught() {
 }
 
 /// 3 per 10 ns holding [0]; a weighted request of 2 at 1 races a cut to 2
-/// (which keeps the newest 2). Admitted first: the window at 10 holds both
-/// units (full); after: denied (1 + 2 > 2), and at 10 the window is empty.
+/// (which keeps all three: each is still in the window). Admitted first:
+/// the window at 10 holds both units (full); after: denied (1 + 2 > 2),
+/// and at 10 the window is empty.
 fn weighted_races_reconfiguration(flaw: Flaw) {
     explore(2, move || {
         let limiter = busy(3, flaw);
@@ -108,6 +109,45 @@ fn weighted_admission_races_reconfiguration() {
 #[should_panic(expected = "was lost")]
 fn control_open_migration_loses_a_batch() {
     weighted_races_reconfiguration(Flaw::OpenMigration);
+}
+
+/// 2 per 10 ns holding [0]; a single at 1 races a cut to 1, which is then
+/// restored to 2. A cut keeps every admission still in the window, so the
+/// single, if admitted before the cut, sits in the carried ring past the
+/// new limit and counts again after the restore (the window at 5 is full);
+/// admitted after the restore, it counts as well; between the two it is
+/// denied, and the window at 5 holds only the admission at 0.
+fn single_races_a_cut_and_restore(flaw: Flaw) {
+    explore(2, move || {
+        let limiter = busy(2, flaw);
+        let l = Arc::clone(&limiter);
+        let admitter = thread::spawn(move || l.check_at(1).is_ok());
+        limiter.reconfigure(per_10ns(1)).unwrap();
+        limiter.reconfigure(per_10ns(2)).unwrap();
+        let admitted = admitter.join().unwrap();
+        let later = limiter.check_at(5);
+        if admitted {
+            assert!(
+                later.is_err(),
+                "an admission carried past the cut was lost"
+            );
+        } else {
+            assert!(later.is_ok(), "denied at 5 with one in the window");
+        }
+    });
+}
+
+#[test]
+fn single_admission_races_a_cut_and_is_carried() {
+    single_races_a_cut_and_restore(Flaw::None);
+}
+
+/// Negative control: a cut that keeps only the newest `L_new` drops the
+/// single admitted before it, which no longer counts after the restore.
+#[test]
+#[should_panic(expected = "was lost")]
+fn control_a_cut_without_carry_loses_the_single() {
+    single_races_a_cut_and_restore(Flaw::NoCarry);
 }
 
 /// 1 per 10 ns holding [0], at 5 (busy until 10): a keyed sweep's step

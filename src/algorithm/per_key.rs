@@ -2,6 +2,7 @@
 //! key, the exact log ([`Log`]) or the approximate counter ([`Counter`]).
 
 use core::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::counter::{CounterConfig, CounterMode, CounterRef};
@@ -236,15 +237,18 @@ pub(crate) mod sealed {
         /// reads no slot must then come from its successor).
         fn is_closed(&self, state: &[AtomicU64], quota: Option<&Shape>) -> bool;
         /// Closes `state` (of policies `quota`) for reconfiguration to `to`
-        /// (`None`: the default), handing `publish` the successor's words
-        /// before the close (see `RingRef::close_into`). `false` if it was
-        /// closed already (for eviction).
+        /// (`None`: the default) at `now`, handing `publish` the successor's
+        /// words before the close (see `RingRef::close_into`), and its own
+        /// shape when it carries more admissions than `to`'s ring holds
+        /// (`Shape::successor`; `None`: `to`'s). `false` if it was closed
+        /// already (for eviction).
         fn close_into(
             &self,
             state: &[AtomicU64],
             quota: Option<&Shape>,
             to: Option<&Shape>,
-            publish: &mut dyn FnMut(Box<[AtomicU64]>),
+            now: u64,
+            publish: &mut dyn FnMut(Box<[AtomicU64]>, Option<Arc<Shape>>),
         ) -> bool;
     }
 
@@ -466,14 +470,20 @@ impl sealed::Sealed for Log {
         state: &[AtomicU64],
         quota: Option<&Shape>,
         to: Option<&Shape>,
-        publish: &mut dyn FnMut(Box<[AtomicU64]>),
+        now: u64,
+        publish: &mut dyn FnMut(Box<[AtomicU64]>, Option<Arc<Shape>>),
     ) -> bool {
         let to = self.shape(to);
-        self.ring(state, quota).1.close_into(|kept| {
-            let words = self.init(Some(to), 0);
-            let keep = kept.len().min(to.geometry.limit() as usize);
-            to.ring_in(&words).fill_fresh(&kept[kept.len() - keep..]);
-            publish(words);
+        let (from, ring) = self.ring(state, quota);
+        let now = from.now(now, 0).judged;
+        let horizon = from.geometry.horizon();
+        ring.close_into(|kept| {
+            let (shape, keep) = to.successor(kept, now, horizon);
+            let words = self.init(Some(&shape), 0);
+            shape.ring_in(&words).fill_fresh(&kept[kept.len() - keep..]);
+            // Only a carrying ring needs a shape of its own.
+            let own = (shape.geometry.limit() != to.geometry.limit()).then(|| Arc::new(shape));
+            publish(words, own);
         })
     }
 }
@@ -624,7 +634,8 @@ impl sealed::Sealed for Counter {
         _: &[AtomicU64],
         _: Option<&Shape>,
         _: Option<&Shape>,
-        _: &mut dyn FnMut(Box<[AtomicU64]>),
+        _: u64,
+        _: &mut dyn FnMut(Box<[AtomicU64]>, Option<Arc<Shape>>),
     ) -> bool {
         // Keyed counters have no run-time reconfiguration: their
         // `reconfigure` is not offered, so nothing changes and nothing moves.

@@ -204,7 +204,9 @@ where
         let desired = self.quota_for(key);
         let same = match (&desired, state.quota()) {
             (None, None) => true,
-            (Some(want), Some(have)) => want.policies() == have.policies(),
+            // A carrying state moves on every walk: its surplus shrinks
+            // once expired.
+            (Some(want), Some(have)) => want.policies() == have.policies() && !have.carries(),
             _ => false,
         };
         if same {
@@ -216,7 +218,8 @@ where
             &state.words,
             state.quota(),
             desired.as_deref(),
-            &mut |words| {
+            self.clock.now(),
+            &mut |words, carried| {
                 // Parked before the close (papaya's insert is a Release
                 // store, the close a Release CAS after it): whoever sees the
                 // state closed finds its successor. An earlier attempt's is
@@ -225,7 +228,8 @@ where
                     at,
                     Arc::new(KeyState {
                         words,
-                        quota: desired.clone(),
+                        // A carrying ring's own shape, with `desired`'s policies.
+                        quota: carried.or_else(|| desired.clone()),
                     }),
                 );
             },
@@ -267,9 +271,14 @@ where
     /// key's log.
     ///
     /// The contract is [`Limiter::reconfigure`](crate::Limiter::reconfigure)'s,
-    /// per key: a key's new policies judge the newest `L` admissions its old
-    /// ring kept and everything after, never a mix; every check that starts
-    /// after this returns is judged by the new policies. Keys with their
+    /// per key: a key's new policies judge every admission of its old ring
+    /// still inside a window of the old or the new policies (at least the
+    /// newest `L`) and everything after, never a mix; every check that
+    /// starts after this returns is judged by the new policies. A key cut
+    /// below what it holds carries the surplus (never more slots than its
+    /// old ring) until a later move of the key finds it outside every
+    /// window in force, or the key is evicted, so a cut and a restore never
+    /// let a window hold more than the largest limit in force. Keys with their
     /// own quota (from [`KeyedBuilder::quota`](crate::KeyedBuilder::quota)
     /// or [`set_quota`](Self::set_quota)) keep it.
     ///

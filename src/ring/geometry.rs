@@ -98,6 +98,19 @@ impl Geometry {
         self
     }
 
+    /// The same window and protocol variant on a ring of `limit` slots
+    /// whose admissions count until `horizon` (at least `W`) after their
+    /// time: a carried ring's ([`crate::ring::Shape::successor`]).
+    pub(crate) fn resized(&self, limit: u32, horizon: u64) -> Self {
+        debug_assert!(horizon >= self.window);
+        Geometry {
+            flaw: self.flaw,
+            general_only: self.general_only,
+            ..Geometry::new(limit, self.window)
+        }
+        .with_linger(horizon - self.window)
+    }
+
     #[cfg_attr(not(slidelog_loom), allow(dead_code))]
     pub(crate) fn with_flaw(mut self, flaw: Flaw) -> Self {
         self.flaw = flaw;
@@ -146,6 +159,14 @@ impl Geometry {
     #[inline]
     pub(crate) fn linger(&self) -> u64 {
         self.linger
+    }
+
+    /// How long after its time an admission counts for some policy (or,
+    /// on a carried ring, is kept for a later reconfiguration): `W +
+    /// linger`.
+    #[inline]
+    pub(crate) fn horizon(&self) -> u64 {
+        self.window + self.linger
     }
 
     /// `B`, the most a lazy `head` lags the frontier.

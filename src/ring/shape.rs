@@ -120,11 +120,7 @@ impl Shape {
             .min_by_key(|&(i, p)| (p.limit, i))
             .map(|(i, p)| (i as u8, p.limit))
             .expect("at least one policy");
-        let keyed_hints = if geometry.keyed_hint() {
-            rules.len() as u8
-        } else {
-            0
-        };
+        let keyed_hints = Self::keyed_hints(&geometry, &rules);
         Ok(Shape {
             geometry,
             first: policies[0],
@@ -134,6 +130,95 @@ impl Shape {
             min_policy,
             keyed_hints,
         })
+    }
+
+    /// **The successor's shape** when a ring of these policies takes over
+    /// `kept` — a closed ring's log, effective times oldest first, whose
+    /// admissions that ring kept for `old_horizon` after their time — at
+    /// `now`; and how many of `kept` it keeps: always the newest
+    /// (docs/design.md §6, "What a reconfiguration keeps").
+    ///
+    /// It keeps every admission still inside the old horizon or these
+    /// policies' longest window at `now`, or at the newest admission's time
+    /// if earlier (`live`), and at least the newest
+    /// `L` (the largest limit) as any ring does: `max(L, live)` slots, never
+    /// more than `kept` holds. A ring of `L` slots is this shape itself, its
+    /// single-policy fast path intact. A larger one carries the surplus: it
+    /// is judged on the several policies' path, which judges policy `i` by
+    /// admission `c + n - 1 - L_i` on any ring of at least `L_i` slots, and
+    /// keeps its admissions for the longer of the two horizons (its
+    /// `linger`), until a later reconfiguration finds them expired.
+    pub(crate) fn successor(&self, kept: &[u64], now: u64, old_horizon: u64) -> (Shape, usize) {
+        let slots = self.geometry.len() as usize;
+        let horizon = old_horizon.max(self.geometry.horizon());
+        // Live as of the newest admission, if earlier than `now`: a check
+        // racing the change may have read any earlier time, but it is
+        // judged no earlier than the newest admission (the clamp), so
+        // nothing its window could hold is dropped.
+        let now = kept.last().map_or(now, |&newest| newest.min(now));
+        // Effective times never decrease along the log: the live ones are
+        // its newest.
+        let live = kept.len() - kept.partition_point(|&t| t.saturating_add(horizon) <= now);
+        if live <= slots || self.geometry.flaw() == crate::flaw::Flaw::NoCarry {
+            return (self.clone(), kept.len().min(slots));
+        }
+        let rules = self.rules.clone().unwrap_or_else(|| {
+            Box::new([Rule {
+                limit: self.geometry.len(),
+                window: self.geometry.window(),
+            }])
+        });
+        // `live <= kept.len() <= MAX_LIMIT`: the old ring's slots.
+        let geometry = self.geometry.resized(live as u32, horizon);
+        let shape = Shape {
+            keyed_hints: Self::keyed_hints(&geometry, &rules),
+            geometry,
+            rules: Some(rules),
+            ..self.clone()
+        };
+        (shape, live)
+    }
+
+    /// These policies on a ring of their own largest limit, keeping their
+    /// admissions for their own longest window: the shape itself unless it
+    /// carries admissions ([`successor`](Self::successor)).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn ordinary(&self) -> Shape {
+        let Some(rules) = &self.rules else {
+            return self.clone();
+        };
+        let largest = rules.iter().map(|r| r.limit).max().unwrap_or(1);
+        let longest = rules.iter().map(|r| r.window).max().unwrap_or(1);
+        if largest == self.geometry.len() && longest == self.geometry.horizon() {
+            return self.clone();
+        }
+        // `largest <= MAX_LIMIT`: a validated policy's.
+        let geometry = self.geometry.resized(largest as u32, longest);
+        Shape {
+            keyed_hints: Self::keyed_hints(&geometry, rules),
+            geometry,
+            rules: (rules.len() > 1).then(|| rules.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the ring has more slots than its largest limit: it carries
+    /// admissions a reconfiguration or a restore kept past it (a later
+    /// move re-judges them).
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
+    pub(crate) fn carries(&self) -> bool {
+        self.rules
+            .as_deref()
+            .is_some_and(|rules| rules.iter().all(|r| r.limit < self.geometry.len()))
+    }
+
+    /// The expiry hints a keyed state of `geometry` keeps before its slots.
+    fn keyed_hints(geometry: &Geometry, rules: &[Rule]) -> u8 {
+        if geometry.keyed_hint() {
+            rules.len() as u8
+        } else {
+            0
+        }
     }
 
     /// One policy.
@@ -391,7 +476,9 @@ impl Shape {
             Some(rules) => {
                 let mut raw = [(0, 0); MAX_POLICIES];
                 let outcome = multi_growing(ring, now.judged, rules, &mut raw);
-                finish(outcome, now, Some(&raw[..rules.len()]))
+                // One policy on a carrying ring answers as one policy does.
+                let several = self.all.is_some().then_some(&raw[..rules.len()]);
+                finish(outcome, now, several)
             }
         }
     }
@@ -440,6 +527,8 @@ impl Shape {
         ring: RingRef<'_>,
         now: Now,
     ) -> Option<crate::tower::PolicyStates> {
+        // One policy (on a carrying ring too): none.
+        self.all.as_ref()?;
         let rules = self.rules.as_deref()?;
         let mut raw = [(0u32, 0u64); MAX_POLICIES];
         if !ring.policy_states(now.judged, rules, &mut raw) {
@@ -497,5 +586,38 @@ impl Shape {
             .clamp(now)
             .saturating_add(self.geometry.window())
             .saturating_add(self.geometry.linger())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A successor keeps the live admissions (inside the longer horizon),
+    /// at least its largest limit, never more slots than it was handed;
+    /// a ring of its largest limit is the ordinary shape, fast path and all.
+    #[test]
+    fn a_successor_carries_what_is_live_and_never_more_than_it_was_given() {
+        let shape = Shape::single(2, Duration::from_nanos(10)).unwrap();
+        let kept = [1, 2, 3, 4, 15];
+        // At 12 with a horizon of 10: 3, 4 and 15 are live.
+        let (carried, keep) = shape.successor(&kept, 12, 10);
+        // Judged no later than the newest admission (5): at 100, all five.
+        let (all, _) = shape.successor(&[1, 2, 3, 4, 5], 100, 10);
+        assert_eq!(all.geometry.limit(), 5);
+        assert_eq!((carried.geometry.limit(), keep), (3, 3));
+        assert!(carried.carries() && carried.rules.is_some());
+        assert_eq!(carried.policies(), shape.policies());
+        let back = carried.ordinary();
+        assert_eq!(back.geometry.limit(), 2);
+        assert!(!back.carries() && back.rules.is_none());
+        // An old horizon of 20: all five, kept for 20.
+        let (carried, keep) = shape.successor(&kept, 12, 20);
+        assert_eq!((carried.geometry.limit(), keep), (5, 5));
+        assert_eq!(carried.geometry.horizon(), 20);
+        // Nothing live: the newest 2 on the ordinary ring.
+        let (ordinary, keep) = shape.successor(&[1, 2, 3, 4, 50], 100, 10);
+        assert_eq!((ordinary.geometry.limit(), keep), (2, 2));
+        assert!(ordinary.rules.is_none() && !ordinary.carries());
     }
 }

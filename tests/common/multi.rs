@@ -31,6 +31,11 @@ pub struct MultiModel {
     /// Keep only the newest `L` (a ring's history); `false`: keep every
     /// admission (a Redis sorted set's, trimmed by age instead).
     truncating: bool,
+    /// After a reconfiguration that carried more live admissions than the
+    /// new largest limit: the ring's slots and how long an admission is
+    /// kept after its time (`None`: the largest limit and the longest
+    /// window).
+    carried: Option<(usize, u64)>,
 }
 
 impl MultiModel {
@@ -40,6 +45,7 @@ impl MultiModel {
             log: VecDeque::new(),
             newest: 0,
             truncating: true,
+            carried: None,
         }
     }
 
@@ -50,6 +56,7 @@ impl MultiModel {
             log: prefix.iter().copied().collect(),
             newest: prefix.last().copied().unwrap_or(0),
             truncating: true,
+            carried: None,
         }
     }
 
@@ -60,6 +67,31 @@ impl MultiModel {
 
     fn largest_limit(&self) -> usize {
         self.policies.iter().map(|p| p.0).max().unwrap() as usize
+    }
+
+    /// The slots of the ring the model mirrors: the largest limit, or what
+    /// a reconfiguration carried.
+    fn slots(&self) -> usize {
+        self.carried
+            .map_or(self.largest_limit(), |(slots, _)| slots)
+    }
+
+    fn longest_window(&self) -> u64 {
+        self.policies.iter().map(|p| p.1).max().unwrap()
+    }
+
+    /// How long after its time an admission is kept: the longest window,
+    /// or a carried ring's horizon (the longest window in force when its
+    /// surplus was carried).
+    pub fn horizon(&self) -> u64 {
+        self.carried
+            .map_or(self.longest_window(), |(_, horizon)| horizon)
+    }
+
+    /// Whether a reconfiguration left more admissions than the largest
+    /// limit (a carried ring).
+    pub fn carries(&self) -> bool {
+        self.carried.is_some()
     }
 
     /// A model that keeps every admission (see `truncating`).
@@ -81,12 +113,30 @@ impl MultiModel {
         }
     }
 
-    /// The contract of a reconfiguration: the new `policies` judge the
-    /// newest `L_old` admissions (what the old ring kept) and everything
-    /// after; the clamp (the newest admission's time) carries over.
-    pub fn reconfigure(&mut self, policies: &[(u32, u64)]) {
-        self.truncate(self.largest_limit());
+    /// The contract of an in-process reconfiguration at `now`: every
+    /// admission the old ring holds that is still inside its horizon or the
+    /// new longest window (at `now`, or at the newest admission if earlier)
+    /// is kept, and at least the newest `L_new` (what
+    /// any ring of the new largest limit keeps); the new `policies` judge
+    /// them and everything after. Kept past `L_new`, the surplus stays until
+    /// a later reconfiguration finds it outside every such window.
+    pub fn reconfigure_at(&mut self, policies: &[(u32, u64)], now: u64) {
+        self.truncate(self.slots());
+        let old_horizon = self.horizon();
         self.policies = policies.to_vec();
+        let horizon = old_horizon.max(self.longest_window());
+        // As of the newest admission, if earlier (a racing check is judged
+        // no earlier than it).
+        let now = self.log.back().map_or(now, |&newest| newest.min(now));
+        let live = self.log.iter().filter(|&&t| t + horizon > now).count();
+        let largest = self.largest_limit();
+        if live > largest {
+            self.truncate(live);
+            self.carried = Some((live, horizon));
+        } else {
+            self.truncate(largest);
+            self.carried = None;
+        }
     }
 
     /// Drops the admissions at or before `t` (what a Redis sorted set's trim
@@ -110,7 +160,7 @@ impl MultiModel {
         // older ones decide nothing — and these are exactly what a ring of
         // `L` slots keeps, which a reconfiguration hands on.
         if self.truncating {
-            self.truncate(self.largest_limit());
+            self.truncate(self.slots());
         }
         let len = self.log.len();
         let mut denied: Option<(u64, usize)> = None;
