@@ -190,8 +190,9 @@
 //! returns (`O(keys · L)`); a key inserted while it runs moves itself.
 //! A [`SlidingCounter`] changes only its limit (up to
 //! [`SlidingCounter::max_limit`]), keeping its counts; the Redis limiter
-//! sends the new policies with every call, and its ring script rebuilds a
-//! key's ring the first time it meets it under a new size or window.
+//! sends the new policies with every call, and a key keeps what every
+//! policy set calling it can count (its ring grows to the largest limit
+//! and longest window met while it lives, never shrinks).
 //! The tower layer's `RateLimit-Policy` follows every change.
 //!
 //! # Clocks
