@@ -1365,3 +1365,57 @@ fn tls_accepts_another_hostname_only_when_asked() {
         assert!(e.to_string().contains("UnknownIssuer"), "{e}");
     });
 }
+
+/// Behind the tower layer, a Redis limiter of several policies tells each
+/// policy's room, as the in-process limiter does, so that the `RateLimit`
+/// field carries one item per policy: the same rooms call by call (both
+/// layouts), waits within the window of each policy.
+#[cfg(feature = "tower")]
+#[test]
+fn each_policy_is_told_as_in_process() {
+    use slidelog::tower::Backend;
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    let (short, long) = (Duration::from_secs(10), Duration::from_secs(3600));
+    for layout in [Layout::SortedSet, Layout::Ring] {
+        rt.block_on(async {
+            let redis = RedisLimiter::builder(&server.url, 3, short)
+                .and(5, long)
+                .layout(layout)
+                .prefix(format!("told-{layout:?}:"))
+                .connect()
+                .await
+                .unwrap();
+            let keyed = slidelog::KeyedLimiter::<String>::builder(3, short)
+                .and(5, long)
+                .clock(slidelog::ManualClock::new())
+                .build()
+                .unwrap();
+            for call in 0..5 {
+                let there = Backend::check(&redis, "k".to_string()).await;
+                let here = Backend::check(&keyed, "k".to_string()).await;
+                assert_eq!(
+                    there.decision.is_ok(),
+                    here.decision.is_ok(),
+                    "{layout:?} call {call}"
+                );
+                let (there, here) = (there.per_policy.unwrap(), here.per_policy.unwrap());
+                let rooms = |states: &slidelog::tower::PolicyStates| {
+                    states.as_slice().iter().map(|s| s.0).collect::<Vec<_>>()
+                };
+                assert_eq!(rooms(&there), rooms(&here), "{layout:?} call {call}");
+                for ((&(_, wait), &(_, want)), window) in there
+                    .as_slice()
+                    .iter()
+                    .zip(here.as_slice())
+                    .zip([short, long])
+                {
+                    assert!(
+                        wait <= window && want.saturating_sub(wait) < Duration::from_secs(2),
+                        "{layout:?} call {call}: waits {wait:?} against {want:?}"
+                    );
+                }
+            }
+        });
+    }
+}
