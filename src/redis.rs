@@ -433,6 +433,8 @@ return told({1, rem, teff, rp, grows}, left, grow)
 struct Told {
     decision: Result<Admitted, Denied>,
     grows: Duration,
+    /// Read by the tower layer's backend.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     rooms: Rooms,
 }
 
