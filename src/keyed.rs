@@ -17,6 +17,7 @@ use crate::counter::CounterMode;
 use crate::decision::{Admitted, Denied, DenyReason};
 use crate::error::ConfigError;
 use crate::floor::Floor;
+use crate::grace::Entered;
 use crate::key_size::KeySize;
 use crate::policy::{Policy, Quota};
 use crate::ring::Shape;
@@ -1297,30 +1298,28 @@ where
                 if n == 0 && self.quota.is_none() && self.config.unchanged() {
                     return Next::Fresh(self.algorithm.fresh(None, 0, now, self.floor.get()));
                 }
-                let epoch = self.config.epoch();
                 let owned = key.to_owned().compact();
+                if n == 0 {
+                    // Nothing to insert: the key's policies answer.
+                    let quota = self.quota_for(&owned);
+                    if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), 0) {
+                        return Next::Deny(denied);
+                    }
+                    let floor = self.floor.get();
+                    return Next::Fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor));
+                }
+                // Announced before the policies are chosen, until the key is
+                // published: a change of policies waits for it before its
+                // walk (the grace period, `crate::grace`).
+                let entered = self.config.enter();
                 let quota = self.quota_for(&owned);
                 if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
                     return Next::Deny(denied);
                 }
-                if n == 0 {
-                    let floor = self.floor.get();
-                    return Next::Fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor));
-                }
-                let state = match self.insert(map, owned, quota, now, guard) {
-                    Ok(state) => state,
-                    Err(denied) => return Next::Deny(denied),
+                return match self.insert(map, owned, quota, now, guard, entered) {
+                    Ok(state) => Next::Ask(state),
+                    Err(denied) => Next::Deny(denied),
                 };
-                if !self.config.raced(epoch) {
-                    return Next::Ask(state);
-                }
-                // Its policies may be the ones just replaced: move it, then
-                // ask whatever the key holds.
-                self.migrate_raced(key);
-                match map.get(key, guard) {
-                    Some(state) => return Next::Ask(state),
-                    None => continue,
-                }
             };
             // Over the limit, or closed (the state answered nothing). Never
             // by a closed state's limits: its successor answers.
@@ -1478,6 +1477,10 @@ where
 
     /// Inserts a fresh state for `key`, or returns the state a racing
     /// thread inserted first. Cold: it runs once per key lifetime.
+    ///
+    /// `entered` announced the insert before its `quota` was chosen; it
+    /// leaves once the key is published (so a sweep at the key cap, which
+    /// runs before, delays a change of policies; the sweep after does not).
     #[cold]
     #[inline(never)]
     fn insert<'g, W: Words>(
@@ -1487,6 +1490,7 @@ where
         quota: Option<Arc<Shape>>,
         now: u64,
         guard: &'g impl Guard,
+        entered: Entered<'_>,
     ) -> Result<&'g KeyState<W>, Denied>
     where
         K: 'g,
@@ -1534,7 +1538,10 @@ where
                 quota,
             }
         };
-        match map.try_insert_with(owned, make, guard) {
+        let inserted = map.try_insert_with(owned, make, guard);
+        // Published (or found): a change may walk the map now.
+        drop(entered);
+        match inserted {
             Ok(ring) => {
                 self.observe_live();
                 // Relaxed: a heuristic counter.
@@ -2150,11 +2157,8 @@ where
             let guard = map.guard();
             map.iter(&guard)
                 .filter_map(|(key, state)| {
-                    let shape = state.quota().unwrap_or(self.algorithm.default_shape());
-                    let admissions: Vec<u64> = shape
-                        .ring_in(&state.words)
-                        .admissions(anchor.clock_nanos)
-                        .unwrap_or_default()
+                    let admissions: Vec<u64> = self
+                        .live_admissions(map, key, state, anchor.clock_nanos, &guard)
                         .into_iter()
                         .map(|t| anchor.to_unix(t))
                         .collect();
@@ -2169,7 +2173,49 @@ where
             version: crate::snapshot::SNAPSHOT_VERSION,
             taken_at_unix_nanos: anchor.unix_nanos,
             policies: self.policies().to_vec(),
+            generation: self.generation(),
             keys,
+        }
+    }
+
+    /// `key`'s live admissions at `now`, from its `state` or, if a change of
+    /// policies closed it, from its successor (parked, or swapped into the
+    /// map); none if it was closed for eviction (nothing in it counts).
+    fn live_admissions<'g, W: Words>(
+        &self,
+        map: &'g Map<K, W, S>,
+        key: &K,
+        mut state: &'g KeyState<W>,
+        now: u64,
+        guard: &'g impl Guard,
+    ) -> Vec<u64>
+    where
+        K: 'g,
+    {
+        let default = self.algorithm.default_shape();
+        loop {
+            let shape = state.quota().unwrap_or(default);
+            if let Some(times) = shape.ring_in(&state.words).admissions(now) {
+                return times;
+            }
+            // Closed. For a change of policies: its successor, parked
+            // before the close, holds the log (a parked state is never
+            // closed; once swapped in, the map holds a copy of it).
+            if let Some(next) = self.config.successor(state)
+                && let Some(times) = next
+                    .quota()
+                    .unwrap_or(default)
+                    .ring_in(&next.words)
+                    .admissions(now)
+            {
+                return times;
+            }
+            // Swapped in already (and no longer parked), or closed for
+            // eviction: whatever the key holds now.
+            match map.get(key, guard) {
+                Some(current) if !core::ptr::eq(current, state) => state = current,
+                _ => return Vec::new(),
+            }
         }
     }
 
@@ -2219,6 +2265,8 @@ where
         anchor: crate::snapshot::Anchor,
     ) -> Result<crate::snapshot::Restored, crate::snapshot::RestoreError> {
         crate::snapshot::check_version(snapshot.version)?;
+        // `&mut self`: no insert or change runs meanwhile.
+        self.config.continue_past(snapshot.generation);
         let mut report = crate::snapshot::Restored::default();
         with_map!(&self.map, map => {
             for entry in &snapshot.keys {

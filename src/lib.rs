@@ -386,6 +386,7 @@ mod decision;
 mod error;
 mod flaw;
 mod floor;
+mod grace;
 mod key_size;
 #[cfg(not(slidelog_loom))]
 mod keyed;
@@ -423,6 +424,7 @@ pub mod loom_hooks {
     //! Only under `--cfg slidelog_loom`: the deliberately broken variants.
     pub use crate::flaw::Flaw;
     pub use crate::floor::Floor;
+    pub use crate::grace::{Entered, Grace};
     pub use crate::limiter::Swept;
 }
 

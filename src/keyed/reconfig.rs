@@ -8,8 +8,11 @@
 //! address) *before* the close, then swapped into the map in place of the
 //! old state. A check that meets the closed state finds the successor in
 //! `moving` and swaps it in itself, so no check waits for a migration.
-//! Migrations are serialised by `lock`; checks never take it (an insert
-//! that raced a reconfiguration takes it once, see [`Reconfig::raced`]).
+//! Migrations are serialised by `lock`; checks never take it. A change
+//! waits for the inserts that may have chosen the old policies before it
+//! walks the map (the grace period of [`crate::grace`]), so the walk moves
+//! every key created under the old policies, and no key keeps them after
+//! the change returns.
 
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
@@ -26,7 +29,8 @@ use crate::key_size::KeySize;
 use crate::link::Link;
 use crate::policy::Quota;
 use crate::ring::Shape;
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use crate::grace::{Entered, Grace};
+use crate::sync::atomic::{AtomicBool, Ordering};
 
 /// What a keyed limiter's configuration is now, beyond its builder's.
 pub(super) struct Reconfig<K> {
@@ -41,8 +45,9 @@ pub(super) struct Reconfig<K> {
     changed: AtomicBool,
     /// Whether a run-time quota was ever set.
     quotas_set: AtomicBool,
-    /// Bumped by every change, so that an insert racing one notices.
-    epoch: AtomicU64,
+    /// The epoch, bumped by every change, and the inserts in flight that
+    /// a change waits for.
+    grace: Grace,
     /// Successors of states closed for reconfiguration, by the closed
     /// state's address, until swapped into the map.
     moving: papaya::HashMap<usize, Arc<Parked>>,
@@ -56,7 +61,7 @@ impl<K: Hash + Eq> Reconfig<K> {
             overrides: papaya::HashMap::new(),
             changed: AtomicBool::new(false),
             quotas_set: AtomicBool::new(false),
-            epoch: AtomicU64::new(0),
+            grace: Grace::new(),
             moving: papaya::HashMap::new(),
             lock: Mutex::new(()),
         }
@@ -66,8 +71,8 @@ impl<K: Hash + Eq> Reconfig<K> {
     /// without a quota function's own.
     #[inline]
     pub(super) fn unchanged(&self) -> bool {
-        // Relaxed: a change is published by `bump`'s SeqCst epoch; a check
-        // racing it may judge by either configuration.
+        // Relaxed: a change is published by the grace period's epoch (see
+        // `bump`); a check racing it may judge by either configuration.
         !self.changed.load(Ordering::Relaxed)
     }
 
@@ -77,40 +82,34 @@ impl<K: Hash + Eq> Reconfig<K> {
         self.quotas_set.load(Ordering::Relaxed)
     }
 
-    /// Changes so far (see [`KeyedLimiter::generation`]).
+    /// Changes so far, continued past a restored snapshot's (see
+    /// [`KeyedLimiter::generation`]).
     pub(super) fn generation(&self) -> u64 {
-        // Relaxed: a count for caches of the policies (see `bump`).
-        self.epoch.load(Ordering::Relaxed)
+        self.grace.epoch()
     }
 
-    /// The epoch an insert starts from (read before it chooses policies).
+    /// Continues the generation past a restored snapshot's (`&mut` in the
+    /// caller: nothing runs concurrently).
+    pub(super) fn continue_past(&self, generation: u64) {
+        self.grace.continue_past(generation);
+    }
+
+    /// Announces an insert, before it chooses the new key's policies; the
+    /// insert leaves when the result is dropped, after publishing the key
+    /// (see [`crate::grace`]).
     #[inline]
-    pub(super) fn epoch(&self) -> u64 {
-        // SeqCst: one side of the handshake in `raced`.
-        self.epoch.load(Ordering::SeqCst)
+    pub(super) fn enter(&self) -> Entered<'_> {
+        self.grace.enter()
     }
 
-    /// **The insert handshake**: whether a change began after an insert
-    /// that read `epoch` chose its policies. The inserter fences after its
-    /// insertion, `bump` fences after the new epoch: of two SeqCst fences
-    /// one comes first, so either this load sees the new epoch, or the
-    /// change's walk over the map (after its fence) sees the inserted key.
-    /// Either way the key is moved to the new policies.
-    #[inline]
-    pub(super) fn raced(&self, epoch: u64) -> bool {
-        fence(Ordering::SeqCst);
-        // Relaxed: ordered by the fence above (see the handshake).
-        self.epoch.load(Ordering::Relaxed) != epoch
-    }
-
-    /// Publishes a change (after its new policies are linked): the other
-    /// side of the handshake in [`raced`](Self::raced).
+    /// Publishes a change (after its new policies are linked) and waits
+    /// for the inserts that may have chosen the old ones: a walk over the
+    /// map after this sees their keys.
     fn bump(&self) {
-        // Relaxed: a hint for `unchanged`; the SeqCst epoch below
-        // publishes the change itself.
+        // Relaxed: a hint for `unchanged`; the epoch publishes the change
+        // itself (a SeqCst read-modify-write in `advance`).
         self.changed.store(true, Ordering::Relaxed);
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.grace.advance();
     }
 
     fn lock(&self) -> MutexGuard<'_, ()> {
@@ -236,22 +235,6 @@ where
         // (Closed for eviction first: the next insert of the key gets the
         // desired policies.)
         moving.remove(&at);
-    }
-
-    /// Moves the key an insert just created, if a change raced that insert
-    /// (see [`Reconfig::raced`]).
-    pub(super) fn migrate_raced<Q>(&self, key: &Q)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let _one_at_a_time = self.config.lock();
-        with_map!(&self.map, map => {
-            let guard = map.guard();
-            if let Some((stored, state)) = map.get_key_value(key, &guard) {
-                self.migrate(map, stored, || key.to_owned(), state, &guard);
-            }
-        });
     }
 }
 
