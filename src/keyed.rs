@@ -1850,6 +1850,7 @@ where
             map.remove_entry(key, &guard)
                 .map(|(removed, state)| self.cost(removed, state.quota()))
         });
+        self.config.forget_restored(key);
         let Some(cost) = cost else {
             return false;
         };
@@ -2299,15 +2300,20 @@ where
             .unwrap_or_default();
         let already = current.len();
         let g = shape.geometry;
-        let (times, expired) = crate::snapshot::live_times(
-            current,
-            entry.admissions.iter().map(|&u| anchor.to_clock(u)),
-            now,
-            &g,
-        );
+        let restored = || entry.admissions.iter().map(|&u| anchor.to_clock(u).min(now));
+        let mut all: Vec<u64> = current.iter().copied().chain(restored()).collect();
+        let (times, expired) = crate::snapshot::live_times(current, restored(), now, &g);
         report.expired += expired;
         if times.is_empty() {
             return;
+        }
+        // What the ring does not hold (the oldest: `times` is the newest of
+        // them all) waits for a change of the key's policies that counts
+        // it (`Reconfig::restored`).
+        all.sort_unstable();
+        all.truncate(all.len() - times.len());
+        if !all.is_empty() {
+            self.config.keep_restored(entry.key.clone(), all.into());
         }
         let cost = self.cost(&entry.key, quota.as_deref());
         if existing.is_none() && !self.reserve(cost) {

@@ -300,6 +300,45 @@ fn a_snapshot_holds_the_keys_a_change_is_moving() {
     }
 }
 
+/// A key restored into a limiter whose policies for it hold fewer
+/// admissions than the snapshot had (a VIP key with 500 of its 1,000 an
+/// hour, restored where the default is 10 an hour) keeps them all for a
+/// later change: once `set_quota` (or a raised default) gives it 1,000 an
+/// hour again, 500 are left, not 990. Until then the default judges it; a
+/// `remove` forgets them.
+#[test]
+fn a_restored_key_keeps_its_admissions_for_a_later_quota() {
+    let hour = Duration::from_secs(3_600);
+    let clock = ManualClock::new();
+    let vip = Quota::new(1_000, hour).unwrap();
+    let old = KeyedLimiter::<u64, ManualClock>::with_clock(10, hour, clock.clone()).unwrap();
+    old.set_quota(7, vip.clone()).unwrap();
+    old.check_n_at(&7, 500, 0).unwrap();
+    let snapshot = old.snapshot_at(Anchor::new(0, UNIX));
+    for (change, expect_left) in [("set_quota", 500), ("reconfigure", 500), ("remove", 1_000)] {
+        let mut new =
+            KeyedLimiter::<u64, ManualClock>::with_clock(10, hour, clock.clone()).unwrap();
+        let restored = new.restore_at(&snapshot, Anchor::new(1, UNIX + 1)).unwrap();
+        assert_eq!(restored.keys, 1);
+        assert!(new.check_at(&7, 1).is_err(), "{change}: the default judges it");
+        match change {
+            "set_quota" => new.set_quota(7, vip.clone()).unwrap(),
+            "reconfigure" => new.reconfigure(vip.clone()).unwrap(),
+            _ => {
+                assert!(new.remove(&7));
+                new.set_quota(7, vip.clone()).unwrap();
+            }
+        }
+        assert_eq!(
+            new.peek_n_at(&7, 1, 2).map(|a| a.remaining() + 1).unwrap_or(0),
+            expect_left,
+            "{change}: units left"
+        );
+        assert!(new.check_n_at(&7, expect_left, 2).is_ok(), "{change}");
+        assert!(new.check_at(&7, 2).is_err(), "{change}: over the quota");
+    }
+}
+
 /// A restore never brings a limiter's generation back to one that named
 /// another configuration: continuing past its own (a restore into a
 /// reconfigured limiter) and past the snapshot's (a new process).

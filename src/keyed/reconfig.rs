@@ -22,6 +22,7 @@ use papaya::{Compute, Guard, Operation};
 
 use super::KeyedLimiter;
 use super::state::{KeyState, Map, Parked, Words, with_map};
+use crate::algorithm::sealed::Sealed;
 use crate::algorithm::{Algorithm, Log};
 use crate::clock::Clock;
 use crate::error::ConfigError;
@@ -30,7 +31,7 @@ use crate::link::Link;
 use crate::policy::Quota;
 use crate::ring::Shape;
 use crate::grace::{Entered, Grace};
-use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What a keyed limiter's configuration is now, beyond its builder's.
 pub(super) struct Reconfig<K> {
@@ -51,6 +52,13 @@ pub(super) struct Reconfig<K> {
     /// Successors of states closed for reconfiguration, by the closed
     /// state's address, until swapped into the map.
     moving: papaya::HashMap<usize, Arc<Parked>>,
+    /// Admissions a restore could not fit in a key's ring (older than the
+    /// newest `L` it kept, or no longer counted by its policies then), by
+    /// key, sorted: merged into the key's state when a change moves it to
+    /// policies that count them.
+    restored: papaya::HashMap<K, Arc<[u64]>>,
+    /// Whether a restore ever kept any (`restored` is looked at only then).
+    any_restored: AtomicBool,
     lock: Mutex<()>,
 }
 
@@ -63,6 +71,8 @@ impl<K: Hash + Eq> Reconfig<K> {
             quotas_set: AtomicBool::new(false),
             grace: Grace::new(),
             moving: papaya::HashMap::new(),
+            restored: papaya::HashMap::new(),
+            any_restored: AtomicBool::new(false),
             lock: Mutex::new(()),
         }
     }
@@ -110,6 +120,31 @@ impl<K: Hash + Eq> Reconfig<K> {
         // itself (a SeqCst read-modify-write in `advance`).
         self.changed.store(true, Ordering::Relaxed);
         self.grace.advance();
+    }
+
+    /// Whether a restore kept admissions that did not fit (see `restored`).
+    fn has_restored(&self) -> bool {
+        // Relaxed: set by a restore, which has `&mut` of the limiter.
+        self.any_restored.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `times` (sorted), admissions of `key` a restore could not fit
+    /// in its ring, for a later change (`&mut` in the caller).
+    pub(super) fn keep_restored(&self, key: K, times: Arc<[u64]>) {
+        // Relaxed: see `has_restored`.
+        self.any_restored.store(true, Ordering::Relaxed);
+        self.restored.pin().insert(key, times);
+    }
+
+    /// Forgets what a restore kept for `key` (removed or reset).
+    pub(super) fn forget_restored<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if self.has_restored() {
+            self.restored.pin().remove(key);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, ()> {
@@ -188,7 +223,15 @@ where
                 .fetch_sub(self.cost(key, old.quota()), Ordering::Relaxed);
         }
     }
+}
 
+/// Live reconfiguration (exact log only: [`Log`]).
+impl<K, C, S> KeyedLimiter<K, C, S, Log>
+where
+    K: Hash + Eq + KeySize + Clone,
+    C: Clock,
+    S: BuildHasher,
+{
     /// Moves `key`'s live `state` to the policies it should have now
     /// (`owned` makes the copy of the key the map needs). Called with
     /// `config.lock` held.
@@ -216,6 +259,7 @@ where
             state.quota(),
             desired.as_deref(),
             &mut |words| {
+                let words = self.with_restored(key, desired.as_deref(), words);
                 // Parked before the close (papaya's insert is a Release
                 // store, the close a Release CAS after it): whoever sees the
                 // state closed finds its successor. An earlier attempt's is
@@ -236,15 +280,52 @@ where
         // desired policies.)
         moving.remove(&at);
     }
-}
 
-/// Live reconfiguration (exact log only: [`Log`]).
-impl<K, C, S> KeyedLimiter<K, C, S, Log>
-where
-    K: Hash + Eq + KeySize + Clone,
-    C: Clock,
-    S: BuildHasher,
-{
+    /// The successor's `words` (for policies `to`) with the admissions a
+    /// restore could not fit in `key`'s ring merged in: as many of the
+    /// newest as the new ring holds and its policies still count. What
+    /// does not fit stays for a later change; what no policy of the new
+    /// ones counts any more is dropped.
+    fn with_restored(
+        &self,
+        key: &K,
+        to: Option<&Shape>,
+        words: Box<[AtomicU64]>,
+    ) -> Box<[AtomicU64]> {
+        if !self.config.has_restored() {
+            return words;
+        }
+        let restored = self.config.restored.pin();
+        let Some(older) = restored.get(key) else {
+            return words;
+        };
+        let now = self.clock.now();
+        let shape = to.unwrap_or(self.algorithm.default_shape());
+        let moved = shape.ring_in(&words).admissions(now).unwrap_or_default();
+        let from_ring = moved.len();
+        let mut all: Vec<u64> = moved.iter().copied().chain(older.iter().copied()).collect();
+        all.sort_unstable();
+        let (kept, _) = crate::snapshot::live_times(moved, older.iter().copied(), now, &shape.geometry);
+        // `kept` is the newest of `all`: the rest is older than the ring.
+        let longest = shape.geometry.window() + shape.geometry.linger();
+        let rest: Arc<[u64]> = all[..all.len() - kept.len()]
+            .iter()
+            .copied()
+            .filter(|&t| t.saturating_add(longest) > now)
+            .collect();
+        if rest.is_empty() {
+            restored.remove(key);
+        } else {
+            restored.insert(key.clone(), rest);
+        }
+        if kept.len() == from_ring {
+            return words;
+        }
+        let words = <Box<[AtomicU64]> as Words>::build(words.len(), self.algorithm.initial(to, now));
+        shape.ring_in(&words).fill_fresh(&kept);
+        words
+    }
+
     /// Changes the default policies — those of every key without its own
     /// quota, live keys included — while other threads check, keeping each
     /// key's log.
