@@ -39,17 +39,12 @@
 //! `e`. Changes are serialised (a lock), so the counter a change waits on
 //! only holds inserts of its old epoch or ones about to start over.
 
-#[cfg(not(slidelog_loom))]
 use crossbeam_utils::CachePadded;
 
 #[cfg(slidelog_loom)]
 use crate::flaw::Flaw;
 use crate::sync::Backoff;
 use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
-
-/// Under the model checker the counters need no padding.
-#[cfg(slidelog_loom)]
-type CachePadded<T> = T;
 
 /// The epoch of a keyed limiter's policies and its inserts in flight.
 ///
