@@ -616,7 +616,11 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S, Log
     /// ring sized for it), `None` by the builder's policies. The function
     /// runs once per key lifetime (again if the key is evicted and comes
     /// back), never on the check of a key already present; a quota's ring
-    /// and description count against the memory budget.
+    /// and description count against the memory budget. It runs inside
+    /// the key's insert, which a change of policies
+    /// ([`reconfigure`](KeyedLimiter::reconfigure) and the like) waits
+    /// for: it should be quick, and must not change the limiter's policies
+    /// itself.
     ///
     /// ```
     /// use std::time::Duration;
@@ -2132,7 +2136,10 @@ where
 {
     /// Every key's live admissions, anchored to the system's wall clock now
     /// (see [`crate::snapshot`]). Keys with nothing that counts are left
-    /// out. Exact when no check races it.
+    /// out. Exact when no check races it, also while a change of policies
+    /// ([`reconfigure`](Self::reconfigure), [`set_quota`](Self::set_quota))
+    /// moves keys: a key being moved is read from its new state. Records
+    /// the limiter's [`generation`](Self::generation).
     ///
     /// ```
     /// use std::time::Duration;
@@ -2228,6 +2235,14 @@ where
     /// Keys beyond the key cap or memory budget are refused and counted.
     /// Needs `&mut`: restore before sharing the limiter.
     ///
+    /// A restored key whose policies hold fewer admissions than the
+    /// snapshot has (a key restored under a smaller default than the quota
+    /// it had) keeps the older ones aside: a later change of its policies
+    /// ([`set_quota`](Self::set_quota), [`clear_quota`](Self::clear_quota),
+    /// [`reconfigure`](Self::reconfigure)) gives them back as far as its
+    /// new policies count them; [`remove`](Self::remove) forgets them. The
+    /// [`generation`](Self::generation) continues past the snapshot's.
+    ///
     /// # Errors
     ///
     /// [`RestoreError::Version`](crate::snapshot::RestoreError::Version)
@@ -2300,7 +2315,12 @@ where
             .unwrap_or_default();
         let already = current.len();
         let g = shape.geometry;
-        let restored = || entry.admissions.iter().map(|&u| anchor.to_clock(u).min(now));
+        let restored = || {
+            entry
+                .admissions
+                .iter()
+                .map(|&u| anchor.to_clock(u).min(now))
+        };
         let mut all: Vec<u64> = current.iter().copied().chain(restored()).collect();
         let (times, expired) = crate::snapshot::live_times(current, restored(), now, &g);
         report.expired += expired;

@@ -172,7 +172,9 @@
 //! limiter never reconfigured keeps its first ring inline (no pointer to
 //! follow; a few instructions more per check, measured in BENCHMARKS.md);
 //! a reconfigured one pays one shared-pointer load per check. [`KeyedLimiter::reconfigure`] moves every live key before it
-//! returns (`O(keys · L)`); a key inserted while it runs moves itself.
+//! returns (`O(keys · L)`), keys inserted while it runs included: it waits
+//! for the inserts in flight that may have chosen the old policies (a
+//! grace period; checks never wait).
 //! A [`SlidingCounter`] changes only its limit (up to
 //! [`SlidingCounter::max_limit`]), keeping its counts; the Redis limiter
 //! sends the new policies with every call, and its ring script rebuilds a

@@ -1183,10 +1183,7 @@ impl<C: Clock> Limiter<C> {
         // runs meanwhile, and no reader holds a generation. The count
         // restarts (`current` is empty again); the generation continues
         // past this limiter's and the snapshot's.
-        self.restored = self
-            .generation()
-            .max(snapshot.generation)
-            .saturating_add(1);
+        self.restored = self.generation().max(snapshot.generation).saturating_add(1);
         self.first = Generation::with_log(shape, &times);
         self.current.set(None);
         self.generation = AtomicU64::new(0);

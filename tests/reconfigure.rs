@@ -537,8 +537,7 @@ fn a_key_inserted_across_a_change_has_the_new_policies_when_it_returns() {
         stops.go();
         assert!(stops.next());
         let l = Arc::clone(&limiter);
-        let changer =
-            std::thread::spawn(move || change.apply(&l, Quota::new(1, hour).unwrap()));
+        let changer = std::thread::spawn(move || change.apply(&l, Quota::new(1, hour).unwrap()));
         while limiter.generation() == 0 {
             std::thread::yield_now();
         }
@@ -560,8 +559,7 @@ fn a_key_inserted_across_a_change_has_the_new_policies_when_it_returns() {
         drop(stops);
         let inserted = inserter.join().unwrap();
         assert_eq!(
-            after,
-            [false; 3],
+            after, [false; 3],
             "{change:?}: checks of 5 after the change to 1 an hour were admitted"
         );
         assert!(inserted, "{change:?}: the key's first check was denied");

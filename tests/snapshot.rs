@@ -288,13 +288,20 @@ fn a_snapshot_holds_the_keys_a_change_is_moving() {
                 1_000,
                 "set_quota {set_quota}, stop {stops}: the moving key's admissions"
             );
-            assert_eq!(snapshot.keys.len(), 101, "set_quota {set_quota}, stop {stops}");
+            assert_eq!(
+                snapshot.keys.len(),
+                101,
+                "set_quota {set_quota}, stop {stops}"
+            );
             changing.go();
         }
         changer.join().unwrap();
         assert!(stops >= 1, "the change never hashed the key");
         assert_eq!(
-            limiter.check_n_at(&Gated::STOP_TOO, 500, 2).unwrap().remaining(),
+            limiter
+                .check_n_at(&Gated::STOP_TOO, 500, 2)
+                .unwrap()
+                .remaining(),
             0
         );
     }
@@ -320,7 +327,10 @@ fn a_restored_key_keeps_its_admissions_for_a_later_quota() {
             KeyedLimiter::<u64, ManualClock>::with_clock(10, hour, clock.clone()).unwrap();
         let restored = new.restore_at(&snapshot, Anchor::new(1, UNIX + 1)).unwrap();
         assert_eq!(restored.keys, 1);
-        assert!(new.check_at(&7, 1).is_err(), "{change}: the default judges it");
+        assert!(
+            new.check_at(&7, 1).is_err(),
+            "{change}: the default judges it"
+        );
         match change {
             "set_quota" => new.set_quota(7, vip.clone()).unwrap(),
             "reconfigure" => new.reconfigure(vip.clone()).unwrap(),
@@ -330,7 +340,9 @@ fn a_restored_key_keeps_its_admissions_for_a_later_quota() {
             }
         }
         assert_eq!(
-            new.peek_n_at(&7, 1, 2).map(|a| a.remaining() + 1).unwrap_or(0),
+            new.peek_n_at(&7, 1, 2)
+                .map(|a| a.remaining() + 1)
+                .unwrap_or(0),
             expect_left,
             "{change}: units left"
         );
@@ -363,7 +375,9 @@ fn a_restore_continues_the_generation() {
     }
     let snapshot = single.snapshot_at(Anchor::new(0, UNIX));
     let mut restarted = limiter(&[(3, 1_000_000_000)], &clock);
-    restarted.restore_at(&snapshot, Anchor::new(0, UNIX)).unwrap();
+    restarted
+        .restore_at(&snapshot, Anchor::new(0, UNIX))
+        .unwrap();
     assert!(restarted.generation() > single.generation());
 
     let keyed = KeyedLimiter::<u64, ManualClock>::with_clock(3, second, clock.clone()).unwrap();
@@ -374,7 +388,9 @@ fn a_restore_continues_the_generation() {
     let snapshot = keyed.snapshot_at(Anchor::new(0, UNIX));
     let mut restarted =
         KeyedLimiter::<u64, ManualClock>::with_clock(6, second, clock.clone()).unwrap();
-    restarted.restore_at(&snapshot, Anchor::new(0, UNIX)).unwrap();
+    restarted
+        .restore_at(&snapshot, Anchor::new(0, UNIX))
+        .unwrap();
     assert!(restarted.generation() > 3, "{}", restarted.generation());
     let after = restarted.generation();
     restarted.reconfigure(quota(2)).unwrap();
@@ -386,8 +402,9 @@ fn a_restore_continues_the_generation() {
 #[test]
 fn a_snapshot_without_a_generation_restores() {
     let clock = ManualClock::new();
-    let keyed = KeyedLimiter::<u64, ManualClock>::with_clock(3, Duration::from_secs(1), clock.clone())
-        .unwrap();
+    let keyed =
+        KeyedLimiter::<u64, ManualClock>::with_clock(3, Duration::from_secs(1), clock.clone())
+            .unwrap();
     keyed.check_n_at(&7, 2, 0).unwrap();
     let mut json: serde_json::Value =
         serde_json::to_value(keyed.snapshot_at(Anchor::new(0, UNIX))).unwrap();

@@ -26,11 +26,11 @@ use crate::algorithm::sealed::Sealed;
 use crate::algorithm::{Algorithm, Log};
 use crate::clock::Clock;
 use crate::error::ConfigError;
+use crate::grace::{Entered, Grace};
 use crate::key_size::KeySize;
 use crate::link::Link;
 use crate::policy::Quota;
 use crate::ring::Shape;
-use crate::grace::{Entered, Grace};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What a keyed limiter's configuration is now, beyond its builder's.
@@ -305,7 +305,8 @@ where
         let from_ring = moved.len();
         let mut all: Vec<u64> = moved.iter().copied().chain(older.iter().copied()).collect();
         all.sort_unstable();
-        let (kept, _) = crate::snapshot::live_times(moved, older.iter().copied(), now, &shape.geometry);
+        let (kept, _) =
+            crate::snapshot::live_times(moved, older.iter().copied(), now, &shape.geometry);
         // `kept` is the newest of `all`: the rest is older than the ring.
         let longest = shape.geometry.window() + shape.geometry.linger();
         let rest: Arc<[u64]> = all[..all.len() - kept.len()]
@@ -321,7 +322,8 @@ where
         if kept.len() == from_ring {
             return words;
         }
-        let words = <Box<[AtomicU64]> as Words>::build(words.len(), self.algorithm.initial(to, now));
+        let words =
+            <Box<[AtomicU64]> as Words>::build(words.len(), self.algorithm.initial(to, now));
         shape.ring_in(&words).fill_fresh(&kept);
         words
     }
@@ -338,8 +340,12 @@ where
     /// or [`set_quota`](Self::set_quota)) keep it.
     ///
     /// Live keys are moved before this returns (a walk over the map,
-    /// `O(keys · L)`); a key inserted while it runs moves itself. Checks
-    /// never wait for it. A key's bytes follow its new ring: growing limits
+    /// `O(keys · L)`), keys inserted while it runs included: it first
+    /// waits for the inserts in flight that may have chosen the old
+    /// policies (docs/design.md §6, "Keys inserted during a change"), so
+    /// no key keeps them once it returns. Checks never wait for it (nor
+    /// take its lock). A [quota function](crate::KeyedBuilder::quota) must
+    /// not call it: it would wait for the insert that called the function. A key's bytes follow its new ring: growing limits
     /// can take the map past [`max_bytes`](Self::max_bytes) (no live key is
     /// dropped for it; new keys are refused until it fits again).
     ///
@@ -374,6 +380,12 @@ where
     /// builder's [`quota`](crate::KeyedBuilder::quota) function and the
     /// default, until [`clear_quota`](Self::clear_quota). A live key keeps
     /// its log (as [`reconfigure`](Self::reconfigure) does).
+    ///
+    /// Every check of `key` that starts after this returns is judged by
+    /// `quota`, a check that creates the key meanwhile included (as for
+    /// [`reconfigure`](Self::reconfigure)). A key restored with more
+    /// admissions than its ring then held gets the older ones back, as far
+    /// as `quota` counts them (see [`restore`](Self::restore)).
     ///
     /// Run-time quotas are kept in a map of their own until cleared (they
     /// are not evicted with idle keys, and not counted in
@@ -433,7 +445,9 @@ where
     /// ([`reconfigure`](Self::reconfigure), [`set_quota`](Self::set_quota),
     /// [`clear_quota`](Self::clear_quota)): a cache of
     /// [`policies`](KeyedLimiter::policies) is current while this is
-    /// unchanged.
+    /// unchanged. A [`restore`](Self::restore) continues past both this
+    /// limiter's generation and the snapshot's (one more than the larger),
+    /// so no number names two configurations.
     ///
     /// ```
     /// use std::time::Duration;
