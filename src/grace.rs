@@ -103,6 +103,7 @@ impl Grace {
 
     /// Continues the epoch past `past` (a restore: no insert or change
     /// runs, `&mut` in the caller).
+    #[cfg(feature = "serde")]
     pub(crate) fn continue_past(&self, past: u64) {
         let next = self.epoch().max(past).saturating_add(1);
         // Relaxed: nothing runs concurrently (see above).

@@ -2315,30 +2315,35 @@ where
             .unwrap_or_default();
         let already = current.len();
         let g = shape.geometry;
+        // The snapshot's, and what an earlier entry of the same key kept
+        // aside.
+        let aside = self.config.take_restored(&entry.key);
         let restored = || {
             entry
                 .admissions
                 .iter()
                 .map(|&u| anchor.to_clock(u).min(now))
+                .chain(aside.iter().flat_map(|times| times.iter().copied()))
         };
         let mut all: Vec<u64> = current.iter().copied().chain(restored()).collect();
         let (times, expired) = crate::snapshot::live_times(current, restored(), now, &g);
         report.expired += expired;
-        if times.is_empty() {
-            return;
-        }
         // What the ring does not hold (the oldest: `times` is the newest of
         // them all) waits for a change of the key's policies that counts
-        // it (`Reconfig::restored`).
+        // it (`Reconfig::restored`): the key is restored for it even if
+        // its ring stays empty.
         all.sort_unstable();
         all.truncate(all.len() - times.len());
-        if !all.is_empty() {
-            self.config.keep_restored(entry.key.clone(), all.into());
+        if all.is_empty() && times.is_empty() {
+            return;
         }
         let cost = self.cost(&entry.key, quota.as_deref());
         if existing.is_none() && !self.reserve(cost) {
             report.refused_keys += 1;
             return;
+        }
+        if !all.is_empty() {
+            self.config.keep_restored(entry.key.clone(), all.into());
         }
         use crate::algorithm::sealed::Sealed;
         let algorithm = &self.algorithm;

@@ -351,6 +351,49 @@ fn a_restored_key_keeps_its_admissions_for_a_later_quota() {
     }
 }
 
+fn quota_of(policies: &[(u32, u64)]) -> Quota {
+    let mut quota = Quota::new(policies[0].0, Duration::from_nanos(policies[0].1)).unwrap();
+    for &(limit, window) in &policies[1..] {
+        quota = quota.and(limit, Duration::from_nanos(window)).unwrap();
+    }
+    quota
+}
+
+proptest! {
+    /// A key with its own quota, snapshotted, restored where the default
+    /// holds fewer admissions, then given its quota again: it decides
+    /// exactly as the limiter that never stopped.
+    #[test]
+    fn a_restored_key_given_its_quota_again_decides_as_if_it_never_stopped(
+        own in policies(),
+        default in 1..=3u32,
+        before in ops(),
+        after in ops(),
+    ) {
+        let clock = ManualClock::new();
+        let keyed = |clock: &ManualClock| {
+            KeyedLimiter::<u64, ManualClock>::with_clock(default, Duration::from_nanos(7), clock.clone())
+                .unwrap()
+        };
+        let old = keyed(&clock);
+        old.set_quota(7, quota_of(&own)).unwrap();
+        let mut t = 0;
+        for &(dt, n) in &before {
+            t += dt;
+            let _ = old.check_n_at(&7, n, t);
+        }
+        let snapshot = old.snapshot_at(Anchor::new(t, UNIX + t));
+        clock.set(t);
+        let mut new = keyed(&clock);
+        new.restore_at(&snapshot, Anchor::new(t, UNIX + t)).unwrap();
+        new.set_quota(7, quota_of(&own)).unwrap();
+        for &(dt, n) in &after {
+            t += dt;
+            prop_assert_eq!(old.check_n_at(&7, n, t), new.check_n_at(&7, n, t), "at {}", t);
+        }
+    }
+}
+
 /// A restore never brings a limiter's generation back to one that named
 /// another configuration: continuing past its own (a restore into a
 /// reconfigured limiter) and past the snapshot's (a new process).

@@ -100,6 +100,7 @@ impl<K: Hash + Eq> Reconfig<K> {
 
     /// Continues the generation past a restored snapshot's (`&mut` in the
     /// caller: nothing runs concurrently).
+    #[cfg(feature = "serde")]
     pub(super) fn continue_past(&self, generation: u64) {
         self.grace.continue_past(generation);
     }
@@ -130,10 +131,20 @@ impl<K: Hash + Eq> Reconfig<K> {
 
     /// Keeps `times` (sorted), admissions of `key` a restore could not fit
     /// in its ring, for a later change (`&mut` in the caller).
+    #[cfg(feature = "serde")]
     pub(super) fn keep_restored(&self, key: K, times: Arc<[u64]>) {
         // Relaxed: see `has_restored`.
         self.any_restored.store(true, Ordering::Relaxed);
         self.restored.pin().insert(key, times);
+    }
+
+    /// Takes what a restore kept for `key` (`&mut` in the caller).
+    #[cfg(feature = "serde")]
+    pub(super) fn take_restored(&self, key: &K) -> Option<Arc<[u64]>> {
+        if !self.has_restored() {
+            return None;
+        }
+        self.restored.pin().remove(key).cloned()
     }
 
     /// Forgets what a restore kept for `key` (removed or reset).
@@ -254,12 +265,14 @@ where
         }
         let moving = self.config.moving.pin();
         let at = address(state);
+        // What stays of a restore's older admissions, by the last attempt.
+        let mut rest = None;
         let closed = self.algorithm.close_into(
             &state.words,
             state.quota(),
             desired.as_deref(),
             &mut |words| {
-                let words = self.with_restored(key, desired.as_deref(), words);
+                let words = self.with_restored(key, desired.as_deref(), words, &mut rest);
                 // Parked before the close (papaya's insert is a Release
                 // store, the close a Release CAS after it): whoever sees the
                 // state closed finds its successor. An earlier attempt's is
@@ -273,6 +286,14 @@ where
                 );
             },
         );
+        if closed && let Some(rest) = rest {
+            let restored = self.config.restored.pin();
+            if rest.is_empty() {
+                restored.remove(key);
+            } else {
+                restored.insert(key.clone(), rest);
+            }
+        }
         if closed && let Some(successor) = moving.get(&at).cloned() {
             self.relink(map, owned(), state, &successor, guard);
         }
@@ -284,13 +305,15 @@ where
     /// The successor's `words` (for policies `to`) with the admissions a
     /// restore could not fit in `key`'s ring merged in: as many of the
     /// newest as the new ring holds and its policies still count. What
-    /// does not fit stays for a later change; what no policy of the new
-    /// ones counts any more is dropped.
+    /// does not fit is left in `rest`, for a later change, once the close
+    /// succeeds (an attempt that fails leaves the restored ones as they
+    /// were); what no policy of the new ones counts any more is dropped.
     fn with_restored(
         &self,
         key: &K,
         to: Option<&Shape>,
         words: Box<[AtomicU64]>,
+        rest: &mut Option<Arc<[u64]>>,
     ) -> Box<[AtomicU64]> {
         if !self.config.has_restored() {
             return words;
@@ -303,28 +326,21 @@ where
         let shape = to.unwrap_or(self.algorithm.default_shape());
         let moved = shape.ring_in(&words).admissions(now).unwrap_or_default();
         let from_ring = moved.len();
-        let mut all: Vec<u64> = moved.iter().copied().chain(older.iter().copied()).collect();
-        all.sort_unstable();
-        let (kept, _) =
-            crate::snapshot::live_times(moved, older.iter().copied(), now, &shape.geometry);
-        // `kept` is the newest of `all`: the rest is older than the ring.
+        // All of them, oldest first; the ring keeps the newest `L` of
+        // those its policies still count at `now`, the rest stays aside.
         let longest = shape.geometry.window() + shape.geometry.linger();
-        let rest: Arc<[u64]> = all[..all.len() - kept.len()]
-            .iter()
-            .copied()
-            .filter(|&t| t.saturating_add(longest) > now)
-            .collect();
-        if rest.is_empty() {
-            restored.remove(key);
-        } else {
-            restored.insert(key.clone(), rest);
-        }
+        let mut all: Vec<u64> = moved.into_iter().chain(older.iter().copied()).collect();
+        all.sort_unstable();
+        let counted = all.partition_point(|&t| t.saturating_add(longest) <= now);
+        let split = all.len() - (all.len() - counted).min(shape.geometry.limit() as usize);
+        let kept = &all[split..];
+        *rest = Some(all[counted..split].into());
         if kept.len() == from_ring {
             return words;
         }
         let words =
             <Box<[AtomicU64]> as Words>::build(words.len(), self.algorithm.initial(to, now));
-        shape.ring_in(&words).fill_fresh(&kept);
+        shape.ring_in(&words).fill_fresh(kept);
         words
     }
 
