@@ -173,8 +173,10 @@ impl Drop for Entered<'_> {
 
 /// Hooks for the model checker: a grace period with a broken step.
 #[cfg(slidelog_loom)]
+#[doc(hidden)]
 #[allow(unreachable_pub)]
 impl Grace {
+    /// A grace period with the broken step `flaw`.
     pub fn with_flaw(flaw: Flaw) -> Self {
         Grace {
             flaw,
