@@ -29,8 +29,8 @@ struct Keyed {
     /// The default limit (a `Link` in the limiter: Release stores,
     /// Acquire loads).
     default: AtomicU32,
-    /// The one key: the limit its state has, or 0 while absent.
-    key: AtomicU32,
+    /// The keys: the limit each one's state has, or 0 while absent.
+    keys: [AtomicU32; 2],
 }
 
 impl Keyed {
@@ -38,17 +38,15 @@ impl Keyed {
         Arc::new(Keyed {
             grace: Grace::with_flaw(flaw),
             default: AtomicU32::new(OLD),
-            key: AtomicU32::new(0),
+            keys: [AtomicU32::new(0), AtomicU32::new(0)],
         })
     }
 
-    /// A check of the absent key: announce, choose, publish, leave.
-    fn insert(&self) {
+    /// A check of absent key `key`: announce, choose, publish, leave.
+    fn insert(&self, key: usize) {
         let entered = self.grace.enter();
         let limit = self.default.load(Ordering::Acquire);
-        let _ = self
-            .key
-            .compare_exchange(0, limit, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self.keys[key].compare_exchange(0, limit, Ordering::AcqRel, Ordering::Acquire);
         drop(entered);
     }
 
@@ -56,18 +54,20 @@ impl Keyed {
     fn reconfigure(&self, limit: u32) {
         self.default.store(limit, Ordering::Release);
         self.grace.advance();
-        let found = self.key.load(Ordering::Acquire);
-        if found != 0 && found != limit {
-            // The migration (a close and a swap in the limiter): the only
-            // writer of a present key.
-            self.key.store(limit, Ordering::Release);
+        for key in &self.keys {
+            let found = key.load(Ordering::Acquire);
+            if found != 0 && found != limit {
+                // The migration (a close and a swap in the limiter): the
+                // only writer of a present key.
+                key.store(limit, Ordering::Release);
+            }
         }
     }
 
-    /// What a check that starts now finds: the key's limit, or `None`
-    /// while absent (its insert then reads the default anew).
-    fn found(&self) -> Option<u32> {
-        Some(self.key.load(Ordering::Acquire)).filter(|&limit| limit != 0)
+    /// What a check of `key` that starts now finds: the key's limit, or
+    /// `None` while absent (its insert then reads the default anew).
+    fn found(&self, key: usize) -> Option<u32> {
+        Some(self.keys[key].load(Ordering::Acquire)).filter(|&limit| limit != 0)
     }
 }
 
@@ -78,17 +78,20 @@ fn insert_races_changes(flaw: Flaw, changes: &'static [u32]) {
     explore(3, move || {
         let keyed = Keyed::new(flaw);
         let k = Arc::clone(&keyed);
-        let inserter = thread::spawn(move || k.insert());
+        let inserter = thread::spawn(move || k.insert(0));
         for &limit in changes {
             keyed.reconfigure(limit);
         }
         let last = *changes.last().unwrap();
-        if let Some(limit) = keyed.found() {
-            assert_eq!(limit, last, "a key kept the old policies after the change returned");
+        if let Some(limit) = keyed.found(0) {
+            assert_eq!(
+                limit, last,
+                "a key kept the old policies after the change returned"
+            );
         }
         inserter.join().unwrap();
         assert_eq!(
-            keyed.found(),
+            keyed.found(0),
             Some(last),
             "a key kept the old policies after the change returned"
         );
@@ -121,4 +124,41 @@ fn control_no_grace_is_caught() {
 #[should_panic(expected = "kept the old policies")]
 fn control_unconfirmed_entry_is_caught() {
     insert_races_changes(Flaw::UnconfirmedEntry, &[1]);
+}
+
+/// Two inserts of two keys race one change (the change's zero must cover
+/// both leaves: the second decrement continues the first's release
+/// sequence).
+fn two_inserts_race_a_change(flaw: Flaw) {
+    explore(3, move || {
+        let keyed = Keyed::new(flaw);
+        let inserters: Vec<_> = (0..2)
+            .map(|key| {
+                let k = Arc::clone(&keyed);
+                thread::spawn(move || k.insert(key))
+            })
+            .collect();
+        keyed.reconfigure(1);
+        for inserter in inserters {
+            inserter.join().unwrap();
+        }
+        for key in 0..2 {
+            assert_eq!(
+                keyed.found(key),
+                Some(1),
+                "a key kept the old policies after the change returned"
+            );
+        }
+    });
+}
+
+#[test]
+fn two_inserts_racing_a_change_get_the_new_policies() {
+    two_inserts_race_a_change(Flaw::None);
+}
+
+#[test]
+#[should_panic(expected = "kept the old policies")]
+fn control_no_grace_is_caught_with_two_inserts() {
+    two_inserts_race_a_change(Flaw::NoGrace);
 }
