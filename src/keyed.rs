@@ -2240,8 +2240,10 @@ where
     /// it had) keeps the older ones aside: a later change of its policies
     /// ([`set_quota`](Self::set_quota), [`clear_quota`](Self::clear_quota),
     /// [`reconfigure`](Self::reconfigure)) gives them back as far as its
-    /// new policies count them; [`remove`](Self::remove) forgets them. The
-    /// [`generation`](Self::generation) continues past the snapshot's.
+    /// new policies count them; [`remove`](Self::remove) forgets them
+    /// (they are not counted in [`max_bytes`](Self::max_bytes): at most
+    /// the snapshot's own size). The [`generation`](Self::generation)
+    /// continues past the snapshot's.
     ///
     /// # Errors
     ///
