@@ -15,7 +15,7 @@ use crate::policy::Policy;
 // model checker).
 #[cfg(not(slidelog_loom))]
 mod per_key;
-#[cfg(all(not(slidelog_loom), feature = "serde"))]
+#[cfg(not(slidelog_loom))]
 pub(crate) use per_key::sealed;
 #[cfg(not(slidelog_loom))]
 pub use per_key::{Algorithm, Counter, Log};

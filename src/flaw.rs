@@ -40,6 +40,14 @@ pub enum Flaw {
     /// for an idle one and forgets it (a keyed sweep must leave it to its
     /// mover).
     EvictMoving,
+    /// (Keyed reconfiguration) Walk the map without waiting for the inserts
+    /// that may have chosen the old policies: a key they publish after the
+    /// walk keeps them after the change returned.
+    NoGrace,
+    /// (Keyed reconfiguration) Announce an insert without the fence and the
+    /// epoch's re-read: a change that bumped the epoch meanwhile may miss
+    /// it, and it may choose the old policies.
+    UnconfirmedEntry,
 
     // --- The ring (docs/design.md §4) ---
     /// Skip the seqlock re-validation of `head`.

@@ -17,6 +17,7 @@ use crate::counter::CounterMode;
 use crate::decision::{Admitted, Denied, DenyReason};
 use crate::error::ConfigError;
 use crate::floor::Floor;
+use crate::grace::Entered;
 use crate::key_size::KeySize;
 use crate::policy::{Policy, Quota};
 use crate::ring::Shape;
@@ -628,7 +629,11 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher> KeyedBuilder<K, C, S, Log
     /// ring sized for it), `None` by the builder's policies. The function
     /// runs once per key lifetime (again if the key is evicted and comes
     /// back), never on the check of a key already present; a quota's ring
-    /// and description count against the memory budget.
+    /// and description count against the memory budget. It runs inside
+    /// the key's insert, which a change of policies
+    /// ([`reconfigure`](KeyedLimiter::reconfigure) and the like) waits
+    /// for: it should be quick, and must not change the limiter's policies
+    /// itself.
     ///
     /// ```
     /// use std::time::Duration;
@@ -1314,30 +1319,28 @@ where
                 if n == 0 && self.quota.is_none() && self.config.unchanged() {
                     return Next::Fresh(self.algorithm.fresh(None, 0, now, self.floor.get()));
                 }
-                let epoch = self.config.epoch();
                 let owned = key.to_owned().compact();
+                if n == 0 {
+                    // Nothing to insert: the key's policies answer.
+                    let quota = self.quota_for(&owned);
+                    if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), 0) {
+                        return Next::Deny(denied);
+                    }
+                    let floor = self.floor.get();
+                    return Next::Fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor));
+                }
+                // Announced before the policies are chosen, until the key is
+                // published: a change of policies waits for it before its
+                // walk (the grace period, `crate::grace`).
+                let entered = self.config.enter();
                 let quota = self.quota_for(&owned);
                 if let Some(denied) = self.algorithm.exceeds(quota.as_deref(), n) {
                     return Next::Deny(denied);
                 }
-                if n == 0 {
-                    let floor = self.floor.get();
-                    return Next::Fresh(self.algorithm.fresh(quota.as_deref(), 0, now, floor));
-                }
-                let state = match self.insert(map, owned, quota, now, guard) {
-                    Ok(state) => state,
-                    Err(denied) => return Next::Deny(denied),
+                return match self.insert(map, owned, quota, now, guard, entered) {
+                    Ok(state) => Next::Ask(state),
+                    Err(denied) => Next::Deny(denied),
                 };
-                if !self.config.raced(epoch) {
-                    return Next::Ask(state);
-                }
-                // Its policies may be the ones just replaced: move it, then
-                // ask whatever the key holds.
-                self.migrate_raced(key);
-                match map.get(key, guard) {
-                    Some(state) => return Next::Ask(state),
-                    None => continue,
-                }
             };
             // Over the limit, or closed (the state answered nothing). Never
             // by a closed state's limits: its successor answers.
@@ -1495,6 +1498,10 @@ where
 
     /// Inserts a fresh state for `key`, or returns the state a racing
     /// thread inserted first. Cold: it runs once per key lifetime.
+    ///
+    /// `entered` announced the insert before its `quota` was chosen; it
+    /// leaves once the key is published (so a sweep at the key cap, which
+    /// runs before, delays a change of policies; the sweep after does not).
     #[cold]
     #[inline(never)]
     fn insert<'g, W: Words>(
@@ -1504,6 +1511,7 @@ where
         quota: Option<Arc<Shape>>,
         now: u64,
         guard: &'g impl Guard,
+        entered: Entered<'_>,
     ) -> Result<&'g KeyState<W>, Denied>
     where
         K: 'g,
@@ -1551,7 +1559,10 @@ where
                 quota,
             }
         };
-        match map.try_insert_with(owned, make, guard) {
+        let inserted = map.try_insert_with(owned, make, guard);
+        // Published (or found): a change may walk the map now.
+        drop(entered);
+        match inserted {
             Ok(ring) => {
                 self.observe_live();
                 // Relaxed: a heuristic counter.
@@ -1860,6 +1871,7 @@ where
             map.remove_entry(key, &guard)
                 .map(|(removed, state)| self.cost(removed, state.quota()))
         });
+        self.config.forget_restored(key);
         let Some(cost) = cost else {
             return false;
         };
@@ -2141,7 +2153,10 @@ where
 {
     /// Every key's live admissions, anchored to the system's wall clock now
     /// (see [`crate::snapshot`]). Keys with nothing that counts are left
-    /// out. Exact when no check races it.
+    /// out. Exact when no check races it, also while a change of policies
+    /// ([`reconfigure`](Self::reconfigure), [`set_quota`](Self::set_quota))
+    /// moves keys: a key being moved is read from its new state. Records
+    /// the limiter's [`generation`](Self::generation).
     ///
     /// ```
     /// use std::time::Duration;
@@ -2167,11 +2182,8 @@ where
             let guard = map.guard();
             map.iter(&guard)
                 .filter_map(|(key, state)| {
-                    let shape = state.quota().unwrap_or(self.algorithm.default_shape());
-                    let admissions: Vec<u64> = shape
-                        .ring_in(&state.words)
-                        .admissions(anchor.clock_nanos)
-                        .unwrap_or_default()
+                    let admissions: Vec<u64> = self
+                        .live_admissions(map, key, state, anchor.clock_nanos, &guard)
                         .into_iter()
                         .map(|t| anchor.to_unix(t))
                         .collect();
@@ -2186,7 +2198,49 @@ where
             version: crate::snapshot::SNAPSHOT_VERSION,
             taken_at_unix_nanos: anchor.unix_nanos,
             policies: self.policies().to_vec(),
+            generation: self.generation(),
             keys,
+        }
+    }
+
+    /// `key`'s live admissions at `now`, from its `state` or, if a change of
+    /// policies closed it, from its successor (parked, or swapped into the
+    /// map); none if it was closed for eviction (nothing in it counts).
+    fn live_admissions<'g, W: Words>(
+        &self,
+        map: &'g Map<K, W, S>,
+        key: &K,
+        mut state: &'g KeyState<W>,
+        now: u64,
+        guard: &'g impl Guard,
+    ) -> Vec<u64>
+    where
+        K: 'g,
+    {
+        let default = self.algorithm.default_shape();
+        loop {
+            let shape = state.quota().unwrap_or(default);
+            if let Some(times) = shape.ring_in(&state.words).admissions(now) {
+                return times;
+            }
+            // Closed. For a change of policies: its successor, parked
+            // before the close, holds the log (a parked state is never
+            // closed; once swapped in, the map holds a copy of it).
+            if let Some(next) = self.config.successor(state)
+                && let Some(times) = next
+                    .quota()
+                    .unwrap_or(default)
+                    .ring_in(&next.words)
+                    .admissions(now)
+            {
+                return times;
+            }
+            // Swapped in already (and no longer parked), or closed for
+            // eviction: whatever the key holds now.
+            match map.get(key, guard) {
+                Some(current) if !core::ptr::eq(current, state) => state = current,
+                _ => return Vec::new(),
+            }
         }
     }
 
@@ -2197,6 +2251,16 @@ where
     /// or the default); admissions no policy counts any more are dropped.
     /// Keys beyond the key cap or memory budget are refused and counted.
     /// Needs `&mut`: restore before sharing the limiter.
+    ///
+    /// A restored key whose policies hold fewer admissions than the
+    /// snapshot has (a key restored under a smaller default than the quota
+    /// it had) keeps the older ones aside: a later change of its policies
+    /// ([`set_quota`](Self::set_quota), [`clear_quota`](Self::clear_quota),
+    /// [`reconfigure`](Self::reconfigure)) gives them back as far as its
+    /// new policies count them; [`remove`](Self::remove) forgets them
+    /// (they are not counted in [`max_bytes`](Self::max_bytes): at most
+    /// the snapshot's own size). The [`generation`](Self::generation)
+    /// continues past the snapshot's.
     ///
     /// # Errors
     ///
@@ -2236,6 +2300,8 @@ where
         anchor: crate::snapshot::Anchor,
     ) -> Result<crate::snapshot::Restored, crate::snapshot::RestoreError> {
         crate::snapshot::check_version(snapshot.version)?;
+        // `&mut self`: no insert or change runs meanwhile.
+        self.config.continue_past(snapshot.generation);
         let mut report = crate::snapshot::Restored::default();
         with_map!(&self.map, map => {
             for entry in &snapshot.keys {
@@ -2268,20 +2334,35 @@ where
             .unwrap_or_default();
         let already = current.len();
         let g = shape.geometry;
-        let (times, expired) = crate::snapshot::live_times(
-            current,
-            entry.admissions.iter().map(|&u| anchor.to_clock(u)),
-            now,
-            &g,
-        );
+        // The snapshot's, and what an earlier entry of the same key kept
+        // aside.
+        let aside = self.config.take_restored(&entry.key);
+        let restored = || {
+            entry
+                .admissions
+                .iter()
+                .map(|&u| anchor.to_clock(u).min(now))
+                .chain(aside.iter().flat_map(|times| times.iter().copied()))
+        };
+        let mut all: Vec<u64> = current.iter().copied().chain(restored()).collect();
+        let (times, expired) = crate::snapshot::live_times(current, restored(), now, &g);
         report.expired += expired;
-        if times.is_empty() {
+        // What the ring does not hold (the oldest: `times` is the newest of
+        // them all) waits for a change of the key's policies that counts
+        // it (`Reconfig::restored`): the key is restored for it even if
+        // its ring stays empty.
+        all.sort_unstable();
+        all.truncate(all.len() - times.len());
+        if all.is_empty() && times.is_empty() {
             return;
         }
         let cost = self.cost(&entry.key, quota.as_deref());
         if existing.is_none() && !self.reserve(cost) {
             report.refused_keys += 1;
             return;
+        }
+        if !all.is_empty() {
+            self.config.keep_restored(entry.key.clone(), all.into());
         }
         use crate::algorithm::sealed::Sealed;
         let algorithm = &self.algorithm;

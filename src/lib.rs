@@ -187,7 +187,9 @@
 //! limiter never reconfigured keeps its first ring inline (no pointer to
 //! follow; a few instructions more per check, measured in BENCHMARKS.md);
 //! a reconfigured one pays one shared-pointer load per check. [`KeyedLimiter::reconfigure`] moves every live key before it
-//! returns (`O(keys · L)`); a key inserted while it runs moves itself.
+//! returns (`O(keys · L)`), keys inserted while it runs included: it waits
+//! for the inserts in flight that may have chosen the old policies (a
+//! grace period; checks never wait).
 //! A [`SlidingCounter`] changes only its limit (up to
 //! [`SlidingCounter::max_limit`]), keeping its counts; the Redis limiter
 //! sends the new policies with every call, and a key keeps what every
@@ -412,6 +414,7 @@ mod decision;
 mod error;
 mod flaw;
 mod floor;
+mod grace;
 mod key_size;
 #[cfg(not(slidelog_loom))]
 mod keyed;
@@ -451,6 +454,7 @@ pub mod loom_hooks {
     //! Only under `--cfg slidelog_loom`: the deliberately broken variants.
     pub use crate::flaw::Flaw;
     pub use crate::floor::Floor;
+    pub use crate::grace::{Entered, Grace};
     pub use crate::limiter::Swept;
 }
 

@@ -94,6 +94,9 @@ pub struct Limiter<C: Clock = QuantaClock> {
     /// How many reconfigurations completed (0: `current` was never set, and
     /// `limit()` and the like answer without loading it).
     generation: AtomicU64,
+    /// Where [`generation`](Self::generation) continues from after a
+    /// restore (which empties `current` and sets the count above to 0).
+    restored: u64,
     /// One reconfiguration at a time: the close of a generation has one
     /// writer of its `next`.
     reconfiguring: Mutex<()>,
@@ -462,6 +465,7 @@ impl<C: Clock> Limiter<C> {
             first: Generation::new(shape),
             current: Link::empty(),
             generation: AtomicU64::new(0),
+            restored: 0,
             reconfiguring: Mutex::new(()),
             clock,
         }
@@ -1055,6 +1059,11 @@ impl<C: Clock> Limiter<C> {
     /// limiter: a cache of [`policies`](Self::policies) (such as the tower
     /// layer's `RateLimit-Policy`) is current while this is unchanged.
     ///
+    /// A [`restore`](Self::restore) continues past both this limiter's
+    /// generation and the one the snapshot recorded (one more than the
+    /// larger), so no number names two configurations of this limiter, nor
+    /// one of the limiter the snapshot was taken from.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use slidelog::{Limiter, Quota};
@@ -1066,7 +1075,8 @@ impl<C: Clock> Limiter<C> {
     /// ```
     pub fn generation(&self) -> u64 {
         // Relaxed: see `reconfigure`.
-        self.generation.load(Ordering::Relaxed)
+        self.restored
+            .saturating_add(self.generation.load(Ordering::Relaxed))
     }
 
     /// Every policy this limiter checks now, in the order given (one for
@@ -1128,6 +1138,7 @@ impl<C: Clock> Limiter<C> {
             version: crate::snapshot::SNAPSHOT_VERSION,
             taken_at_unix_nanos: anchor.unix_nanos,
             policies: self.policies(),
+            generation: self.generation(),
             admissions: self
                 .admissions(anchor.clock_nanos)
                 .into_iter()
@@ -1198,7 +1209,10 @@ impl<C: Clock> Limiter<C> {
             &g.resized(cap.min(crate::ring::MAX_LIMIT as usize) as u32, g.horizon()),
         );
         // A fresh ring, then the merged log: `&mut self` means no check
-        // runs meanwhile, and no reader holds a generation.
+        // runs meanwhile, and no reader holds a generation. The count
+        // restarts (`current` is empty again); the generation continues
+        // past this limiter's and the snapshot's.
+        self.restored = self.generation().max(snapshot.generation).saturating_add(1);
         self.first = Generation::with_log(&shape.ordinary(), &times, now, g.horizon());
         self.current.set(None);
         self.generation = AtomicU64::new(0);

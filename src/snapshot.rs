@@ -160,6 +160,11 @@ pub struct Snapshot {
     /// The policies of the limiter it was taken from (informative: a
     /// restore judges by the restoring limiter's policies).
     pub policies: Vec<Policy>,
+    /// The [`generation`](crate::Limiter::generation) of the limiter it was
+    /// taken from: a restore continues past it (0 when absent, in a
+    /// snapshot written before it was recorded).
+    #[serde(default)]
+    pub generation: u64,
     /// The effective times of the admissions that still counted for some
     /// policy, in nanoseconds since the Unix epoch, oldest first.
     pub admissions: Vec<u64>,
@@ -191,6 +196,11 @@ pub struct KeyedSnapshot<K> {
     pub taken_at_unix_nanos: u64,
     /// The default policies of the limiter it was taken from.
     pub policies: Vec<Policy>,
+    /// The [`generation`](crate::KeyedLimiter::generation) of the limiter
+    /// it was taken from: a restore continues past it (0 when absent, in a
+    /// snapshot written before it was recorded).
+    #[serde(default)]
+    pub generation: u64,
     /// Every key with admissions that still counted.
     pub keys: Vec<KeyAdmissions<K>>,
 }
@@ -207,6 +217,7 @@ pub struct KeyedSnapshot<K> {
 ///     version: SNAPSHOT_VERSION,
 ///     taken_at_unix_nanos: 0,
 ///     policies: Vec::new(), // informative only
+///     generation: 0,
 ///     keys: vec![KeyAdmissions { key: "alice".to_string(), admissions: vec![0, 0] }],
 /// };
 /// let mut limiter = KeyedLimiter::<String, _>::with_clock(2, Duration::from_secs(10), ManualClock::new())?;
@@ -236,6 +247,7 @@ pub struct KeyAdmissions<K> {
 ///     version: SNAPSHOT_VERSION,
 ///     taken_at_unix_nanos: 9_000_000_000,
 ///     policies: Vec::new(),
+///     generation: 0,
 ///     admissions: vec![0, 0, 9_000_000_000],
 /// };
 /// let clock = ManualClock::new();

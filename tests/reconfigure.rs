@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use common::gate::{Gated, gate};
 use common::max_in_window;
 use common::multi::{MultiModel, observed_multi};
 use proptest::prelude::*;
@@ -861,4 +862,116 @@ fn a_check_reading_before_a_cut_and_restore_meets_its_whole_window() {
     // Read at 9: the window (-1, 9] holds both.
     assert_eq!(limiter.check_at(9).unwrap_err().retry_after_nanos(), 1);
     assert_eq!(limiter.check_at(10).unwrap().remaining(), 0);
+}
+
+/// How a test changes a keyed limiter's policies for key `Gated::STOP`
+/// (and, for the default, every other key's).
+#[derive(Clone, Copy, Debug)]
+enum Change {
+    Default,
+    SetQuota,
+}
+
+impl Change {
+    fn apply(self, limiter: &KeyedLimiter<Gated, ManualClock>, quota: Quota) {
+        match self {
+            Change::Default => limiter.reconfigure(quota).unwrap(),
+            Change::SetQuota => limiter.set_quota(Gated::STOP, quota).unwrap(),
+        }
+    }
+}
+
+/// A key whose insert chose its policies before a change and published the
+/// key after the change began: once the change returns, every check of the
+/// key is judged by the new policies (16 an hour cut to 1: three checks of
+/// 5 exceed the limit), whichever thread makes it. The inserting thread is
+/// held after it chose the policies (at its insertion's hash of the key)
+/// until the change has begun, and held again at its next hash of the key
+/// (if any) while the checks run.
+#[test]
+fn a_key_inserted_across_a_change_has_the_new_policies_when_it_returns() {
+    let hour = Duration::from_secs(3_600);
+    for change in [Change::Default, Change::SetQuota] {
+        let limiter = Arc::new(
+            KeyedLimiter::<Gated, ManualClock>::with_clock(16, hour, ManualClock::new()).unwrap(),
+        );
+        for key in 0..1_000 {
+            limiter.check(&Gated(key)).unwrap();
+        }
+        let l = Arc::clone(&limiter);
+        let (stops, inserter) = gate(move || l.check(&Gated::STOP).is_ok());
+        // The lookup's hash, then the insertion's (the policies chosen).
+        assert!(stops.next());
+        stops.go();
+        assert!(stops.next());
+        let l = Arc::clone(&limiter);
+        let changer = std::thread::spawn(move || change.apply(&l, Quota::new(1, hour).unwrap()));
+        while limiter.generation() == 0 {
+            std::thread::yield_now();
+        }
+        // A change that does not wait for the insert returns meanwhile.
+        for _ in 0..20_000 {
+            if changer.is_finished() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        stops.go();
+        // Published: at the inserter's next hash of the key, or once its
+        // check returned.
+        stops.next();
+        changer.join().unwrap();
+        let after: Vec<bool> = (0..3)
+            .map(|_| limiter.check_n(&Gated::STOP, 5).is_ok())
+            .collect();
+        drop(stops);
+        let inserted = inserter.join().unwrap();
+        assert_eq!(
+            after, [false; 3],
+            "{change:?}: checks of 5 after the change to 1 an hour were admitted"
+        );
+        assert!(inserted, "{change:?}: the key's first check was denied");
+        assert_eq!(limiter.policies_for(&Gated::STOP)[0].limit, 1);
+    }
+}
+
+/// A check whose insert raced a change of the default completes while the
+/// change's walk over the map is stopped (holding the change's lock): the
+/// check never waits for the walk. The inserting thread is held after it
+/// chose the policies until the change has begun; the changing thread is
+/// held at its first hash of a key in its walk. (A check that waited for
+/// the walk would never return here: the test would hang.)
+#[test]
+fn a_check_that_raced_a_change_does_not_wait_for_its_walk() {
+    let hour = Duration::from_secs(3_600);
+    let limiter = Arc::new(
+        KeyedLimiter::<Gated, ManualClock>::with_clock(16, hour, ManualClock::new()).unwrap(),
+    );
+    for key in 0..1_000 {
+        limiter.check(&Gated(key)).unwrap();
+    }
+    limiter.check(&Gated::STOP_TOO).unwrap();
+    let l = Arc::clone(&limiter);
+    let (inserting, inserter) = gate(move || l.check(&Gated::STOP).is_ok());
+    // The lookup's hash, then the insertion's (the policies chosen).
+    assert!(inserting.next());
+    inserting.go();
+    assert!(inserting.next());
+    let l = Arc::clone(&limiter);
+    let (changing, changer) = gate(move || l.reconfigure(Quota::new(1, hour).unwrap()).unwrap());
+    while limiter.generation() == 0 {
+        std::thread::yield_now();
+    }
+    inserting.go();
+    // Its later hashes, if any, do not stop it.
+    drop(inserting);
+    // The walk, at a held key.
+    assert!(changing.next());
+    assert!(inserter.join().unwrap(), "the new key's first check");
+    changing.go();
+    while changing.next() {
+        changing.go();
+    }
+    changer.join().unwrap();
+    assert!(limiter.check(&Gated::STOP).is_err());
 }

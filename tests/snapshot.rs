@@ -9,10 +9,11 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use common::gate::{Gated, gate};
 use common::multi::{MultiDecision, MultiModel, observed_multi};
 use proptest::prelude::*;
 use slidelog::snapshot::{Anchor, KeyedSnapshot, RestoreError, Snapshot};
-use slidelog::{KeyedLimiter, Limiter, ManualClock};
+use slidelog::{KeyedLimiter, Limiter, ManualClock, Quota};
 
 /// Limits on both sides of 11: a keyed state inside its map entry or boxed
 /// (`keyed/state.rs`).
@@ -198,6 +199,7 @@ fn admissions_from_the_future_count_as_now() {
         version: slidelog::snapshot::SNAPSHOT_VERSION,
         taken_at_unix_nanos: UNIX,
         policies: Vec::new(),
+        generation: 0,
         admissions: vec![UNIX + 50, UNIX + 86_400_000_000_000, u64::MAX],
     };
     let mut single = limiter(&[(4, 100)], &clock);
@@ -214,6 +216,7 @@ fn admissions_from_the_future_count_as_now() {
         version: slidelog::snapshot::SNAPSHOT_VERSION,
         taken_at_unix_nanos: UNIX,
         policies: Vec::new(),
+        generation: 0,
         keys: vec![slidelog::snapshot::KeyAdmissions {
             key: 7u64,
             admissions: snapshot.admissions.clone(),
@@ -243,6 +246,219 @@ fn restore_between_quanta_clocks() {
     assert!(denied.retry_after() > Duration::from_secs(59), "{denied:?}");
 }
 
+/// A snapshot taken while a change of policies moves the keys holds every
+/// key's admissions, moving or not (no check runs). The changing thread is
+/// held at each of its hashes of one key — before its state is closed for
+/// the change, between the close and the swap of its successor into the
+/// map, and after — and a snapshot is taken at each.
+#[test]
+fn a_snapshot_holds_the_keys_a_change_is_moving() {
+    let hour = Duration::from_secs(3_600);
+    for set_quota in [false, true] {
+        let limiter = std::sync::Arc::new(
+            KeyedLimiter::<Gated, ManualClock>::with_clock(2_000, hour, ManualClock::new())
+                .unwrap(),
+        );
+        for key in 0..100 {
+            limiter.check_n_at(&Gated(key), 3, 0).unwrap();
+        }
+        limiter.check_n_at(&Gated::STOP_TOO, 1_000, 0).unwrap();
+        let l = std::sync::Arc::clone(&limiter);
+        let (changing, changer) = gate(move || {
+            let quota = Quota::new(1_500, hour).unwrap();
+            if set_quota {
+                l.set_quota(Gated::STOP_TOO, quota).unwrap();
+            } else {
+                l.reconfigure(quota).unwrap();
+            }
+        });
+        let mut stops = 0;
+        while changing.next() {
+            stops += 1;
+            let snapshot = limiter.snapshot_at(Anchor::new(1, UNIX));
+            let held = |key: Gated| {
+                snapshot
+                    .keys
+                    .iter()
+                    .find(|k| k.key == key)
+                    .map_or(0, |k| k.admissions.len())
+            };
+            assert_eq!(
+                held(Gated::STOP_TOO),
+                1_000,
+                "set_quota {set_quota}, stop {stops}: the moving key's admissions"
+            );
+            assert_eq!(
+                snapshot.keys.len(),
+                101,
+                "set_quota {set_quota}, stop {stops}"
+            );
+            changing.go();
+        }
+        changer.join().unwrap();
+        assert!(stops >= 1, "the change never hashed the key");
+        assert_eq!(
+            limiter
+                .check_n_at(&Gated::STOP_TOO, 500, 2)
+                .unwrap()
+                .remaining(),
+            0
+        );
+    }
+}
+
+/// A key restored into a limiter whose policies for it hold fewer
+/// admissions than the snapshot had (a VIP key with 500 of its 1,000 an
+/// hour, restored where the default is 10 an hour) keeps them all for a
+/// later change: once `set_quota` (or a raised default) gives it 1,000 an
+/// hour again, 500 are left, not 990. Until then the default judges it; a
+/// `remove` forgets them.
+#[test]
+fn a_restored_key_keeps_its_admissions_for_a_later_quota() {
+    let hour = Duration::from_secs(3_600);
+    let clock = ManualClock::new();
+    let vip = Quota::new(1_000, hour).unwrap();
+    let old = KeyedLimiter::<u64, ManualClock>::with_clock(10, hour, clock.clone()).unwrap();
+    old.set_quota(7, vip.clone()).unwrap();
+    old.check_n_at(&7, 500, 0).unwrap();
+    let snapshot = old.snapshot_at(Anchor::new(0, UNIX));
+    for (change, expect_left) in [("set_quota", 500), ("reconfigure", 500), ("remove", 1_000)] {
+        let mut new =
+            KeyedLimiter::<u64, ManualClock>::with_clock(10, hour, clock.clone()).unwrap();
+        let restored = new.restore_at(&snapshot, Anchor::new(1, UNIX + 1)).unwrap();
+        assert_eq!(restored.keys, 1);
+        assert!(
+            new.check_at(&7, 1).is_err(),
+            "{change}: the default judges it"
+        );
+        match change {
+            "set_quota" => new.set_quota(7, vip.clone()).unwrap(),
+            "reconfigure" => new.reconfigure(vip.clone()).unwrap(),
+            _ => {
+                assert!(new.remove(&7));
+                new.set_quota(7, vip.clone()).unwrap();
+            }
+        }
+        assert_eq!(
+            new.peek_n_at(&7, 1, 2)
+                .map(|a| a.remaining() + 1)
+                .unwrap_or(0),
+            expect_left,
+            "{change}: units left"
+        );
+        assert!(new.check_n_at(&7, expect_left, 2).is_ok(), "{change}");
+        assert!(new.check_at(&7, 2).is_err(), "{change}: over the quota");
+    }
+}
+
+fn quota_of(policies: &[(u32, u64)]) -> Quota {
+    let mut quota = Quota::new(policies[0].0, Duration::from_nanos(policies[0].1)).unwrap();
+    for &(limit, window) in &policies[1..] {
+        quota = quota.and(limit, Duration::from_nanos(window)).unwrap();
+    }
+    quota
+}
+
+proptest! {
+    /// A key with its own quota, snapshotted, restored where the default
+    /// holds fewer admissions, then given its quota again: it decides
+    /// exactly as the limiter that never stopped.
+    #[test]
+    fn a_restored_key_given_its_quota_again_decides_as_if_it_never_stopped(
+        own in policies(),
+        default in 1..=3u32,
+        before in ops(),
+        after in ops(),
+    ) {
+        let clock = ManualClock::new();
+        let keyed = |clock: &ManualClock| {
+            KeyedLimiter::<u64, ManualClock>::with_clock(default, Duration::from_nanos(7), clock.clone())
+                .unwrap()
+        };
+        let old = keyed(&clock);
+        old.set_quota(7, quota_of(&own)).unwrap();
+        let mut t = 0;
+        for &(dt, n) in &before {
+            t += dt;
+            let _ = old.check_n_at(&7, n, t);
+        }
+        let snapshot = old.snapshot_at(Anchor::new(t, UNIX + t));
+        clock.set(t);
+        let mut new = keyed(&clock);
+        new.restore_at(&snapshot, Anchor::new(t, UNIX + t)).unwrap();
+        new.set_quota(7, quota_of(&own)).unwrap();
+        for &(dt, n) in &after {
+            t += dt;
+            prop_assert_eq!(old.check_n_at(&7, n, t), new.check_n_at(&7, n, t), "at {}", t);
+        }
+    }
+}
+
+/// A restore never brings a limiter's generation back to one that named
+/// another configuration: continuing past its own (a restore into a
+/// reconfigured limiter) and past the snapshot's (a new process).
+#[test]
+fn a_restore_continues_the_generation() {
+    let clock = ManualClock::new();
+    let second = Duration::from_secs(1);
+    let quota = |limit| Quota::new(limit, second).unwrap();
+
+    let mut single = limiter(&[(3, 1_000_000_000)], &clock);
+    single.reconfigure(quota(5)).unwrap();
+    assert_eq!(single.generation(), 1);
+    let snapshot = single.snapshot_at(Anchor::new(0, UNIX));
+    single.restore_at(&snapshot, Anchor::new(0, UNIX)).unwrap();
+    assert!(single.generation() > 1, "{}", single.generation());
+    let after = single.generation();
+    single.reconfigure(quota(6)).unwrap();
+    assert!(single.generation() > after);
+
+    for _ in 0..3 {
+        single.reconfigure(quota(4)).unwrap();
+    }
+    let snapshot = single.snapshot_at(Anchor::new(0, UNIX));
+    let mut restarted = limiter(&[(3, 1_000_000_000)], &clock);
+    restarted
+        .restore_at(&snapshot, Anchor::new(0, UNIX))
+        .unwrap();
+    assert!(restarted.generation() > single.generation());
+
+    let keyed = KeyedLimiter::<u64, ManualClock>::with_clock(3, second, clock.clone()).unwrap();
+    for limit in [4, 5, 6] {
+        keyed.reconfigure(quota(limit)).unwrap();
+    }
+    keyed.check_at(&1, 0).unwrap();
+    let snapshot = keyed.snapshot_at(Anchor::new(0, UNIX));
+    let mut restarted =
+        KeyedLimiter::<u64, ManualClock>::with_clock(6, second, clock.clone()).unwrap();
+    restarted
+        .restore_at(&snapshot, Anchor::new(0, UNIX))
+        .unwrap();
+    assert!(restarted.generation() > 3, "{}", restarted.generation());
+    let after = restarted.generation();
+    restarted.reconfigure(quota(2)).unwrap();
+    assert!(restarted.generation() > after);
+}
+
+/// A snapshot written without a generation (an earlier release's) still
+/// restores, as generation 0.
+#[test]
+fn a_snapshot_without_a_generation_restores() {
+    let clock = ManualClock::new();
+    let keyed =
+        KeyedLimiter::<u64, ManualClock>::with_clock(3, Duration::from_secs(1), clock.clone())
+            .unwrap();
+    keyed.check_n_at(&7, 2, 0).unwrap();
+    let mut json: serde_json::Value =
+        serde_json::to_value(keyed.snapshot_at(Anchor::new(0, UNIX))).unwrap();
+    assert!(json.as_object_mut().unwrap().remove("generation").is_some());
+    let old: KeyedSnapshot<u64> = serde_json::from_value(json).unwrap();
+    let mut restored =
+        KeyedLimiter::<u64, ManualClock>::with_clock(3, Duration::from_secs(1), clock).unwrap();
+    restored.restore_at(&old, Anchor::new(0, UNIX)).unwrap();
+    assert_eq!(restored.check_at(&7, 0).unwrap().remaining(), 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
@@ -268,6 +484,7 @@ proptest! {
             version,
             taken_at_unix_nanos: times.first().copied().unwrap_or(0),
             policies: Vec::new(),
+            generation: 0,
             admissions: times.clone(),
         };
         let anchor = Anchor { clock_nanos: 1 << 40, unix_nanos: 1_000_000_000 };
@@ -285,6 +502,7 @@ proptest! {
             version,
             taken_at_unix_nanos: 0,
             policies: Vec::new(),
+            generation: 0,
             keys: keys
                 .iter()
                 .map(|&key| slidelog::snapshot::KeyAdmissions { key, admissions: times.clone() })

@@ -429,6 +429,7 @@ pub fn snapshot(data: &[u8]) {
         version: slidelog::snapshot::SNAPSHOT_VERSION,
         taken_at_unix_nanos: anchor.unix_nanos,
         policies: Vec::new(),
+        generation: 0,
         admissions: times.clone(),
     };
     if one.restore_at(&snapshot, anchor).is_ok() {
@@ -445,6 +446,7 @@ pub fn snapshot(data: &[u8]) {
         version: slidelog::snapshot::SNAPSHOT_VERSION,
         taken_at_unix_nanos: anchor.unix_nanos,
         policies: Vec::new(),
+        generation: 0,
         keys: keys
             .iter()
             .map(|&key| KeyAdmissions {

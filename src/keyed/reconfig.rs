@@ -8,8 +8,11 @@
 //! address) *before* the close, then swapped into the map in place of the
 //! old state. A check that meets the closed state finds the successor in
 //! `moving` and swaps it in itself, so no check waits for a migration.
-//! Migrations are serialised by `lock`; checks never take it (an insert
-//! that raced a reconfiguration takes it once, see [`Reconfig::raced`]).
+//! Migrations are serialised by `lock`; checks never take it. A change
+//! waits for the inserts that may have chosen the old policies before it
+//! walks the map (the grace period of [`crate::grace`]), so the walk moves
+//! every key created under the old policies, and no key keeps them after
+//! the change returns.
 
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
@@ -19,14 +22,16 @@ use papaya::{Compute, Guard, Operation};
 
 use super::KeyedLimiter;
 use super::state::{KeyState, Map, Parked, Words, with_map};
+use crate::algorithm::sealed::Sealed;
 use crate::algorithm::{Algorithm, Log};
 use crate::clock::Clock;
 use crate::error::ConfigError;
+use crate::grace::{Entered, Grace};
 use crate::key_size::KeySize;
 use crate::link::Link;
 use crate::policy::Quota;
 use crate::ring::Shape;
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What a keyed limiter's configuration is now, beyond its builder's.
 pub(super) struct Reconfig<K> {
@@ -41,11 +46,19 @@ pub(super) struct Reconfig<K> {
     changed: AtomicBool,
     /// Whether a run-time quota was ever set.
     quotas_set: AtomicBool,
-    /// Bumped by every change, so that an insert racing one notices.
-    epoch: AtomicU64,
+    /// The epoch, bumped by every change, and the inserts in flight that
+    /// a change waits for.
+    grace: Grace,
     /// Successors of states closed for reconfiguration, by the closed
     /// state's address, until swapped into the map.
     moving: papaya::HashMap<usize, Arc<Parked>>,
+    /// Admissions a restore could not fit in a key's ring (older than the
+    /// newest `L` it kept, or no longer counted by its policies then), by
+    /// key, sorted: merged into the key's state when a change moves it to
+    /// policies that count them.
+    restored: papaya::HashMap<K, Arc<[u64]>>,
+    /// Whether a restore ever kept any (`restored` is looked at only then).
+    any_restored: AtomicBool,
     lock: Mutex<()>,
 }
 
@@ -56,8 +69,10 @@ impl<K: Hash + Eq> Reconfig<K> {
             overrides: papaya::HashMap::new(),
             changed: AtomicBool::new(false),
             quotas_set: AtomicBool::new(false),
-            epoch: AtomicU64::new(0),
+            grace: Grace::new(),
             moving: papaya::HashMap::new(),
+            restored: papaya::HashMap::new(),
+            any_restored: AtomicBool::new(false),
             lock: Mutex::new(()),
         }
     }
@@ -66,8 +81,8 @@ impl<K: Hash + Eq> Reconfig<K> {
     /// without a quota function's own.
     #[inline]
     pub(super) fn unchanged(&self) -> bool {
-        // Relaxed: a change is published by `bump`'s SeqCst epoch; a check
-        // racing it may judge by either configuration.
+        // Relaxed: a change is published by the grace period's epoch (see
+        // `bump`); a check racing it may judge by either configuration.
         !self.changed.load(Ordering::Relaxed)
     }
 
@@ -77,40 +92,70 @@ impl<K: Hash + Eq> Reconfig<K> {
         self.quotas_set.load(Ordering::Relaxed)
     }
 
-    /// Changes so far (see [`KeyedLimiter::generation`]).
+    /// Changes so far, continued past a restored snapshot's (see
+    /// [`KeyedLimiter::generation`]).
     pub(super) fn generation(&self) -> u64 {
-        // Relaxed: a count for caches of the policies (see `bump`).
-        self.epoch.load(Ordering::Relaxed)
+        self.grace.epoch()
     }
 
-    /// The epoch an insert starts from (read before it chooses policies).
+    /// Continues the generation past a restored snapshot's (`&mut` in the
+    /// caller: nothing runs concurrently).
+    #[cfg(feature = "serde")]
+    pub(super) fn continue_past(&self, generation: u64) {
+        self.grace.continue_past(generation);
+    }
+
+    /// Announces an insert, before it chooses the new key's policies; the
+    /// insert leaves when the result is dropped, after publishing the key
+    /// (see [`crate::grace`]).
     #[inline]
-    pub(super) fn epoch(&self) -> u64 {
-        // SeqCst: one side of the handshake in `raced`.
-        self.epoch.load(Ordering::SeqCst)
+    pub(super) fn enter(&self) -> Entered<'_> {
+        self.grace.enter()
     }
 
-    /// **The insert handshake**: whether a change began after an insert
-    /// that read `epoch` chose its policies. The inserter fences after its
-    /// insertion, `bump` fences after the new epoch: of two SeqCst fences
-    /// one comes first, so either this load sees the new epoch, or the
-    /// change's walk over the map (after its fence) sees the inserted key.
-    /// Either way the key is moved to the new policies.
-    #[inline]
-    pub(super) fn raced(&self, epoch: u64) -> bool {
-        fence(Ordering::SeqCst);
-        // Relaxed: ordered by the fence above (see the handshake).
-        self.epoch.load(Ordering::Relaxed) != epoch
-    }
-
-    /// Publishes a change (after its new policies are linked): the other
-    /// side of the handshake in [`raced`](Self::raced).
+    /// Publishes a change (after its new policies are linked) and waits
+    /// for the inserts that may have chosen the old ones: a walk over the
+    /// map after this sees their keys.
     fn bump(&self) {
-        // Relaxed: a hint for `unchanged`; the SeqCst epoch below
-        // publishes the change itself.
+        // Relaxed: a hint for `unchanged`; the epoch publishes the change
+        // itself (a SeqCst read-modify-write in `advance`).
         self.changed.store(true, Ordering::Relaxed);
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.grace.advance();
+    }
+
+    /// Whether a restore kept admissions that did not fit (see `restored`).
+    fn has_restored(&self) -> bool {
+        // Relaxed: set by a restore, which has `&mut` of the limiter.
+        self.any_restored.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `times` (sorted), admissions of `key` a restore could not fit
+    /// in its ring, for a later change (`&mut` in the caller).
+    #[cfg(feature = "serde")]
+    pub(super) fn keep_restored(&self, key: K, times: Arc<[u64]>) {
+        // Relaxed: see `has_restored`.
+        self.any_restored.store(true, Ordering::Relaxed);
+        self.restored.pin().insert(key, times);
+    }
+
+    /// Takes what a restore kept for `key` (`&mut` in the caller).
+    #[cfg(feature = "serde")]
+    pub(super) fn take_restored(&self, key: &K) -> Option<Arc<[u64]>> {
+        if !self.has_restored() {
+            return None;
+        }
+        self.restored.pin().remove(key).cloned()
+    }
+
+    /// Forgets what a restore kept for `key` (removed or reset).
+    pub(super) fn forget_restored<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if self.has_restored() {
+            self.restored.pin().remove(key);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, ()> {
@@ -189,7 +234,15 @@ where
                 .fetch_sub(self.cost(key, old.quota()), Ordering::Relaxed);
         }
     }
+}
 
+/// Live reconfiguration (exact log only: [`Log`]).
+impl<K, C, S> KeyedLimiter<K, C, S, Log>
+where
+    K: Hash + Eq + KeySize + Clone,
+    C: Clock,
+    S: BuildHasher,
+{
     /// Moves `key`'s live `state` to the policies it should have now
     /// (`owned` makes the copy of the key the map needs). Called with
     /// `config.lock` held.
@@ -214,12 +267,17 @@ where
         }
         let moving = self.config.moving.pin();
         let at = address(state);
+        // What stays of a restore's older admissions, by the last attempt.
+        let mut rest = None;
         let closed = self.algorithm.close_into(
             &state.words,
             state.quota(),
             desired.as_deref(),
             self.clock.now(),
             &mut |words, carried| {
+                // A carrying ring's own shape, with `desired`'s policies.
+                let shape = carried.or_else(|| desired.clone());
+                let words = self.with_restored(key, shape.as_deref(), words, &mut rest);
                 // Parked before the close (papaya's insert is a Release
                 // store, the close a Release CAS after it): whoever sees the
                 // state closed finds its successor. An earlier attempt's is
@@ -228,12 +286,19 @@ where
                     at,
                     Arc::new(KeyState {
                         words,
-                        // A carrying ring's own shape, with `desired`'s policies.
-                        quota: carried.or_else(|| desired.clone()),
+                        quota: shape,
                     }),
                 );
             },
         );
+        if closed && let Some(rest) = rest {
+            let restored = self.config.restored.pin();
+            if rest.is_empty() {
+                restored.remove(key);
+            } else {
+                restored.insert(key.clone(), rest);
+            }
+        }
         if closed && let Some(successor) = moving.get(&at).cloned() {
             self.relink(map, owned(), state, &successor, guard);
         }
@@ -242,30 +307,48 @@ where
         moving.remove(&at);
     }
 
-    /// Moves the key an insert just created, if a change raced that insert
-    /// (see [`Reconfig::raced`]).
-    pub(super) fn migrate_raced<Q>(&self, key: &Q)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let _one_at_a_time = self.config.lock();
-        with_map!(&self.map, map => {
-            let guard = map.guard();
-            if let Some((stored, state)) = map.get_key_value(key, &guard) {
-                self.migrate(map, stored, || key.to_owned(), state, &guard);
-            }
-        });
+    /// The successor's `words` (for policies `to`) with the admissions a
+    /// restore could not fit in `key`'s ring merged in: as many of the
+    /// newest as the new ring holds and its policies still count. What
+    /// does not fit is left in `rest`, for a later change, once the close
+    /// succeeds (an attempt that fails leaves the restored ones as they
+    /// were); what no policy of the new ones counts any more is dropped.
+    fn with_restored(
+        &self,
+        key: &K,
+        to: Option<&Shape>,
+        words: Box<[AtomicU64]>,
+        rest: &mut Option<Arc<[u64]>>,
+    ) -> Box<[AtomicU64]> {
+        if !self.config.has_restored() {
+            return words;
+        }
+        let restored = self.config.restored.pin();
+        let Some(older) = restored.get(key) else {
+            return words;
+        };
+        let now = self.clock.now();
+        let shape = to.unwrap_or(self.algorithm.default_shape());
+        let moved = shape.ring_in(&words).admissions(now).unwrap_or_default();
+        let from_ring = moved.len();
+        // All of them, oldest first; the ring keeps the newest `L` of
+        // those its policies still count at `now`, the rest stays aside.
+        let longest = shape.geometry.window() + shape.geometry.linger();
+        let mut all: Vec<u64> = moved.into_iter().chain(older.iter().copied()).collect();
+        all.sort_unstable();
+        let counted = all.partition_point(|&t| t.saturating_add(longest) <= now);
+        let split = all.len() - (all.len() - counted).min(shape.geometry.limit() as usize);
+        let kept = &all[split..];
+        *rest = Some(all[counted..split].into());
+        if kept.len() == from_ring {
+            return words;
+        }
+        let words =
+            <Box<[AtomicU64]> as Words>::build(words.len(), self.algorithm.initial(to, now));
+        shape.ring_in(&words).fill_fresh(kept);
+        words
     }
-}
 
-/// Live reconfiguration (exact log only: [`Log`]).
-impl<K, C, S> KeyedLimiter<K, C, S, Log>
-where
-    K: Hash + Eq + KeySize + Clone,
-    C: Clock,
-    S: BuildHasher,
-{
     /// Changes the default policies — those of every key without its own
     /// quota, live keys included — while other threads check, keeping each
     /// key's log.
@@ -283,8 +366,12 @@ where
     /// or [`set_quota`](Self::set_quota)) keep it.
     ///
     /// Live keys are moved before this returns (a walk over the map,
-    /// `O(keys · L)`); a key inserted while it runs moves itself. Checks
-    /// never wait for it. A key's bytes follow its new ring: growing limits
+    /// `O(keys · L)`), keys inserted while it runs included: it first
+    /// waits for the inserts in flight that may have chosen the old
+    /// policies (docs/design.md §6, "Keys inserted during a change"), so
+    /// no key keeps them once it returns. Checks never wait for it (nor
+    /// take its lock). A [quota function](crate::KeyedBuilder::quota) must
+    /// not call it: it would wait for the insert that called the function. A key's bytes follow its new ring: growing limits
     /// can take the map past [`max_bytes`](Self::max_bytes) (no live key is
     /// dropped for it; new keys are refused until it fits again).
     ///
@@ -319,6 +406,12 @@ where
     /// builder's [`quota`](crate::KeyedBuilder::quota) function and the
     /// default, until [`clear_quota`](Self::clear_quota). A live key keeps
     /// its log (as [`reconfigure`](Self::reconfigure) does).
+    ///
+    /// Every check of `key` that starts after this returns is judged by
+    /// `quota`, a check that creates the key meanwhile included (as for
+    /// [`reconfigure`](Self::reconfigure)). A key restored with more
+    /// admissions than its ring then held gets the older ones back, as far
+    /// as `quota` counts them (see [`restore`](Self::restore)).
     ///
     /// Run-time quotas are kept in a map of their own until cleared (they
     /// are not evicted with idle keys, and not counted in
@@ -378,7 +471,9 @@ where
     /// ([`reconfigure`](Self::reconfigure), [`set_quota`](Self::set_quota),
     /// [`clear_quota`](Self::clear_quota)): a cache of
     /// [`policies`](KeyedLimiter::policies) is current while this is
-    /// unchanged.
+    /// unchanged. A [`restore`](Self::restore) continues past both this
+    /// limiter's generation and the snapshot's (one more than the larger),
+    /// so no number names two configurations.
     ///
     /// ```
     /// use std::time::Duration;

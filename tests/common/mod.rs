@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
+pub mod gate;
 pub mod multi;
 
 use multi::{MultiDecision, MultiModel};
