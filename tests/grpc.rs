@@ -79,7 +79,8 @@ async fn grpc_calls_are_limited_end_to_end() {
             .await
             .is_ok()
     );
-    // A call without a key: INTERNAL, explained, never passed through.
+    // A call without a key: INVALID_ARGUMENT, explained, never passed
+    // through.
     let mut grpc = tonic::client::Grpc::new(channel.clone());
     grpc.ready().await.unwrap();
     let status = grpc
@@ -92,5 +93,9 @@ async fn grpc_calls_are_limited_end_to_end() {
         )
         .await
         .unwrap_err();
-    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::InvalidArgument, "no rate-limit key"),
+        "{status:?}"
+    );
 }

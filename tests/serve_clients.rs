@@ -149,7 +149,8 @@ async fn limited_exactly_while_full(
     );
     let line = server.wait_for("the in-process store is full");
     assert!(line.contains("live keys take"), "{line}");
-    assert!(line.contains("--max-memory 0.1 MiB"), "{line}");
+    assert!(line.contains("of --max-memory 64.0 KiB"), "{line}");
+    assert!(line.contains(" so far"), "the first report: {line}");
     // Reported once, not once a client: nothing more within a second.
     std::thread::sleep(Duration::from_millis(300));
     let more: Vec<String> = server
@@ -219,7 +220,7 @@ async fn filled(name: &str, action: &str) -> (Server, Vec<Code>, usize, u16) {
             &format!("127.0.0.1:{metrics}"),
         ],
     );
-    server.wait_for("within --max-memory 0.1 MiB");
+    server.wait_for("within --max-memory 64.0 KiB");
     let client = server.client().await;
     let codes = first_calls(&client, 0..1_000, 1).await;
     let text = scrape(metrics).await;

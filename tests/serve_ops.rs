@@ -115,7 +115,8 @@ async fn an_upstream_environment_configures_the_service() {
 }
 
 /// Listening addresses by host name, each one said at start; config loads
-/// counted as upstream's exporter names them; `--version`.
+/// (the one at start included) counted as upstream's exporter names them;
+/// `--version`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn addresses_by_name_are_said_at_start() {
     let file = config_file("by-name", FIVE_A_MINUTE);
@@ -145,7 +146,7 @@ async fn addresses_by_name_are_said_at_start() {
     server.wait_for("reload refused");
     let text = scrape(metrics).await;
     for series in [
-        "ratelimit_service_config_load_success 1",
+        "ratelimit_service_config_load_success 2",
         "ratelimit_service_config_load_error 1",
     ] {
         assert!(text.contains(series), "no {series} in\n{text}");

@@ -102,7 +102,7 @@ struct ServeArgs {
     metrics: Option<std::net::SocketAddr>,
     /// Where to serve HTTP/1.1, e.g. `0.0.0.0:8080`: `POST /json` asks
     /// ShouldRateLimit in proto3's JSON (200 OK, 429 over, 400 malformed)
-    /// and `GET /healthcheck` answers 200 while serving (else 503), as
+    /// and `GET /healthcheck` answers 200 while serving (else 500), as
     /// envoyproxy/ratelimit's HTTP port does (for clients without gRPC,
     /// and curl); `GET /rlconfig` prints the configuration in force.
     #[arg(long, value_name = "ADDR:PORT", value_parser = parse::listen_addr)]

@@ -580,16 +580,38 @@ pub(crate) fn overall_over(descriptors: impl IntoIterator<Item = (bool, bool)>) 
 /// message ends with it too).
 fn located(e: serde_yaml_ng::Error) -> String {
     let message = e.to_string();
-    match e.location() {
+    let said = match e.location() {
         Some(at) => {
             let (line, column) = (at.line(), at.column());
             let what = message
                 .strip_suffix(&format!(" at line {line} column {column}"))
                 .unwrap_or(&message);
-            format!("line {line}, column {column}: {what}")
+            format!("line {line}, column {column}: {}", readable(what))
         }
-        None => message,
+        None => readable(&message),
+    };
+    said
+}
+
+/// A parser's message as a person reads it: the file's own type named
+/// for what it is, and a quoted value (a log written into the directory
+/// is one long string) cut short.
+fn readable(what: &str) -> String {
+    const MOST: usize = 120;
+    let what = what.replace(
+        "expected struct FileConfig",
+        "expected a mapping with `domain` and `descriptors`",
+    );
+    if what.chars().count() <= MOST {
+        return what;
     }
+    let head: String = what.chars().take(MOST).collect();
+    let tail: String = {
+        let mut t: Vec<char> = what.chars().rev().take(60).collect();
+        t.reverse();
+        t.into_iter().collect()
+    };
+    format!("{head}…{tail}")
 }
 
 /// Parses one file's text into its domain and tree: its first YAML

@@ -69,6 +69,9 @@ const ONE_TO_ONE: &[(&str, Becomes)] = &[
     ),
 ];
 
+/// Upstream's `REDIS_URL` default (with `REDIS_SOCKET_TYPE`'s, `unix`).
+const REDIS_URL: &str = "/var/run/nutcracker/ratelimit.sock";
+
 /// Upstream's `RUNTIME_ROOT` default.
 const RUNTIME_ROOT: &str = "/srv/runtime_data/current";
 
@@ -191,7 +194,18 @@ pub(crate) fn with_upstream_env(
 fn redis_flag(
     var: &impl Fn(&str) -> Option<String>,
 ) -> Result<Option<(&'static str, String)>, String> {
-    let Some(url) = var("REDIS_URL") else {
+    // Upstream's default address, where a deployment names a Redis
+    // without one (its nutcracker sidecar's socket).
+    let asked = [
+        "BACKEND_TYPE",
+        "REDIS_SOCKET_TYPE",
+        "REDIS_TYPE",
+        "REDIS_AUTH",
+        "REDIS_TLS",
+    ]
+    .iter()
+    .any(|name| var(name).is_some());
+    let Some(url) = var("REDIS_URL").or_else(|| asked.then(|| REDIS_URL.to_string())) else {
         return Ok(None);
     };
     let tls = match var("REDIS_TLS") {
@@ -371,5 +385,10 @@ mod tests {
                 .contains("not supported")
         );
         assert_eq!(flags(&[("REDIS_PERSECOND", "false")]), Ok(String::new()));
+        // A Redis asked for without an address: upstream's default socket.
+        assert_eq!(
+            flags(&[("BACKEND_TYPE", "redis")]),
+            Ok("--redis unix:///var/run/nutcracker/ratelimit.sock".into())
+        );
     }
 }

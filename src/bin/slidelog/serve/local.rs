@@ -89,12 +89,11 @@ impl Full {
             return;
         }
         let met = self.met.swap(0, Ordering::Relaxed);
-        let mib = |bytes: usize| bytes as f64 / f64::from(1 << 20);
         eprintln!(
-            "slidelog serve: the in-process store is full: {} live keys take {:.1} of --max-memory {:.1} MiB, none idle; {met} new client{} {} (--when-full {}) since the last report; raise --max-memory to limit them",
+            "slidelog serve: the in-process store is full: {} live keys take {} of --max-memory {}, none idle; {met} new client{} {} (--when-full {}) {}; raise --max-memory to limit them",
             store.len(),
-            mib(store.memory_bytes()),
-            mib(store.max_bytes()),
+            size(store.memory_bytes()),
+            size(store.max_bytes()),
             if met == 1 { "" } else { "s" },
             if self.deny {
                 "answered OVER_LIMIT"
@@ -102,8 +101,21 @@ impl Full {
                 "answered OK unrecorded"
             },
             if self.deny { "deny" } else { "admit" },
+            if last == 0 {
+                "so far"
+            } else {
+                "since the last report"
+            },
         );
     }
+}
+
+/// `bytes` as a person reads a size (`256.0 KiB`, `512.0 MiB`).
+pub(super) fn size(bytes: usize) -> String {
+    bytesize::ByteSize::b(bytes as u64)
+        .display()
+        .iec()
+        .to_string()
 }
 
 #[cfg(test)]

@@ -897,6 +897,8 @@ impl Service {
         if over && self.modes.shadow_mode && self.metrics {
             metrics::counter!("slidelog_rls_global_shadow_mode_total", "domain" => request.domain.clone())
                 .increment(1);
+            // Upstream's family (its exporter's name, no label).
+            metrics::counter!("ratelimit_service_global_shadow_mode").increment(1);
         }
         let overall = if over && !self.modes.shadow_mode {
             Code::OverLimit
@@ -1312,10 +1314,12 @@ pub(crate) fn run(options: &Options) -> Result<(), String> {
             ..options.settings.clone()
         };
         let mut service = Service::new(config, settings)?;
+        // The configuration at start counts as a load, as upstream's.
+        metrics::counter!("ratelimit_service_config_load_success").increment(1);
         if let Store::Local(store) = &service.store {
             eprintln!(
-                "slidelog serve: logs in process, within --max-memory {:.1} MiB (keys idle past their longest window make room); while full, new clients are answered {} (--when-full {})",
-                store.max_bytes() as f64 / f64::from(1 << 20),
+                "slidelog serve: logs in process, within --max-memory {} (keys idle past their longest window make room); while full, new clients are answered {} (--when-full {})",
+                local::size(store.max_bytes()),
                 if service.full.deny { "OVER_LIMIT" } else { "OK unrecorded" },
                 if service.full.deny { "deny" } else { "admit" },
             );
@@ -1722,8 +1726,9 @@ fn watch(path: &std::path::Path, merge_domains: bool, service: Arc<Service>) -> 
                     last = None;
                     metrics::counter!("ratelimit_service_config_load_success").increment(1);
                     eprintln!(
-                        "slidelog serve: reloaded {} ({domains} domains); history kept",
-                        path.display()
+                        "slidelog serve: reloaded {} ({domains} domain{}); history kept",
+                        path.display(),
+                        if domains == 1 { "" } else { "s" }
                     );
                 }
                 Err(e) => {
@@ -1854,7 +1859,11 @@ fn describe() {
         ),
         (
             "ratelimit_service_config_load_success",
-            "Configuration reloads that took effect (upstream's family).",
+            "Configuration loads that took effect, the one at start included (upstream's family).",
+        ),
+        (
+            "ratelimit_service_global_shadow_mode",
+            "Requests over the limit answered OK under --shadow-mode (upstream's family).",
         ),
         (
             "ratelimit_service_config_load_error",
@@ -1876,7 +1885,7 @@ fn describe() {
     describe_counter!(
         "slidelog_rls_near_limit_total",
         Unit::Count,
-        "Admissions that left less than a fifth of the limit."
+        "Admissions that left more of the limit used than --near-limit-ratio."
     );
     describe_counter!(
         "slidelog_rls_shadow_mode_total",
