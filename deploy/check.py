@@ -44,6 +44,10 @@ BUILD_ENV_DROPPED = re.compile(
     r"|CARGO_ENCODED_RUSTFLAGS|CARGO_BUILD_RUSTFLAGS|CARGO_PROFILE_RELEASE_.*)$"
 )
 
+# The binary runs as a container or a unit runs it: without this shell's
+# environment (it reads envoyproxy/ratelimit's variables, e.g. PORT).
+CLEAN_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+
 
 class CheckError(Exception):
     pass
@@ -411,7 +415,7 @@ def smoke(binary, args, replaced, label, health_services, state_file=None):
     fail_unless("--grpc" in ports and "--http" in ports, f"{label}: no --grpc or --http")
     print(f"{label}: {Path(binary).name} {shlex.join(args)}")
     log = tempfile.TemporaryFile()
-    process = subprocess.Popen([binary, *args], stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([binary, *args], stdout=log, stderr=subprocess.STDOUT, env=CLEAN_ENV)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -557,6 +561,11 @@ def check_kubernetes(binary):
             f"{where}: prometheus.io/port is not the --metrics port",
         )
 
+    fail_unless(
+        pod.get("enableServiceLinks") is False,
+        f"{where}: enableServiceLinks must be false (injected variables such as GRPC_PORT "
+        "are read as envoyproxy/ratelimit's)",
+    )
     # Security and resources.
     pod_security = pod.get("securityContext", {})
     security = container.get("securityContext", {})
@@ -622,7 +631,7 @@ def check_kubernetes(binary):
             (version / key).write_text(text)
             (config / key).symlink_to(f"..data/{key}")
         checked = subprocess.run([binary, "serve", "--check", "--config", str(config)],
-                                 capture_output=True, text=True, check=False)
+                                 capture_output=True, text=True, check=False, env=CLEAN_ENV)
         fail_unless(
             checked.returncode == 0,
             f"{objects['ConfigMap'][0]}: serve --check refused it:\n{checked.stderr}",
