@@ -487,6 +487,26 @@ def parse_size(text, what):
     return int(number) * base ** " KMGT".index(unit or " ")
 
 
+def validate_schemas(names):
+    """Each manifest against Kubernetes' own schemas, strictly (no unknown
+    field), for the oldest and the newest version kubernetes-validate has."""
+    import kubernetes_validate
+    import yaml
+
+    versions = sorted(set(kubernetes_validate.utils.all_versions()),
+                      key=lambda v: tuple(int(x) for x in v.split(".")))
+    oldest, newest = versions[0], versions[-1]
+    for name in names:
+        for document in yaml.safe_load_all((KUBERNETES / name).read_text()):
+            for version in (oldest, newest):
+                try:
+                    kubernetes_validate.validate(document, version, strict=True)
+                except kubernetes_validate.ValidationError as error:
+                    path = ".".join(str(p) for p in error.path)
+                    raise CheckError(f"{name}: Kubernetes {version}: {path}: {error.message}")
+    return f"valid in Kubernetes {oldest} and {newest} (strict schemas)"
+
+
 def check_kubernetes(binary):
     import yaml
 
@@ -505,6 +525,7 @@ def check_kubernetes(binary):
             kind = document.get("kind")
             fail_unless(kind not in objects, f"{name}: a second {kind}")
             objects[kind] = (name, document)
+    schemas_checked = validate_schemas(listed)
     expected = {"ConfigMap": "v1", "Deployment": "apps/v1", "Service": "v1"}
     fail_unless(
         sorted(objects) == sorted(expected),
@@ -618,8 +639,8 @@ def check_kubernetes(binary):
         f"{where}: no port reaches gRPC",
     )
     named = ", ".join(k + " " + d["metadata"]["name"] for k, (_, d) in sorted(objects.items()))
-    print(f"deploy/kubernetes: {named}: selectors, ports, probes, mounts, securityContext and "
-          "resources agree")
+    print(f"deploy/kubernetes: {named}: {schemas_checked}; selectors, ports, probes, mounts, "
+          "securityContext and resources agree")
 
     with tempfile.TemporaryDirectory() as scratch:
         # As the kubelet mounts it: each key a link through ..data.
