@@ -138,38 +138,87 @@ pub enum DecidedBy {
     Policies(PolicySet),
 }
 
-/// Up to [`MAX_POLICIES`](crate::MAX_POLICIES) policies, inline (a
-/// [`DecidedBy`]'s).
+/// Up to [`MAX_POLICIES`](crate::MAX_POLICIES) policies, inline and
+/// compact (a [`DecidedBy`]'s: each window in nanoseconds, so that a
+/// verdict stays small to copy; a window of more than `u64::MAX`
+/// nanoseconds, 584 years, is kept as that).
 ///
 /// ```
 /// use std::time::Duration;
 /// use slidelog::Policy;
 /// use slidelog::tower::PolicySet;
-/// let set = PolicySet::new(&[Policy::new(10, Duration::from_secs(1))]);
-/// assert_eq!(set.as_slice(), &[Policy::new(10, Duration::from_secs(1))]);
+/// let policies = [Policy::new(10, Duration::from_secs(1)), Policy::new(100, Duration::from_secs(60))];
+/// let set = PolicySet::new(&policies);
+/// assert_eq!(set.len(), 2);
+/// assert_eq!(set.get(1), Some(Policy::new(100, Duration::from_secs(60))));
+/// assert!(set.matches(&policies));
+/// assert!(!set.matches(&policies[..1]));
+/// assert_eq!(set.iter().collect::<Vec<_>>(), policies);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PolicySet {
     len: u8,
-    items: [Policy; crate::MAX_POLICIES],
+    limits: [u32; crate::MAX_POLICIES],
+    windows: [u64; crate::MAX_POLICIES],
+}
+
+/// A window in nanoseconds, as a [`PolicySet`] keeps it.
+fn window_nanos(window: Duration) -> u64 {
+    u64::try_from(window.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl PolicySet {
     /// The first `MAX_POLICIES` of `policies`.
     #[inline]
     pub fn new(policies: &[Policy]) -> PolicySet {
-        let mut items = [Policy::new(0, Duration::ZERO); crate::MAX_POLICIES];
-        let len = policies.len().min(items.len());
-        items[..len].copy_from_slice(&policies[..len]);
-        PolicySet {
-            len: len as u8,
-            items,
+        let mut set = PolicySet {
+            len: 0,
+            limits: [0; crate::MAX_POLICIES],
+            windows: [0; crate::MAX_POLICIES],
+        };
+        for (i, policy) in policies.iter().take(crate::MAX_POLICIES).enumerate() {
+            set.limits[i] = policy.limit;
+            set.windows[i] = window_nanos(policy.window);
+            set.len = i as u8 + 1;
         }
+        set
     }
 
-    /// The policies.
-    pub fn as_slice(&self) -> &[Policy] {
-        &self.items[..usize::from(self.len)]
+    /// How many policies.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Policy `i`.
+    pub fn get(&self, i: usize) -> Option<Policy> {
+        (i < self.len()).then(|| Policy::new(self.limits[i], Duration::from_nanos(self.windows[i])))
+    }
+
+    /// The policies, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Policy> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    /// Whether these are exactly `policies` (in order).
+    #[inline]
+    pub fn matches(&self, policies: &[Policy]) -> bool {
+        policies.len() == self.len()
+            && policies.iter().enumerate().all(|(i, policy)| {
+                policy.limit == self.limits[i] && window_nanos(policy.window) == self.windows[i]
+            })
+    }
+
+    /// The policies into `out`, and how many.
+    pub(crate) fn write_into(&self, out: &mut [Policy; crate::MAX_POLICIES]) -> usize {
+        for (slot, policy) in out.iter_mut().zip(self.iter()) {
+            *slot = policy;
+        }
+        self.len()
     }
 }
 

@@ -500,10 +500,9 @@ where
                 decided_by: DecidedBy::Policies(set),
                 ..
             }) => {
-                let set = set.as_slice();
                 if let Some(known) = [described, &layer.base]
                     .into_iter()
-                    .find(|known| *known.policies == *set)
+                    .find(|known| set.matches(&known.policies))
                 {
                     (Some(&known.policies), Some(&known.written))
                 } else {
@@ -513,14 +512,14 @@ where
                     let later = layer.backend.generation();
                     if later != generation {
                         after = layer.reconfigured(later);
-                        if *after.policies == *set {
+                        if set.matches(&after.policies) {
                             (Some(&after.policies), Some(&after.written))
                         } else {
-                            own = Some(PolicyList::new(set));
+                            own = Some(set_list(set));
                             (own.as_ref(), None)
                         }
                     } else {
-                        own = Some(PolicyList::new(set));
+                        own = Some(set_list(set));
                         (own.as_ref(), None)
                     }
                 }
@@ -730,19 +729,25 @@ fn said<'a>(
     before: (&'a PolicyList, Option<&'a Written>),
     base: &'a Described,
 ) -> (Option<&'a PolicyList>, Option<&'a Written>) {
-    let set = set.as_slice();
-    if **before.0 == *set {
+    if set.matches(before.0) {
         return (Some(before.0), before.1);
     }
-    if *base.policies == *set {
+    if set.matches(&base.policies) {
         return (Some(&base.policies), Some(&base.written));
     }
     if let Some(after) = after
-        && *after.policies == *set
+        && set.matches(&after.policies)
     {
         return (Some(&after.policies), Some(&after.written));
     }
     (own, None)
+}
+
+/// `set` as a list written per response.
+fn set_list(set: &PolicySet) -> PolicyList {
+    let mut policies = [Policy::new(0, core::time::Duration::ZERO); crate::MAX_POLICIES];
+    let len = set.write_into(&mut policies);
+    PolicyList::new(&policies[..len])
 }
 
 /// Whether `policies` can have decided `verdict`: the policy it names is
@@ -994,15 +999,13 @@ where
                     // around the decision that fit it (see `decided_by`).
                     let (own, after) = match verdict.decided_by {
                         DecidedBy::Policies(set)
-                            if *pending.style.policies != *set.as_slice()
-                                && *pending.base.policies != *set.as_slice() =>
+                            if !set.matches(&pending.style.policies)
+                                && !set.matches(&pending.base.policies) =>
                         {
                             let (_, after) = (pending.redescribe)();
                             match after {
-                                Some(after) if *after.policies == *set.as_slice() => {
-                                    (None, Some(after))
-                                }
-                                _ => (Some(PolicyList::new(set.as_slice())), None),
+                                Some(after) if set.matches(&after.policies) => (None, Some(after)),
+                                _ => (Some(set_list(&set)), None),
                             }
                         }
                         DecidedBy::Unsaid => (pending.redescribe)(),
