@@ -1161,20 +1161,40 @@ impl<C: Clock> SlidingCounter<C> {
     /// ```
     #[must_use = "a denied request must not go ahead: use the result"]
     pub fn check_n_with_growth_at(&self, n: u32, now: u64) -> Result<(Admitted, Duration), Denied> {
+        self.check_growth_judged(n, now).0
+    }
+
+    /// [`check_n_with_growth_at`](Self::check_n_with_growth_at), and the
+    /// limit it judged by (the tower layer names it).
+    pub(crate) fn check_growth_judged(
+        &self,
+        n: u32,
+        now: u64,
+    ) -> (Result<(Admitted, Duration), Denied>, u32) {
         // One limit for the check and its dry run: a reconfiguration
         // between the two would give the admission another limit's `t`.
         let limit = self.current_limit();
         if n > limit {
-            return Err(Denied::exceeds_limit(n, limit));
+            return (Err(Denied::exceeds_limit(n, limit)), limit);
         }
         let state = self.state(limit);
-        let admitted = state
+        let admitted = match state
             .check(n, now, 0)
-            .expect("a SlidingCounter is never closed")?;
+            .expect("a SlidingCounter is never closed")
+        {
+            Ok(admitted) => admitted,
+            Err(denied) => return (Err(denied), limit),
+        };
         let grows = crate::decision::growth_by_dry_run(&admitted, |more| {
             (more <= limit).then(|| state.peek(more, now, 0)).flatten()
         });
-        Ok((admitted, grows))
+        (Ok((admitted, grows)), limit)
+    }
+
+    /// The limit the counter was built with.
+    #[cfg(feature = "tower")]
+    pub(crate) fn built_limit(&self) -> u32 {
+        self.config.limit()
     }
 
     /// What [`check_n_at`](Self::check_n_at) would answer, recording

@@ -23,7 +23,7 @@ use crate::policy::{Policy, Quota};
 use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(feature = "tower")]
-use crate::tower::PolicyStates;
+use crate::tower::{DecidedBy, PolicySet, PolicyStates};
 
 mod hasher;
 mod pinned;
@@ -1009,6 +1009,12 @@ where
     /// (`Ok(Layered::Denied(..))`) alike: in the verdict's own field, not
     /// copied through the return values. An `Err` is a denial without a
     /// state (a key refused by the budget).
+    ///
+    /// The policies of the state that decided are written in `decided`:
+    /// [`DecidedBy::Base`] for the builder's default shape (a byte: the
+    /// state's quota pointer is `None`), else the key's own shape's,
+    /// whether a quota or a reconfiguration gave them (a key the walk has
+    /// not moved yet is decided, and named, by its old policies).
     #[cfg(feature = "tower")]
     #[inline]
     pub(crate) fn check_then_peek<Q>(
@@ -1016,6 +1022,7 @@ where
         key: &Q,
         read: impl FnOnce() -> u64,
         states: &core::cell::Cell<Option<PolicyStates>>,
+        decided: &core::cell::Cell<DecidedBy>,
     ) -> Result<Layered, Denied>
     where
         K: Borrow<Q>,
@@ -1031,6 +1038,11 @@ where
                 // With several policies each one's state is written in
                 // `states` (on an admission) by the same pass as the count.
                 let growing = algorithm.check_growing(words, quota, now, floor, states)?;
+                // The state answered: its shape decided.
+                decided.set(match quota {
+                    None => DecidedBy::Base,
+                    Some(shape) => DecidedBy::Policies(PolicySet::new(shape.policies())),
+                });
                 let admitted = match growing.decision {
                     Ok(admitted) => admitted,
                     Err(denied) => {
@@ -2019,6 +2031,13 @@ where
             Some(shape) => shape.limit(),
             None => self.algorithm.limit(),
         }
+    }
+
+    /// The builder's default policies (those of a state without a quota
+    /// of its own).
+    #[cfg(feature = "tower")]
+    pub(crate) fn built_policies(&self) -> &[Policy] {
+        self.algorithm.policies()
     }
 
     /// The default policies now, in the order given (a key's own

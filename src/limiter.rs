@@ -142,9 +142,17 @@ struct AdmitN(u32);
 /// `peek_n`: what `check_n` would answer.
 struct PeekN(u32);
 /// `check` that also reads when `remaining` next grows and, with several
-/// policies, writes each one's state in its cell (the tower layer).
+/// policies, writes each one's state in its cell, and the policies that
+/// decided in `decided` (the tower layer).
 #[cfg(feature = "tower")]
-struct CheckGrowing<'a>(&'a StatesOut);
+struct CheckGrowing<'a> {
+    states: &'a StatesOut,
+    decided: &'a core::cell::Cell<crate::tower::DecidedBy>,
+    /// The first generation's shape: a decision on it is said
+    /// [`DecidedBy::Base`](crate::tower::DecidedBy::Base) (a pointer
+    /// compare, no copy).
+    first: &'a Shape,
+}
 /// `check_n_with_growth`: `n` units, and when `remaining` next grows.
 struct CheckNGrowing(u32);
 
@@ -157,7 +165,13 @@ impl Judge<(Admitted, Option<u64>)> for CheckGrowing<'_> {
         ring: RingRef<'_>,
         when: impl FnOnce() -> Now,
     ) -> Option<Result<(Admitted, Option<u64>), Denied>> {
-        let Growing { decision, wait } = shape.check_growing_at(ring, when(), self.0)?;
+        let Growing { decision, wait } = shape.check_growing_at(ring, when(), self.states)?;
+        // This generation answered: its policies decided.
+        self.decided.set(if core::ptr::eq(shape, self.first) {
+            crate::tower::DecidedBy::Base
+        } else {
+            crate::tower::DecidedBy::Policies(crate::tower::PolicySet::new(shape.policies()))
+        });
         Some(decision.map(|admitted| (admitted, wait)))
     }
 }
@@ -563,14 +577,30 @@ impl<C: Clock> Limiter<C> {
     /// admitted — how many nanoseconds after `now` its `remaining` next
     /// grows (`None`: ask a dry run) and (with several policies, written in
     /// `states`) each one's state, read with the count (the tower layer's
-    /// `RateLimit` field; see [`Growing`]).
+    /// `RateLimit` field; see [`Growing`]); the policies of the generation
+    /// that answered are written in `decided`.
     #[cfg(feature = "tower")]
     pub(crate) fn check_growing_at(
         &self,
         now: u64,
         states: &StatesOut,
+        decided: &core::cell::Cell<crate::tower::DecidedBy>,
     ) -> Result<(Admitted, Option<u64>), Denied> {
-        self.decide(|| now, CheckGrowing(states))
+        let first = &self.first.shape;
+        self.decide(
+            || now,
+            CheckGrowing {
+                states,
+                decided,
+                first,
+            },
+        )
+    }
+
+    /// The policies the limiter was built with (its first generation's).
+    #[cfg(feature = "tower")]
+    pub(crate) fn built_policies(&self) -> &[Policy] {
+        self.first.shape.policies()
     }
 
     /// With several policies, each one's room and wait at `now` (for the

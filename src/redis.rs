@@ -436,6 +436,10 @@ struct Told {
     /// Read by the tower layer's backend.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     rooms: Rooms,
+    /// The policies that decided (the call's one configuration; `None`:
+    /// nothing was asked). Read by the tower layer's backend.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    rules: Option<std::sync::Arc<Rules>>,
 }
 
 /// Each policy's units left and the wait until that grows, in the order
@@ -1644,11 +1648,6 @@ impl RedisLimiter {
         now_us: Option<u64>,
         dry: bool,
     ) -> Result<Told, RedisLimitError> {
-        let untimed = |decision: Result<Admitted, Denied>| Told {
-            decision,
-            grows: Duration::ZERO,
-            rooms: Rooms::default(),
-        };
         if key.len() > self.shared.max_key_len {
             return Err(RedisLimitError::KeyTooLong {
                 len: key.len(),
@@ -1657,6 +1656,12 @@ impl RedisLimiter {
         }
         // One configuration for the whole call, even if `reconfigure` races.
         let rules = self.shared.rules.load_full();
+        let untimed = |decision: Result<Admitted, Denied>| Told {
+            decision,
+            grows: Duration::ZERO,
+            rooms: Rooms::default(),
+            rules: Some(std::sync::Arc::clone(&rules)),
+        };
         if n > rules.min_limit {
             return Ok(untimed(Err(
                 Denied::exceeds_limit(n, rules.min_limit).with_policy(rules.min_policy)
@@ -1738,6 +1743,7 @@ impl RedisLimiter {
                 }),
                 grows,
                 rooms,
+                rules: Some(std::sync::Arc::clone(&rules)),
             })
         } else {
             let retry_ns = value.saturating_mul(1_000);
@@ -2018,6 +2024,7 @@ impl crate::tower::Backend<String> for RedisLimiter {
                         decision: Err(Denied::rate_limited(retry)),
                         grows: Duration::ZERO,
                         rooms: Rooms::default(),
+                        rules: None,
                     };
                     (told, false)
                 }
@@ -2033,6 +2040,7 @@ impl crate::tower::Backend<String> for RedisLimiter {
                         decision,
                         grows: Duration::ZERO,
                         rooms: Rooms::default(),
+                        rules: None,
                     };
                     (told, true)
                 }
@@ -2041,11 +2049,18 @@ impl crate::tower::Backend<String> for RedisLimiter {
             // when the script told each one's room.
             let per_policy = (told.rooms.len > 0)
                 .then(|| crate::tower::PolicyStates::new(told.rooms.as_slice()));
+            // The policies the script judged by: the call's rules.
+            let decided_by = match &told.rules {
+                Some(rules) => {
+                    crate::tower::DecidedBy::Policies(crate::tower::PolicySet::new(&rules.policies))
+                }
+                None => crate::tower::DecidedBy::Unsaid,
+            };
             crate::tower::Verdict {
-                decision: told.decision,
-                wait: told.grows,
                 degraded,
                 per_policy,
+                decided_by,
+                ..crate::tower::Verdict::new(told.decision, told.grows)
             }
         })
     }

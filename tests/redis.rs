@@ -922,6 +922,42 @@ fn the_layer_gets_the_time_until_the_quota_grows() {
     });
 }
 
+/// A Redis verdict names the rules its script call judged by (the layer's
+/// `RateLimit-Policy` is theirs), before and after a reconfiguration, the
+/// pre-check's local denials included.
+#[cfg(feature = "tower")]
+#[test]
+fn a_verdict_names_the_rules_that_decided_it() {
+    use slidelog::tower::{Backend, DecidedBy, PolicySet};
+    use slidelog::{Policy, Quota};
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let minute = Duration::from_secs(60);
+        let limiter = RedisLimiter::builder(server.url.as_str(), 1, minute)
+            .prefix("decided:")
+            .local_precheck(true)
+            .connect()
+            .await
+            .unwrap();
+        let named = |limit| DecidedBy::Policies(PolicySet::new(&[Policy::new(limit, minute)]));
+        let first = Backend::check(&limiter, "k".to_string()).await;
+        assert_eq!((first.decision.is_ok(), first.decided_by), (true, named(1)));
+        for _ in 0..2 {
+            // Denied by Redis, then by the pre-check.
+            let denied = Backend::check(&limiter, "k".to_string()).await;
+            assert_eq!(
+                (denied.decision.is_err(), denied.decided_by),
+                (true, named(1))
+            );
+        }
+        limiter.reconfigure(Quota::new(3, minute).unwrap()).unwrap();
+        let moved = Backend::check(&limiter, "k".to_string()).await;
+        assert_eq!(moved.decision.unwrap().remaining(), 1);
+        assert_eq!(moved.decided_by, named(3));
+    });
+}
+
 /// The pre-check's local denials name the policy Redis named (here the
 /// 1 s policy, index 1), not policy 0; and a deployment that switches from
 /// the sorted-set layout to the ring under the same prefix keeps working

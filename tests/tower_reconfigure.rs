@@ -243,3 +243,162 @@ fn an_awaited_backends_responses_describe_the_policies_that_decided_them() {
         "{wrong} of {of} responses described another configuration"
     );
 }
+
+/// The limit a response's `RateLimit-Policy` names, and the `r` its
+/// `RateLimit` says (one policy); `None` without the fields.
+fn quota_and_remaining<T>(response: &Response<T>) -> Option<(u64, u64)> {
+    let header = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap());
+    let (policy, state) = (header("ratelimit-policy")?, header("ratelimit")?);
+    let (q, r) = (items(policy)[0].1, items(state)[0].1);
+    Some((q, r))
+}
+
+/// **Described by the configuration that decided**: one sender, the clock
+/// still within a round of [`PER_ROUND`] requests (moved past every window
+/// between rounds), so the sender knows how many of the key's admissions
+/// are in the window (`used`: every one it was told of this round). An
+/// admission described by policies `q` with `r` remaining says `q - r` are
+/// used; a denial (`r = 0`) says at least `q` are. Both limits fit every
+/// admission of the smaller one: described by the larger while the smaller
+/// decided (a key the walk has not moved yet), a response says 90 more were
+/// used than were. Returns the responses that say otherwise, and how many
+/// were sent.
+fn race_exact<B, X>(
+    backend: Arc<B>,
+    layer: RateLimitLayer<B, X, String>,
+    clock: ManualClock,
+    reconfigure: impl Fn(&B, &Quota) + Send + Sync + 'static,
+) -> (usize, usize)
+where
+    B: Backend<String> + ?Sized + Send + Sync + 'static,
+    X: KeyExtractor<axum::body::Body, Key = String>,
+{
+    let mut svc = layer.layer(tower::service_fn(|_: Request<axum::body::Body>| async {
+        Ok::<_, Infallible>(Response::new(axum::body::Body::empty()))
+    }));
+    const REQUESTS: usize = 30_000;
+    let quotas = exact_quotas();
+    let done = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(2));
+    let changer = {
+        let (done, barrier, backend) = (
+            Arc::clone(&done),
+            Arc::clone(&barrier),
+            Arc::clone(&backend),
+        );
+        std::thread::spawn(move || {
+            barrier.wait();
+            let mut i = 0;
+            while !done.load(Ordering::Relaxed) {
+                reconfigure(&backend, &quotas[i % 2]);
+                i += 1;
+            }
+            i
+        })
+    };
+    barrier.wait();
+    let mut cx = Context::from_waker(Waker::noop());
+    let (mut wrong, mut used) = (0, 0);
+    for i in 0..REQUESTS {
+        if i % PER_ROUND == 0 {
+            // Every admission leaves every window: none is used.
+            clock.advance(Duration::from_secs(2 * 3_600));
+            used = 0;
+        }
+        let request = Request::get("/")
+            .header("x-api-key", "hot")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert!(svc.poll_ready(&mut cx).is_ready());
+        let mut answer = std::pin::pin!(svc.call(request));
+        let response = loop {
+            if let Poll::Ready(response) = answer.as_mut().poll(&mut cx) {
+                break response.unwrap();
+            }
+        };
+        let admitted = response.status().is_success();
+        used += u64::from(admitted);
+        if let Some((q, r)) = quota_and_remaining(&response) {
+            let right = if admitted {
+                q.checked_sub(r) == Some(used)
+            } else {
+                r == 0 && q <= used
+            };
+            wrong += usize::from(!right);
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let changes = changer.join().unwrap();
+    assert!(changes > 1, "the configuration changed while requests ran");
+    (wrong, REQUESTS)
+}
+
+/// Requests per round of [`race_exact`]: past the smaller limit, fewer
+/// than the larger.
+const PER_ROUND: usize = 12;
+
+/// The two configurations [`race_exact`] alternates between: one limit ten
+/// times the other, in the same long window.
+fn exact_quotas() -> [Quota; 2] {
+    [
+        Quota::new(10, Duration::from_secs(3_600)).unwrap(),
+        Quota::new(100, Duration::from_secs(3_600)).unwrap(),
+    ]
+}
+
+#[test]
+fn a_keyed_limiters_responses_name_the_limit_that_decided_them() {
+    let clock = ManualClock::new();
+    let limiter = Arc::new(
+        KeyedLimiter::<String, ManualClock>::with_clock(
+            10,
+            Duration::from_secs(3_600),
+            clock.clone(),
+        )
+        .unwrap(),
+    );
+    // Keys the walks move, so that each takes a while: the checked key is
+    // often one not moved yet.
+    for key in 0..2_000 {
+        limiter.check(&format!("idle-{key}")).unwrap();
+    }
+    let layer = RateLimitLayer::new(Arc::clone(&limiter), HeaderKey::new("x-api-key"));
+    let (wrong, of) = race_exact(limiter, layer, clock, |l, q| {
+        l.reconfigure(q.clone()).unwrap()
+    });
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of {of} responses named a limit that did not decide them"
+    );
+}
+
+#[test]
+fn a_single_limiters_responses_name_the_limit_that_decided_them() {
+    let clock = ManualClock::new();
+    let limiter =
+        Arc::new(Limiter::with_clock(10, Duration::from_secs(3_600), clock.clone()).unwrap());
+    let layer = RateLimitLayer::new(Arc::clone(&limiter), HeaderKey::new("x-api-key"));
+    let (wrong, of) = race_exact(limiter, layer, clock, |l, q| {
+        l.reconfigure(q.clone()).unwrap()
+    });
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of {of} responses named a limit that did not decide them"
+    );
+}
+
+#[test]
+fn a_counters_responses_name_the_limit_that_decided_them() {
+    let clock = ManualClock::new();
+    let counter = Arc::new(
+        SlidingCounter::with_clock(100, Duration::from_secs(3_600), 10, clock.clone()).unwrap(),
+    );
+    let layer = RateLimitLayer::new(Arc::clone(&counter), HeaderKey::new("x-api-key"));
+    let (wrong, of) = race_exact(counter, layer, clock, |c, q| {
+        c.reconfigure(q.clone()).unwrap()
+    });
+    assert_eq!(
+        wrong, 0,
+        "{wrong} of {of} responses named a limit that did not decide them"
+    );
+}

@@ -48,9 +48,41 @@ pub struct Verdict {
     /// the IETF `RateLimit` field lists one item per policy from these
     /// (`None`: one item, for the policy the decision names).
     pub per_policy: Option<PolicyStates>,
+    /// The policies that made the decision, which its `RateLimit-Policy`
+    /// field names ([`DecidedBy::Unsaid`], the default: the layer names the
+    /// backend's policies read around the decision that fit it).
+    pub decided_by: DecidedBy,
 }
 
 impl Verdict {
+    /// A verdict of `decision`, `wait` until an admission's `remaining`
+    /// grows, and nothing else said: not degraded, one `RateLimit` item,
+    /// [`DecidedBy::Unsaid`]. A backend of its own says more by naming the
+    /// fields before it (`Verdict { decided_by, ..Verdict::new(decision, wait) }`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, Policy};
+    /// use slidelog::tower::{DecidedBy, PolicySet, Verdict};
+    /// let limiter = Limiter::new(10, Duration::from_secs(1))?;
+    /// let decision = limiter.check();
+    /// let verdict = Verdict {
+    ///     decided_by: DecidedBy::Policies(PolicySet::new(&limiter.policies())),
+    ///     ..Verdict::new(decision, Duration::from_secs(1))
+    /// };
+    /// assert!(!verdict.degraded);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn new(decision: Result<Admitted, Denied>, wait: Duration) -> Verdict {
+        Verdict {
+            decision,
+            wait,
+            degraded: false,
+            per_policy: None,
+            decided_by: DecidedBy::Unsaid,
+        }
+    }
+
     /// A verdict to be written in place ([`keyed_verdict`]): each field is
     /// overwritten, or, for `per_policy`, left `None` by one policy. Each
     /// policy's state is written in the verdict's own field, not carried
@@ -66,7 +98,127 @@ impl Verdict {
             wait: Duration::ZERO,
             degraded: false,
             per_policy: None,
+            decided_by: DecidedBy::Base,
         }
+    }
+}
+
+/// Which policies decided a [`Verdict`]: what its response's
+/// `RateLimit-Policy` field names, exactly, while the backend is
+/// reconfigured (see the module's "Reconfiguration").
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{KeyedLimiter, ManualClock, Policy, Quota};
+/// use slidelog::tower::{Backend, DecidedBy, PolicySet};
+/// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(10, Duration::from_secs(60), ManualClock::new())?;
+/// // The policies it was built with.
+/// assert_eq!(Backend::check_now(&limiter, &7).unwrap().decided_by, DecidedBy::Base);
+/// limiter.reconfigure(Quota::new(100, Duration::from_secs(60))?)?;
+/// let moved = PolicySet::new(&[Policy::new(100, Duration::from_secs(60))]);
+/// assert_eq!(Backend::check_now(&limiter, &7).unwrap().decided_by, DecidedBy::Policies(moved));
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecidedBy {
+    /// Not said: the layer names the backend's policies it reads before or
+    /// after the decision, the first that fit it (the named policy is one
+    /// of them, `remaining` within its limit), or none. Exact while the
+    /// backend is not reconfigured; across a reconfiguration a verdict
+    /// that fits both configurations may be named by the one that did not
+    /// decide it.
+    #[default]
+    Unsaid,
+    /// The backend's [`base_policies`](Backend::base_policies): for this
+    /// crate's limiters, those they were built with (said without copying
+    /// them, as every decision of a limiter never reconfigured is).
+    Base,
+    /// These policies.
+    Policies(PolicySet),
+}
+
+/// Up to [`MAX_POLICIES`](crate::MAX_POLICIES) policies, inline and
+/// compact (a [`DecidedBy`]'s: each window in nanoseconds, so that a
+/// verdict stays small to copy; a window of more than `u64::MAX`
+/// nanoseconds, 584 years, is kept as that).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::Policy;
+/// use slidelog::tower::PolicySet;
+/// let policies = [Policy::new(10, Duration::from_secs(1)), Policy::new(100, Duration::from_secs(60))];
+/// let set = PolicySet::new(&policies);
+/// assert_eq!(set.len(), 2);
+/// assert_eq!(set.get(1), Some(Policy::new(100, Duration::from_secs(60))));
+/// assert!(set.matches(&policies));
+/// assert!(!set.matches(&policies[..1]));
+/// assert_eq!(set.iter().collect::<Vec<_>>(), policies);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicySet {
+    len: u8,
+    limits: [u32; crate::MAX_POLICIES],
+    windows: [u64; crate::MAX_POLICIES],
+}
+
+/// A window in nanoseconds, as a [`PolicySet`] keeps it.
+fn window_nanos(window: Duration) -> u64 {
+    u64::try_from(window.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl PolicySet {
+    /// The first `MAX_POLICIES` of `policies`.
+    #[inline]
+    pub fn new(policies: &[Policy]) -> PolicySet {
+        let mut set = PolicySet {
+            len: 0,
+            limits: [0; crate::MAX_POLICIES],
+            windows: [0; crate::MAX_POLICIES],
+        };
+        for (i, policy) in policies.iter().take(crate::MAX_POLICIES).enumerate() {
+            set.limits[i] = policy.limit;
+            set.windows[i] = window_nanos(policy.window);
+            set.len = i as u8 + 1;
+        }
+        set
+    }
+
+    /// How many policies.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Policy `i`.
+    pub fn get(&self, i: usize) -> Option<Policy> {
+        (i < self.len()).then(|| Policy::new(self.limits[i], Duration::from_nanos(self.windows[i])))
+    }
+
+    /// The policies, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Policy> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    /// Whether these are exactly `policies` (in order).
+    #[inline]
+    pub fn matches(&self, policies: &[Policy]) -> bool {
+        policies.len() == self.len()
+            && policies.iter().enumerate().all(|(i, policy)| {
+                policy.limit == self.limits[i] && window_nanos(policy.window) == self.windows[i]
+            })
+    }
+
+    /// The policies into `out`, and how many.
+    pub(crate) fn write_into(&self, out: &mut [Policy; crate::MAX_POLICIES]) -> usize {
+        for (slot, policy) in out.iter_mut().zip(self.iter()) {
+            *slot = policy;
+        }
+        self.len()
     }
 }
 
@@ -152,6 +304,13 @@ pub trait Backend<K>: Send + Sync + 'static {
         let _ = key;
         None
     }
+    /// The policies a verdict's [`DecidedBy::Base`] stands for, read once
+    /// when a layer is built: for this crate's limiters, those they were
+    /// built with. By default [`policies`](Self::policies) (a backend that
+    /// is reconfigured and says `Base` must answer this).
+    fn base_policies(&self) -> Vec<Policy> {
+        self.policies()
+    }
     /// A number that changes when [`policies`](Self::policies) change at run
     /// time (a reconfiguration): the layer re-reads them when it does. 0 by
     /// default (never changes).
@@ -194,6 +353,10 @@ where
         KeyedLimiter::policies(self)
     }
 
+    fn base_policies(&self) -> Vec<Policy> {
+        self.built_policies().to_vec()
+    }
+
     fn key_policies(&self, key: &K) -> Option<Vec<Policy>> {
         self.has_quotas()
             .then(|| self.policies_for(key).to_vec())
@@ -217,11 +380,13 @@ where
     let clock = limiter.clock();
     let mut verdict = Verdict::placeholder();
     let states = core::cell::Cell::from_mut(&mut verdict.per_policy);
+    let decided = core::cell::Cell::from_mut(&mut verdict.decided_by);
     match limiter.check_then_peek(
         key,
         #[inline(always)]
         || clock.now(),
         states,
+        decided,
     ) {
         Ok(Layered::Admitted(admitted, wait)) => {
             verdict.decision = Ok(admitted);
@@ -229,7 +394,10 @@ where
         }
         Ok(Layered::Denied(denied)) => verdict.decision = Err(denied),
         // No state to describe (a key the budget refused).
-        Err(denied) => verdict.decision = Err(denied),
+        Err(denied) => {
+            verdict.decision = Err(denied);
+            verdict.decided_by = DecidedBy::Unsaid;
+        }
     }
     verdict
 }
@@ -241,12 +409,7 @@ fn grown(decision: Result<(Admitted, Duration), Denied>) -> Verdict {
         Ok((admitted, wait)) => (Ok(admitted), wait),
         Err(denied) => (Err(denied), Duration::ZERO),
     };
-    Verdict {
-        decision,
-        wait,
-        degraded: false,
-        per_policy: None,
-    }
+    Verdict::new(decision, wait)
 }
 
 /// A single-key limiter as a backend: one limit shared by every key (use it
@@ -268,15 +431,19 @@ impl<K, C: Clock + 'static> Backend<K> for SlidingCounter<C> {
     type Future = core::future::Ready<Verdict>;
 
     fn check(&self, _: K) -> Self::Future {
-        core::future::ready(single_key_verdict(self))
+        core::future::ready(counter_verdict(self))
     }
 
     fn check_now(&self, _: &K) -> Option<Verdict> {
-        Some(single_key_verdict(self))
+        Some(counter_verdict(self))
     }
 
     fn policy(&self) -> (u32, Duration) {
         (self.limit(), self.window())
+    }
+
+    fn base_policies(&self) -> Vec<Policy> {
+        vec![Policy::new(self.built_limit(), self.window())]
     }
 
     fn generation(&self) -> u64 {
@@ -315,6 +482,10 @@ impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
 
     fn policies(&self) -> Vec<Policy> {
         Limiter::policies(self)
+    }
+
+    fn base_policies(&self) -> Vec<Policy> {
+        self.built_policies().to_vec()
     }
 
     fn generation(&self) -> u64 {
@@ -371,7 +542,8 @@ fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
     let now = limiter.clock().now();
     let mut verdict = Verdict::placeholder();
     let states = core::cell::Cell::from_mut(&mut verdict.per_policy);
-    match limiter.check_growing_at(now, states) {
+    let decided = core::cell::Cell::from_mut(&mut verdict.decided_by);
+    match limiter.check_growing_at(now, states, decided) {
         Ok((admitted, wait)) => {
             verdict.decision = Ok(admitted);
             verdict.wait = match wait {
@@ -387,6 +559,19 @@ fn limiter_verdict<C: Clock>(limiter: &Limiter<C>) -> Verdict {
             verdict.decision = Err(denied);
         }
     }
+    verdict
+}
+
+/// A [`SlidingCounter`]'s verdict, named by the limit it judged by (read
+/// once per check).
+fn counter_verdict<C: Clock>(counter: &SlidingCounter<C>) -> Verdict {
+    let (decision, limit) = counter.check_growth_judged(1, counter.clock().now());
+    let mut verdict = grown(decision);
+    verdict.decided_by = if limit == counter.built_limit() {
+        DecidedBy::Base
+    } else {
+        DecidedBy::Policies(PolicySet::new(&[Policy::new(limit, counter.window())]))
+    };
     verdict
 }
 

@@ -23,13 +23,19 @@
 //! # Reconfiguration
 //!
 //! A backend reconfigured at run time (`reconfigure`, `set_quota`) is
-//! described by its new policies from the next response on. A request
-//! decided while a reconfiguration runs is described by the policies the
-//! layer reads after its decision if they fit it (the named policy is one
-//! of them and `remaining` within its limit), else by those it read
-//! before; if neither fits (two reconfigurations within one decision) it
-//! is sent without `RateLimit` fields rather than with another
-//! configuration's (`tests/tower_reconfigure.rs`).
+//! described by the configuration that **decided** each response: the
+//! backend's [`Verdict::decided_by`] names its policies, and the response's
+//! `RateLimit-Policy` field is theirs. A keyed limiter names the state
+//! that decided (a key the walk has not moved yet is named by its old
+//! policies), a [`Limiter`](crate::Limiter) the generation that answered,
+//! a [`SlidingCounter`](crate::SlidingCounter) the limit it read, the
+//! Redis limiter the rules its script call was given. A backend that does
+//! not say ([`DecidedBy::Unsaid`]: a custom one, a `dyn RateLimit`) is
+//! described by the policies the layer reads after its decision if they
+//! fit it (the named policy is one of them and `remaining` within its
+//! limit), else by those it read before; if neither fits it is sent
+//! without `RateLimit` fields rather than with another configuration's
+//! (`tests/tower_reconfigure.rs`).
 //!
 //! # One limit for a whole app: wrap the router
 //!
@@ -79,7 +85,7 @@ mod headers;
 mod peer;
 mod service;
 
-pub use backend::{Backend, PolicyStates, Verdict};
+pub use backend::{Backend, DecidedBy, PolicySet, PolicyStates, Verdict};
 pub use body::{BodyMode, InnerBody, RateLimitBody, WrapBody};
 pub use deny::{Denial, DenyStyle, MissingKey};
 pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};

@@ -13,12 +13,13 @@ use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 
-use super::backend::{Backend, Verdict};
+use super::backend::{Backend, DecidedBy, PolicySet, Verdict};
 use super::body::{BodyMode, WrapBody};
 use super::deny::{Denial, DenyHook, DenyStyle, MissingKey, denial, missing_key};
 use super::extract::KeyExtractor;
 use super::headers::{HeaderStyle, Headers, PolicyList, Written, list_headers};
 use crate::decision::Admitted;
+use crate::policy::Policy;
 use crate::sync::atomic::{AtomicBool, Ordering};
 
 /// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first
@@ -75,6 +76,10 @@ struct Options<L: ?Sized, X, K> {
     /// from `first`'s): asked again each time it moves, once for the layer
     /// and every service and clone made from it.
     described: Arc<ArcSwap<Described>>,
+    /// The backend's [`base_policies`](Backend::base_policies), read when
+    /// the layer was built: what a verdict said [`DecidedBy::Base`] names
+    /// (every decision of a limiter of this crate never reconfigured).
+    base: Described,
     /// Builds the denial response instead of the default body.
     on_deny: Option<DenyHook>,
     /// The status when the backend cannot decide (503 by default).
@@ -106,6 +111,7 @@ impl<L: ?Sized, X: Clone, K: Clone> Clone for Options<L, X, K> {
             deny: self.deny,
             first: self.first.clone(),
             described: Arc::clone(&self.described),
+            base: self.base.clone(),
             on_deny: self.on_deny.clone(),
             unavailable: self.unavailable,
             name: self.name.clone(),
@@ -149,7 +155,9 @@ where
     pub fn new(backend: Arc<L>, extractor: X) -> Self {
         crate::observe::describe();
         let first = Described::of(&*backend);
+        let base = Described::named(&backend.base_policies(), 0);
         let options = Options {
+            base,
             described: Arc::new(ArcSwap::from_pointee(first.clone())),
             first,
             backend,
@@ -476,12 +484,46 @@ where
         // Matched in place, not moved into a tuple: a verdict is a few
         // hundred bytes (BENCHMARKS.md, "Over HTTP", session 29).
         let now = key.as_ref().and_then(|key| layer.backend.check_now(key));
-        // **The policies that decided**: read after the decision, so that
-        // a reconfiguration the decision saw is seen here too (see
-        // `decided_by`).
+        // **The policies that decided**: those the verdict names (see
+        // `said`); for a backend that does not say, read after the
+        // decision, so that a reconfiguration the decision saw is seen
+        // here too (see `decided_by`).
         let after;
         let own;
         let (policies, written) = match &now {
+            // The backend said which policies decided: those name it.
+            Some(Verdict {
+                decided_by: DecidedBy::Base,
+                ..
+            }) => (Some(&layer.base.policies), Some(&layer.base.written)),
+            Some(Verdict {
+                decided_by: DecidedBy::Policies(set),
+                ..
+            }) => {
+                if let Some(known) = [described, &layer.base]
+                    .into_iter()
+                    .find(|known| set.matches(&known.policies))
+                {
+                    (Some(&known.policies), Some(&known.written))
+                } else {
+                    // The layer's description of a later generation, if
+                    // it is theirs; else written for this response (a
+                    // key's own quota).
+                    let later = layer.backend.generation();
+                    if later != generation {
+                        after = layer.reconfigured(later);
+                        if set.matches(&after.policies) {
+                            (Some(&after.policies), Some(&after.written))
+                        } else {
+                            own = Some(set_list(set));
+                            (own.as_ref(), None)
+                        }
+                    } else {
+                        own = Some(set_list(set));
+                        (own.as_ref(), None)
+                    }
+                }
+            }
             Some(verdict) => {
                 let later = layer.backend.generation();
                 let after_described = if later != generation {
@@ -565,6 +607,7 @@ where
                 return ResponseFuture::new(State::Checking {
                     pending: Box::pin(Pending {
                         redescribe,
+                        base: layer.base.clone(),
                         key: style
                             .hook
                             .as_ref()
@@ -639,7 +682,8 @@ fn described_at<L: Backend<K> + ?Sized, K>(
 /// from the one read before the check (see [`decided_by`]).
 type Redescribe = Box<dyn Fn() -> (Option<PolicyList>, Option<Arc<Described>>) + Send>;
 
-/// **Which description a verdict gets**: the first of the key's own
+/// **Which description a verdict that does not say its policies gets**
+/// ([`DecidedBy::Unsaid`]; see [`said`] for one that does): the first of the key's own
 /// policies (read after the decision), the layer's description at the
 /// generation read after the decision (if it moved during it) and the one
 /// read before it, that fits the verdict (see [`fits`]); `None` if none
@@ -672,6 +716,38 @@ fn decided_by<'a>(
         return (Some(before.0), before.1);
     }
     (None, None)
+}
+
+/// **The description of policies a backend said decided** (`set`): the
+/// layer's description read before the decision, of its base policies, of
+/// the generation read after it, if one of them is of `set` (their values
+/// written once); else `own`, `set` written per response.
+fn said<'a>(
+    set: &PolicySet,
+    own: Option<&'a PolicyList>,
+    after: Option<&'a Described>,
+    before: (&'a PolicyList, Option<&'a Written>),
+    base: &'a Described,
+) -> (Option<&'a PolicyList>, Option<&'a Written>) {
+    if set.matches(before.0) {
+        return (Some(before.0), before.1);
+    }
+    if set.matches(&base.policies) {
+        return (Some(&base.policies), Some(&base.written));
+    }
+    if let Some(after) = after
+        && set.matches(&after.policies)
+    {
+        return (Some(&after.policies), Some(&after.written));
+    }
+    (own, None)
+}
+
+/// `set` as a list written per response.
+fn set_list(set: &PolicySet) -> PolicyList {
+    let mut policies = [Policy::new(0, core::time::Duration::ZERO); crate::MAX_POLICIES];
+    let len = set.write_into(&mut policies);
+    PolicyList::new(&policies[..len])
 }
 
 /// Whether `policies` can have decided `verdict`: the policy it names is
@@ -730,7 +806,12 @@ impl Described {
             generation = again;
             policies = backend.policies();
         }
-        let policies = PolicyList::named(&policies);
+        Described::named(&policies, generation)
+    }
+
+    /// `policies` described, labelled `generation`.
+    fn named(policies: &[Policy], generation: u64) -> Described {
+        let policies = PolicyList::named(policies);
         Described {
             written: Written::of(&policies),
             policies,
@@ -868,6 +949,8 @@ pin_project! {
         style: OwnedStyle,
         // The description read after it.
         redescribe: Redescribe,
+        // The layer's description of the backend's base policies.
+        base: Described,
     }
 }
 
@@ -912,15 +995,42 @@ where
                         unreachable!("polled after completion")
                     };
                     // The policies that decided, as for an in-process
-                    // decision (see `decided_by`).
-                    let (own, after) = (pending.redescribe)();
+                    // decision: those the backend said, else those read
+                    // around the decision that fit it (see `decided_by`).
+                    let (own, after) = match verdict.decided_by {
+                        DecidedBy::Policies(set)
+                            if !set.matches(&pending.style.policies)
+                                && !set.matches(&pending.base.policies) =>
+                        {
+                            let (_, after) = (pending.redescribe)();
+                            match after {
+                                Some(after) if set.matches(&after.policies) => (None, Some(after)),
+                                _ => (Some(set_list(&set)), None),
+                            }
+                        }
+                        DecidedBy::Unsaid => (pending.redescribe)(),
+                        _ => (None, None),
+                    };
                     let mut style = pending.style.style();
-                    match decided_by(
-                        &verdict,
-                        own.as_ref(),
-                        after.as_deref(),
-                        (style.policies, style.written),
-                    ) {
+                    let named = match verdict.decided_by {
+                        DecidedBy::Base => {
+                            (Some(&pending.base.policies), Some(&pending.base.written))
+                        }
+                        DecidedBy::Policies(set) => said(
+                            &set,
+                            own.as_ref(),
+                            after.as_deref(),
+                            (style.policies, style.written),
+                            &*pending.base,
+                        ),
+                        _ => decided_by(
+                            &verdict,
+                            own.as_ref(),
+                            after.as_deref(),
+                            (style.policies, style.written),
+                        ),
+                    };
+                    match named {
                         (Some(policies), written) => {
                             style.policies = policies;
                             style.written = written;
