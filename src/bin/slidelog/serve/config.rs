@@ -580,7 +580,7 @@ pub(crate) fn overall_over(descriptors: impl IntoIterator<Item = (bool, bool)>) 
 /// message ends with it too).
 fn located(e: serde_yaml_ng::Error) -> String {
     let message = e.to_string();
-    let said = match e.location() {
+    match e.location() {
         Some(at) => {
             let (line, column) = (at.line(), at.column());
             let what = message
@@ -589,8 +589,7 @@ fn located(e: serde_yaml_ng::Error) -> String {
             format!("line {line}, column {column}: {}", readable(what))
         }
         None => readable(&message),
-    };
-    said
+    }
 }
 
 /// A parser's message as a person reads it: the file's own type named

@@ -263,6 +263,8 @@ pub(crate) enum RedisTarget {
 }
 
 /// Where the logs live.
+// One store per service: the Redis variant's size is paid once.
+#[allow(clippy::large_enum_variant)]
 enum Store {
     /// In process: one keyed limiter whose per-key quotas come from the
     /// configuration.
