@@ -59,14 +59,15 @@ pub struct PairSkew {
 /// A source whose thread 0 runs a thousand ticks behind the others:
 ///
 /// ```
-/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Mutex;
 /// use std::time::Duration;
 /// use slidelog::SkewReport;
 ///
-/// let ticks = AtomicU64::new(1_000_000);
+/// let ticks = Mutex::new(1_000_000u64);
 /// let report = SkewReport::measure(3, 20, |thread| {
-///     let now = ticks.fetch_add(1, Ordering::SeqCst);
-///     if thread == 0 { now - 1_000 } else { now }
+///     let mut ticks = ticks.lock().unwrap();
+///     *ticks += 1;
+///     if thread == 0 { *ticks - 1_000 } else { *ticks }
 /// });
 /// // A reading on thread 0 right after one on another thread is 999 behind.
 /// assert_eq!(report.max_back(), Duration::from_nanos(999));
