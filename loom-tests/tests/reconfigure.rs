@@ -127,10 +127,7 @@ fn single_races_a_cut_and_restore(flaw: Flaw) {
         let admitted = admitter.join().unwrap();
         let later = limiter.check_at(5);
         if admitted {
-            assert!(
-                later.is_err(),
-                "an admission carried past the cut was lost"
-            );
+            assert!(later.is_err(), "an admission carried past the cut was lost");
         } else {
             assert!(later.is_ok(), "denied at 5 with one in the window");
         }
