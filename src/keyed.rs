@@ -2201,11 +2201,17 @@ where
             let guard = map.guard();
             map.iter(&guard)
                 .filter_map(|(key, state)| {
-                    let admissions: Vec<u64> = self
-                        .live_admissions(map, key, state, anchor.clock_nanos, &guard)
-                        .into_iter()
-                        .map(|t| anchor.to_unix(t))
-                        .collect();
+                    let mut times =
+                        self.live_admissions(map, key, state, anchor.clock_nanos, &guard);
+                    // What a restore kept aside for a later change of the
+                    // key's policies counts too: a snapshot without it would
+                    // restore as if it never happened.
+                    if let Some(aside) = self.config.restored_for(key) {
+                        times.extend(aside.iter().filter(|&&t| t <= anchor.clock_nanos));
+                        times.sort_unstable();
+                    }
+                    let admissions: Vec<u64> =
+                        times.into_iter().map(|t| anchor.to_unix(t)).collect();
                     (!admissions.is_empty()).then(|| crate::snapshot::KeyAdmissions {
                         key: key.clone(),
                         admissions,

@@ -516,3 +516,31 @@ proptest! {
         }
     }
 }
+
+/// What a restore keeps aside (a key with more admissions than its ring
+/// under the restoring limiter's policies) is in the next snapshot too: 5
+/// admitted under 6 a minute, restored where the default is 4 a minute,
+/// snapshotted again and restored under 6 a minute — the window still
+/// holds 5, so 2 more do not fit.
+#[test]
+fn a_snapshot_holds_what_a_restore_kept_aside() {
+    let minute = Duration::from_secs(60);
+    let keyed = |limit| {
+        KeyedLimiter::<u64, ManualClock>::with_clock(limit, minute, ManualClock::new()).unwrap()
+    };
+    let first = keyed(6);
+    first.check_n_at(&1, 5, 0).unwrap();
+    let taken = first.snapshot_at(Anchor::new(0, UNIX));
+    let mut smaller = keyed(4);
+    smaller.restore_at(&taken, Anchor::new(0, UNIX)).unwrap();
+    let again = smaller.snapshot_at(Anchor::new(0, UNIX));
+    assert_eq!(again.keys.len(), 1);
+    assert_eq!(again.keys[0].admissions.len(), 5, "the one kept aside");
+    let mut last = keyed(6);
+    last.restore_at(&again, Anchor::new(0, UNIX)).unwrap();
+    assert!(
+        last.check_n_at(&1, 2, 1).is_err(),
+        "7 in a window of a minute under a limit of 6"
+    );
+    assert_eq!(last.check_n_at(&1, 1, 1).unwrap().remaining(), 0);
+}

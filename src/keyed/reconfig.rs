@@ -147,6 +147,15 @@ impl<K: Hash + Eq> Reconfig<K> {
         self.restored.pin().remove(key).cloned()
     }
 
+    /// What a restore kept for `key`, left in place (for a snapshot).
+    #[cfg(feature = "serde")]
+    pub(super) fn restored_for(&self, key: &K) -> Option<Arc<[u64]>> {
+        if !self.has_restored() {
+            return None;
+        }
+        self.restored.pin().get(key).cloned()
+    }
+
     /// Forgets what a restore kept for `key` (removed or reset).
     pub(super) fn forget_restored<Q>(&self, key: &Q)
     where
