@@ -87,7 +87,7 @@ impl Verdict {
     /// overwritten, or, for `per_policy`, left `None` by one policy. Each
     /// policy's state is written in the verdict's own field, not carried
     /// through the limiter's return values: a field written in place is not
-    /// copied on the way (BENCHMARKS.md, "Over HTTP", session 29).
+    /// copied on the way (BENCHMARKS.md, "Over HTTP").
     fn placeholder() -> Verdict {
         Verdict {
             decision: Ok(Admitted {

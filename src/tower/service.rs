@@ -482,7 +482,7 @@ where
             .extract(&request)
             .or_else(|| layer.fallback.clone());
         // Matched in place, not moved into a tuple: a verdict is a few
-        // hundred bytes (BENCHMARKS.md, "Over HTTP", session 29).
+        // hundred bytes (BENCHMARKS.md, "Over HTTP").
         let now = key.as_ref().and_then(|key| layer.backend.check_now(key));
         // **The policies that decided**: those the verdict names (see
         // `said`); for a backend that does not say, read after the
