@@ -60,7 +60,8 @@ pub(super) struct Told {
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(super) rooms: Rooms,
     /// The policies that decided (the call's one configuration; `None`:
-    /// nothing was asked). Read by the tower layer's backend.
+    /// none did, as for a key too long or a failed call). Read by the
+    /// tower layer's backend.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(super) rules: Option<Arc<Rules>>,
 }
