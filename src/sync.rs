@@ -49,7 +49,7 @@ const LOST_RACE_DOUBLINGS: u32 = 2;
 /// and someone won the CAS, so the ring still makes progress. Without it
 /// the loser's retry lands on the lines the winner is writing next, and
 /// two threads on one key hand the slots' lines back and forth on every
-/// attempt (BENCHMARKS.md, "Where the time goes", session 28). `losses`:
+/// attempt (BENCHMARKS.md, "Two threads"). `losses`:
 /// how many races this retry loop lost before this one.
 #[cfg(not(slidelog_loom))]
 #[cold]

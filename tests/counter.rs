@@ -95,9 +95,9 @@ proptest! {
         }
     }
 
-    /// Slots mode with any window, also when N does not divide it (issue
-    /// #14): slot k spans [ceil(k W / N), ceil((k + 1) W / N)), so N
-    /// consecutive slots span exactly W. The counter never denies what the
+    /// Slots mode with any window, also when N does not divide it: slot k
+    /// spans [ceil(k W / N), ceil((k + 1) W / N)), so N consecutive slots
+    /// span exactly W. The counter never denies what the
     /// exact rule (on the counter's own admissions) admits, and any N
     /// consecutive slots hold at most `limit`.
     #[test]
