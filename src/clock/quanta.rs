@@ -181,8 +181,7 @@ mod tsc {
     /// calibration itself; and the clock stays linear. A factor below 1.0
     /// in 0.64 makes the scaling a multiply whose high word is the answer,
     /// with no shift after it: the scaling is on the critical path of every
-    /// call that reads the time (BENCHMARKS.md, "Where the time goes",
-    /// session 22).
+    /// call that reads the time (BENCHMARKS.md, "Where the time goes").
     pub(super) fn per_tick(clock: &quanta::Clock) -> Option<u64> {
         const PROBE: u64 = 1 << 40;
         let nanos = clock.delta_as_nanos(0, PROBE);

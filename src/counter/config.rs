@@ -55,8 +55,8 @@ pub(crate) struct CounterConfig {
     pub(super) width: u64,
     /// Slot boundaries fall on multiples of `width`. Otherwise slot `k`
     /// starts at `ceil(k W / N)`, so that `N` consecutive slots always span
-    /// exactly `W` (with rounded-up widths they spanned more, and the
-    /// counter denied what the exact log admits).
+    /// exactly `W` (rounded-up widths would span more, and the counter
+    /// would deny what the exact log admits).
     pub(super) exact: bool,
     /// `N` (1 in the two-window mode, whose slot is the window).
     pub(super) per_window: u64,
