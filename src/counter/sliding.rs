@@ -112,6 +112,9 @@ pub struct SlidingCounter<C: Clock = QuantaClock> {
     archive: Box<[AtomicU64]>,
     /// The limit now (`config`'s until [`reconfigure`](Self::reconfigure)d).
     limit: AtomicU32,
+    /// How many reconfigurations completed (see
+    /// [`generation`](Self::generation)).
+    generation: AtomicU64,
     config: CounterConfig,
     pub(super) clock: C,
 }
@@ -245,6 +248,7 @@ impl<C: Clock> SlidingCounter<C> {
                 .map(|_| AtomicU64::new(config.initial_cell(now)))
                 .collect(),
             limit: AtomicU32::new(limit),
+            generation: AtomicU64::new(0),
             config,
             clock,
         })
@@ -334,14 +338,32 @@ impl<C: Clock> SlidingCounter<C> {
         }
         // Relaxed: see `current_limit`.
         self.limit.store(policy.limit, Ordering::Relaxed);
+        // Relaxed: a count, moved after the limit it counts (as
+        // `Limiter::reconfigure` moves its own after the policies); it
+        // publishes nothing, as every check reads the limit itself.
+        self.generation.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Changes with every [`reconfigure`](Self::reconfigure) to a new limit
-    /// (it is the limit): a cache of the policies is current while this is
-    /// unchanged.
+    /// How many times [`reconfigure`](Self::reconfigure) changed this
+    /// counter (0 as built; a refused reconfiguration does not count), as
+    /// [`Limiter::generation`](crate::Limiter::generation) counts: a cache
+    /// of the policies (such as the tower layer's `RateLimit-Policy`) is
+    /// current while this is unchanged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Quota, SlidingCounter};
+    /// let counter = SlidingCounter::new(10, Duration::from_secs(1), 10)?;
+    /// assert_eq!(counter.generation(), 0);
+    /// counter.reconfigure(Quota::new(12, Duration::from_secs(1))?)?;
+    /// counter.reconfigure(Quota::new(10, Duration::from_secs(1))?)?;
+    /// assert_eq!(counter.generation(), 2); // back to 10, still a change
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
     pub fn generation(&self) -> u64 {
-        u64::from(self.current_limit())
+        // Relaxed: see `reconfigure`.
+        self.generation.load(Ordering::Relaxed)
     }
 
     /// The largest limit [`reconfigure`](Self::reconfigure) accepts: what

@@ -213,3 +213,31 @@ fn close_waits_for_every_slot_to_leave() {
     assert_eq!(state.close_if_idle(150, 20, &Floor::new()), Ok(()));
 }
 
+/// `generation` counts reconfigurations, as `Limiter::generation` does: 0
+/// as built, one more per `reconfigure` (also one back to an earlier limit,
+/// which a generation that was the limit would miss), none for a refused
+/// one.
+#[test]
+fn generation_counts_reconfigurations() {
+    let second = Duration::from_secs(1);
+    let quota = |limit| crate::Quota::new(limit, second).unwrap();
+    let counter = SlidingCounter::with_clock(10, second, 10, crate::ManualClock::new()).unwrap();
+    let limiter = crate::Limiter::with_clock(10, second, crate::ManualClock::new()).unwrap();
+    assert_eq!(counter.generation(), 0);
+    assert_eq!(counter.generation(), limiter.generation());
+    for limit in [12, 10, 10] {
+        counter.reconfigure(quota(limit)).unwrap();
+        limiter.reconfigure(quota(limit)).unwrap();
+        assert_eq!(counter.generation(), limiter.generation(), "to {limit}");
+    }
+    assert_eq!(counter.generation(), 3);
+    // Another window, or a limit past the count field: refused, uncounted.
+    assert!(
+        counter
+            .reconfigure(crate::Quota::new(10, second * 2).unwrap())
+            .is_err()
+    );
+    assert!(counter.reconfigure(quota(counter.max_limit() + 1)).is_err());
+    assert_eq!(counter.generation(), 3);
+}
+
