@@ -236,6 +236,25 @@ impl<C: Clock> SlidingCounter<C> {
         self.peek_inner(1, self.clock.now())
     }
 
+    /// What [`check_at`](Self::check_at) would answer, recording nothing:
+    /// [`peek`](Self::peek) at `now` (clock nanoseconds).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use slidelog::{ManualClock, SlidingCounter};
+    /// let counter = SlidingCounter::with_clock(1, Duration::from_nanos(100), 10, ManualClock::new())?;
+    /// assert_eq!(counter.peek_at(5).unwrap().remaining(), 0);
+    /// counter.check_at(5).unwrap();
+    /// // The admission counts in slot [0, 10): it leaves the window at 100.
+    /// assert_eq!(counter.peek_at(50).unwrap_err().retry_after_nanos(), 50);
+    /// assert!(counter.peek_at(100).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek_at(&self, now: u64) -> Result<Admitted, Denied> {
+        self.peek_inner(1, now)
+    }
+
     /// What [`check_n`](Self::check_n) would answer now, recording nothing.
     ///
     /// ```

@@ -241,3 +241,27 @@ fn generation_counts_reconfigurations() {
     assert_eq!(counter.generation(), 3);
 }
 
+/// `peek_at(t)` answers what `peek` answers with the clock at `t`, and
+/// what `check_at(t)` then decides, recording nothing.
+#[test]
+fn peek_at_is_peek_at_a_given_time() {
+    let clock = crate::ManualClock::new();
+    let counter =
+        SlidingCounter::with_clock(3, Duration::from_nanos(100), 10, clock.clone()).unwrap();
+    let two =
+        SlidingCounter::two_window_with_clock(3, Duration::from_nanos(100), clock.clone()).unwrap();
+    for t in [0u64, 5, 15, 15, 15, 40, 99, 100, 105, 130, 210, 999] {
+        clock.set(t);
+        for counter in [&counter, &two] {
+            let peeked = counter.peek_at(t);
+            assert_eq!(peeked, counter.peek(), "at {t}");
+            assert_eq!(peeked, counter.peek_n_at(1, t), "at {t}");
+            assert_eq!(counter.peek_at(t), peeked, "a peek records nothing");
+            assert_eq!(
+                counter.check_at(t).map(|a| a.remaining()),
+                peeked.map(|a| a.remaining()),
+                "at {t}"
+            );
+        }
+    }
+}
