@@ -74,6 +74,10 @@ mod state;
 #[cfg(all(test, not(slidelog_loom)))]
 mod tests;
 
+// For the keyed counter (`algorithm/per_key.rs`), which the model checker
+// does not build.
+#[cfg_attr(slidelog_loom, allow(unused_imports))]
 pub(crate) use config::CounterConfig;
 pub use sliding::SlidingCounter;
+#[cfg_attr(slidelog_loom, allow(unused_imports))]
 pub(crate) use state::CounterRef;
