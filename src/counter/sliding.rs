@@ -21,8 +21,8 @@ use crate::{
 };
 
 /// An approximate sliding-window rate limiter in O(slots) memory, with the
-/// same `check`/`check_n`/[`Admitted`]/[`Denied`] interface as
-/// [`Limiter`](crate::Limiter).
+/// same `check`/`check_n`/[`Admitted`](crate::Admitted)/[`Denied`](crate::Denied)
+/// interface as [`Limiter`](crate::Limiter).
 ///
 /// A log costs 8 bytes per admission in the window; at a million requests
 /// per window that is 8 MB per key. The counter costs `8 (N + 3)` bytes
