@@ -367,7 +367,7 @@ impl QuantaClock {
         // The counter scaled from 0, not a clock's reading: a clock reads
         // a counter behind its origin's count as the origin, which would
         // hide most of a lag larger than the clock's age.
-        let (clock, _) = super::process_clock();
+        let (clock, _) = super::quanta::process_clock();
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
         SkewReport::measure(threads, rounds, |_| clock.delta_as_nanos(0, clock.raw()))
     }
