@@ -387,8 +387,9 @@
 //! `L = 11` the ring lives inside the entry, one allocation per key
 //! (measured: 144 bytes per key at `L = 10`; see
 //! [`KeyedLimiter::bytes_per_key`]). Idle keys
-//! are evicted without changing any decision, and two caps bound the live
-//! keys: `max_keys` (default: what fits 256 MiB) and a byte budget,
+//! are evicted without changing any decision for callers with current
+//! clock readings (an older reading is judged at the eviction floor: P5),
+//! and two caps bound the live keys: `max_keys` (default: what fits 256 MiB) and a byte budget,
 //! [`KeyedBuilder::max_bytes`] (default 256 MiB), that counts each key's own
 //! heap bytes ([`KeySize`]) beside its ring and map entry. So memory stays
 //! below `max_bytes` plus the map's table slack (measured: 8,000 new
