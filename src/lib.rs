@@ -5,7 +5,7 @@
 //! admission and loads only per denial. Its concurrent protocol is model-checked with
 //! [loom](https://docs.rs/loom).
 //!
-//! # Usage
+//! # Quick start
 //!
 //! ```
 //! use std::time::Duration;
@@ -45,82 +45,24 @@
 //! [`PinnedKeys`] it returns answers as the limiter does, each call sparing
 //! the map's per-call pin.
 //!
-//! # Guarantees
+//! # Which type to pick
 //!
-//! This is where the guarantees are stated; docs/design.md §5 says how each
-//! is proven (by its label), and the README links here.
+//! | you want | use |
+//! |---|---|
+//! | one limit for one resource (a process, an upstream, a job queue) | [`Limiter`] |
+//! | a limit per user, IP or API key | [`KeyedLimiter`]; [`KeyedLimiter::pin`] for a batch of keys |
+//! | several limits at once, all or nothing ("10 a second and 1,000 an hour") | [`Limiter::builder`]`(..).and(..)`, [`KeyedBuilder::and`], or a [`Quota`] per key |
+//! | limits in the millions per window, where a few percent over is fine | [`SlidingCounter`]; per key [`KeyedCounter`] (builder `.sliding_counter(N)`) |
+//! | code that takes the exact log or the counter | the [`RateLimit`] trait |
+//! | to wait rather than be refused | `until_ready().await` (feature `async`) |
+//! | one limit shared by many processes | [`RedisLimiter`](crate::redis::RedisLimiter) (feature `redis`) |
+//! | HTTP or gRPC requests limited in a tower stack (axum, tonic, hyper) | [`RateLimitLayer`](crate::tower::RateLimitLayer) (feature `tower`) |
+//! | limits that change while the program runs | `reconfigure` (below, "Changing limits at run time") |
+//! | a restart that is not a free burst | `snapshot` and `restore` (feature `serde`, module `slidelog::snapshot`) |
+//! | tests, simulations, replaying a log | [`ManualClock`], or the `_at` forms that take the time (see "Clocks") |
+//! | an Envoy rate-limit service | the `slidelog serve` command (its manual is the repository's `docs/serve.md`) |
 //!
-//! * **P2, exact.** Called sequentially with non-decreasing time, every decision,
-//!   every [`Admitted::remaining`] and every [`Denied::retry_after`] equals
-//!   the classic sliding-window log (a deque of admitted timestamps, purged
-//!   of entries at or before `t - W`). `retry_after` is exact: at
-//!   `now + retry_after` the same request is admitted if nothing else is.
-//! * **P1, never over-admits**, under any interleaving of threads and any
-//!   timestamps, including clocks that go backwards: every admission is
-//!   recorded at an effective time ([`Admitted::at`]) and no window of length
-//!   `W` holds more than `limit` of them. (Windows of the clock's time: in
-//!   real time too with a clock consistent across cores, such as
-//!   [`MonotonicClock`]; a TSC skewed by `S` between cores can add what `S`
-//!   of clock time holds, see [`Clock`] and "Clocks" below.) Admission `k` claims slot `k mod L`
-//!   of a ring only if admission `k - L` in that slot is at least `W` older —
-//!   with one CAS, the linearization point.
-//! * **P3, never spuriously denies**: threads racing at one instant on `L` free
-//!   slots admit exactly `L`.
-//! * **P6, linearizable**: every concurrent history equals some sequential order
-//!   of the same calls fed to the reference model at their effective times.
-//! * **P4, all or nothing**: [`Limiter::check_n`] takes `n` slots or none.
-//! * **P7, several policies, exactly.** A limiter built with
-//!   [`Limiter::builder`]`(..).and(..)` (or [`KeyedBuilder::and`], or a
-//!   per-key [`Quota`]) admits a request iff *every* policy `(L_i, W_i)`
-//!   has room, against one log of effective times: the reference is the
-//!   classic log checked once per policy. A request one policy refuses
-//!   records nothing in the others (a chain of limiters leaks a unit
-//!   there); `retry_after` is the longest wait over the violated policies,
-//!   [`Denied::policy`] names that policy and [`Admitted::remaining`] is the
-//!   least room over all of them. Everything above holds unchanged (the
-//!   same loom models, with two policies and negative controls).
-//! * **P5, keyed limiters, eviction included.** The same holds per key of a
-//!   [`KeyedLimiter`] with no assumption on the callers' clock readings:
-//!   evicting an idle key forgets its ring, so every keyed check is judged
-//!   at `max(now, floor)`, where the *eviction floor* is raised by each sweep
-//!   (before it closes a state) to the evicted state's newest deadline
-//!   (`t_eff + W`; for a [`KeyedCounter`], the end of the newest admission's
-//!   counted span). A caller whose reading predates an eviction is admitted
-//!   at the floor ([`Admitted::at`] says so; `retry_after` still counts from
-//!   its own reading), never next to the history it cannot see. The floor
-//!   trails the limiter's clock by at least the idle margin, so callers
-//!   with current readings never meet it. Sweeps judge idleness by the
-//!   limiter's own [`Clock`], never by the reading of the call that
-//!   triggered them: a reading from the future evicts nothing that is live
-//!   at the present.
-//! * **P8, progress.** A single-unit check ([`Limiter::check`]) and every
-//!   denial are lock-free: a thread that finds another's admission half
-//!   done (slot claimed, `head` not moved) finishes it instead of waiting.
-//!   A weighted check (`n >= 2`) is lock-free against singles but waits for
-//!   another *weighted* check on the same key that announced itself in
-//!   `head` and has not committed its first slot yet (one announcement
-//!   stands at a time): if that thread is descheduled between its two
-//!   steps, other weighted checks on the key back off until it resumes or
-//!   a single check takes the announced slot. Singles never wait.
-//! * **P9, live reconfiguration keeps the history.** After
-//!   [`Limiter::reconfigure`] (or [`KeyedLimiter::reconfigure`],
-//!   [`KeyedLimiter::set_quota`], [`SlidingCounter::reconfigure`],
-//!   `RedisLimiter::reconfigure`) returns, every check is judged entirely
-//!   by the new policies — never a mix — over the admissions the old
-//!   configuration kept and everything after; in process a cut keeps every
-//!   admission still inside a window in force, so no sequence of changes
-//!   lets a window hold more than the largest limit in force in it. A
-//!   racing check is judged by exactly one of the two. Racing checks never
-//!   wait for it (see "Changing limits at run time").
-//! * **Denials record nothing** and write nothing: an overloaded key does not
-//!   bounce its cache line between cores.
-//!
-//! These are checked by loom models of the shipped ring code (with negative
-//! controls: deliberately broken variants that the same models catch), by
-//! property tests against the reference model, and by real-thread stress
-//! tests: docs/design.md §5 maps each label to its checks. Loom does not
-//! cover `papaya` (real-thread stress tests do) nor real clocks (the ring
-//! never reads one).
+//! "Which algorithm when" below compares the exact log with the counter.
 //!
 //! # Changing limits at run time
 //!
@@ -196,53 +138,6 @@
 //! policy set calling it can count (its ring grows to the largest limit
 //! and longest window met while it lives, never shrinks).
 //! The tower layer's `RateLimit-Policy` follows every change.
-//!
-//! # Clocks
-//!
-//! Time is nanoseconds from an arbitrary origin, as a `u64`, from a
-//! [`Clock`]:
-//!
-//! * [`QuantaClock`] (the default) reads the calibrated TSC (10-15 ns);
-//!   [`QuantaClock::recent`] reads a time updated by an upkeep thread instead
-//!   (under 1 ns, at the upkeep interval's granularity).
-//! * [`MonotonicClock`] reads the operating system's monotonic clock
-//!   (20-25 ns), which the kernel keeps consistent across cores.
-//! * [`ClockChoice::within`]`(bound)` measures how far the TSC steps back
-//!   between cores ([`QuantaClock::measure_skew`]) and takes it if that is
-//!   at most `bound`, else the monotonic clock (with the [`Skew`] that
-//!   refused the TSC, to log). On a host whose cores' counters disagree,
-//!   an admission on a lagging core leaves the window early for the others
-//!   (see [`Clock`]).
-//! * [`ManualClock`] moves only when told to: tests, simulations, replay.
-//! * Every check has an `_at` form taking the time directly, for callers that
-//!   already hold a timestamp.
-//!
-//! # Memory
-//!
-//! A limiter of limit `L` holds `L` slots of 8 bytes plus a small header: a
-//! [`Limiter`] of `L = 100` is about 1 KiB (after a cut, up to the old
-//! ring's slots while it carries admissions still in a window in force). A [`KeyedLimiter`] stores each
-//! key's ring of `8 (L + 1)` bytes (8 more from `L = 64` on, for the
-//! count's expiry hint; with several policies, 8 per policy) with about 56 bytes of map entry and table; up to
-//! `L = 11` the ring lives inside the entry, one allocation per key
-//! (measured: 144 bytes per key at `L = 10`; see
-//! [`KeyedLimiter::bytes_per_key`]). Idle keys
-//! are evicted without changing any decision, and two caps bound the live
-//! keys: `max_keys` (default: what fits 256 MiB) and a byte budget,
-//! [`KeyedBuilder::max_bytes`] (default 256 MiB), that counts each key's own
-//! heap bytes ([`KeySize`]) beside its ring and map entry. So memory stays
-//! below `max_bytes` plus the map's table slack (measured: 8,000 new
-//! 64 KiB `String` keys against the default configuration peaked at
-//! 256.04 MiB of heap, 4,042 admitted and the rest refused with
-//! [`DenyReason::KeyCapacity`]) whatever the keys weigh: an attacker's long
-//! keys fill the budget sooner, never past it. The tower layer's
-//! `HeaderKey` keys header values longer than 256 bytes by a keyed 128-bit
-//! digest, and the Redis backend refuses keys longer than 512 bytes.
-//!
-//! For limits in the millions per window, where 8 bytes per admission is too
-//! much, use the approximate [`SlidingCounter`] instead, or per key a
-//! [`KeyedCounter`] (`8 (N + 3)` bytes of state per key whatever the limit,
-//! with the same eviction and `max_keys` cap).
 //!
 //! # Which algorithm when
 //!
@@ -340,23 +235,6 @@
 //! Only the named header is read; a malformed chain keys by the peer. See
 //! `tower::PeerIp` for the exact rule and examples (feature `tower`).
 //!
-//! # Performance
-//!
-//! A [`Limiter`]'s admission is one CAS on the slot, plus one on `head`
-//! once a lap or every 17th admission, whichever comes first (meanwhile a
-//! verified guess beside `head` tells readers where the frontier is); a
-//! [`KeyedLimiter`] state's is one
-//! on the slot and one on `head`. An admission that loses that CAS to a
-//! racing one pauses for about a microsecond before it looks again, so two
-//! threads on one key take turns instead of trading cache lines on every
-//! attempt. A denial only loads: for a [`Limiter`]
-//! the guess and three slot reads, no `head` at all (the slots' stamps
-//! prove the frontier); for a keyed state `head`, two slots and `head`
-//! again. `check` also counts `remaining` exactly (a few more loads when the
-//! window holds live admissions); `admit` decides the same without counting. No lock, no allocation and no division on any check (the ring index
-//! is laid out in mixed radix: `lap << bits | position`). See `BENCHMARKS.md`
-//! for measurements against `governor` and a `Mutex<VecDeque>` log.
-//!
 //! # Cargo features
 //!
 //! * `cli` (default): the `slidelog` command-line tool. Library users can
@@ -396,6 +274,159 @@
 //!   `Serialize`/`Deserialize` on [`Policy`].
 //! * `axum`: the same as `tower` (which reads axum's `ConnectInfo<SocketAddr>`
 //!   for `tower::PeerIp` itself).
+//!
+//! # Guarantees
+//!
+//! This is where the guarantees are stated; docs/design.md §5 says how each
+//! is proven (by its label), and the README lists them in brief under the
+//! same labels.
+//!
+//! * **P1, never over-admits**, under any interleaving of threads and any
+//!   timestamps, including clocks that go backwards: every admission is
+//!   recorded at an effective time ([`Admitted::at`]) and no window of length
+//!   `W` holds more than `limit` of them. (Windows of the clock's time: in
+//!   real time too with a clock consistent across cores, such as
+//!   [`MonotonicClock`]; a TSC skewed by `S` between cores can add what `S`
+//!   of clock time holds, see [`Clock`] and "Clocks" below.) Admission `k` claims slot `k mod L`
+//!   of a ring only if admission `k - L` in that slot is at least `W` older —
+//!   with one CAS, the linearization point.
+//! * **P2, exact.** Called sequentially with non-decreasing time, every decision,
+//!   every [`Admitted::remaining`] and every [`Denied::retry_after`] equals
+//!   the classic sliding-window log (a deque of admitted timestamps, purged
+//!   of entries at or before `t - W`). `retry_after` is exact: at
+//!   `now + retry_after` the same request is admitted if nothing else is.
+//! * **P3, never spuriously denies**: threads racing at one instant on `L` free
+//!   slots admit exactly `L`.
+//! * **P4, all or nothing**: [`Limiter::check_n`] takes `n` slots or none.
+//! * **P5, keyed limiters, eviction included.** The same holds per key of a
+//!   [`KeyedLimiter`] with no assumption on the callers' clock readings:
+//!   evicting an idle key forgets its ring, so every keyed check is judged
+//!   at `max(now, floor)`, where the *eviction floor* is raised by each sweep
+//!   (before it closes a state) to the evicted state's newest deadline
+//!   (`t_eff + W`; for a [`KeyedCounter`], the end of the newest admission's
+//!   counted span). A caller whose reading predates an eviction is admitted
+//!   at the floor ([`Admitted::at`] says so; `retry_after` still counts from
+//!   its own reading), never next to the history it cannot see. The floor
+//!   trails the limiter's clock by at least the idle margin, so callers
+//!   with current readings never meet it. Sweeps judge idleness by the
+//!   limiter's own [`Clock`], never by the reading of the call that
+//!   triggered them: a reading from the future evicts nothing that is live
+//!   at the present.
+//! * **P6, linearizable**: every concurrent history equals some sequential order
+//!   of the same calls fed to the reference model at their effective times.
+//! * **P7, several policies, exactly.** A limiter built with
+//!   [`Limiter::builder`]`(..).and(..)` (or [`KeyedBuilder::and`], or a
+//!   per-key [`Quota`]) admits a request iff *every* policy `(L_i, W_i)`
+//!   has room, against one log of effective times: the reference is the
+//!   classic log checked once per policy. A request one policy refuses
+//!   records nothing in the others (a chain of limiters leaks a unit
+//!   there); `retry_after` is the longest wait over the violated policies,
+//!   [`Denied::policy`] names that policy and [`Admitted::remaining`] is the
+//!   least room over all of them. Everything above holds unchanged (the
+//!   same loom models, with two policies and negative controls).
+//! * **P8, progress.** A single-unit check ([`Limiter::check`]) and every
+//!   denial are lock-free: a thread that finds another's admission half
+//!   done (slot claimed, `head` not moved) finishes it instead of waiting.
+//!   A weighted check (`n >= 2`) is lock-free against singles but waits for
+//!   another *weighted* check on the same key that announced itself in
+//!   `head` and has not committed its first slot yet (one announcement
+//!   stands at a time): if that thread is descheduled between its two
+//!   steps, other weighted checks on the key back off until it resumes or
+//!   a single check takes the announced slot. Singles never wait.
+//! * **P9, live reconfiguration keeps the history.** After
+//!   [`Limiter::reconfigure`] (or [`KeyedLimiter::reconfigure`],
+//!   [`KeyedLimiter::set_quota`], [`SlidingCounter::reconfigure`],
+//!   `RedisLimiter::reconfigure`) returns, every check is judged entirely
+//!   by the new policies — never a mix — over the admissions the old
+//!   configuration kept and everything after; in process a cut keeps every
+//!   admission still inside a window in force, so no sequence of changes
+//!   lets a window hold more than the largest limit in force in it. A
+//!   racing check is judged by exactly one of the two. Racing checks never
+//!   wait for it (see "Changing limits at run time").
+//! * **Denials record nothing**, and write only to finish another
+//!   thread's half-done admission they meet (P8's helping): an overloaded
+//!   key does not bounce its cache line between cores.
+//!
+//! These are checked by loom models of the shipped ring code (with negative
+//! controls: deliberately broken variants that the same models catch), by
+//! property tests against the reference model, and by real-thread stress
+//! tests: docs/design.md §5 maps each label to its checks. Loom does not
+//! cover `papaya` (real-thread stress tests do) nor real clocks (the ring
+//! never reads one).
+//!
+//! # Clocks
+//!
+//! Time is nanoseconds from an arbitrary origin, as a `u64`, from a
+//! [`Clock`]:
+//!
+//! * [`QuantaClock`] (the default) reads the calibrated TSC (10-15 ns);
+//!   [`QuantaClock::recent`] reads a time updated by an upkeep thread instead
+//!   (under 1 ns, at the upkeep interval's granularity).
+//! * [`MonotonicClock`] reads the operating system's monotonic clock
+//!   (20-25 ns), which the kernel keeps consistent across cores.
+//! * [`ClockChoice::within`]`(bound)` measures how far the TSC steps back
+//!   between cores ([`QuantaClock::measure_skew`]) and takes it if that is
+//!   at most `bound`, else the monotonic clock (with the [`Skew`] that
+//!   refused the TSC, to log). On a host whose cores' counters disagree,
+//!   an admission on a lagging core leaves the window early for the others
+//!   (see [`Clock`]).
+//! * [`ManualClock`] moves only when told to: tests, simulations, replay.
+//! * The in-process limiters take the time directly in their `_at` forms
+//!   ([`Limiter::check_at`], `check_n_at`, `admit_at`, `admit_n_at`,
+//!   `check_n_with_growth_at`, `peek_n_at`; the same on [`KeyedLimiter`],
+//!   [`PinnedKeys`] and [`SlidingCounter`]), for callers that already hold
+//!   a timestamp. The Redis limiter reads Redis `TIME` and has none.
+//!
+//! # Memory
+//!
+//! A limiter of limit `L` holds `L` slots of 8 bytes plus a small header: a
+//! [`Limiter`] of `L = 100` is about 1 KiB (after a cut, up to the old
+//! ring's slots while it carries admissions still in a window in force). A [`KeyedLimiter`] stores each
+//! key's ring of `8 (L + 1)` bytes (8 more from `L = 64` on, for the
+//! count's expiry hint; with several policies, 8 per policy) with about 56 bytes of map entry and table; up to
+//! `L = 11` the ring lives inside the entry, one allocation per key
+//! (measured: 144 bytes per key at `L = 10`; see
+//! [`KeyedLimiter::bytes_per_key`]). Idle keys
+//! are evicted without changing any decision for callers with current
+//! clock readings (an older reading is judged at the eviction floor: P5),
+//! and two caps bound the live keys: `max_keys` (default: what fits 256 MiB) and a byte budget,
+//! [`KeyedBuilder::max_bytes`] (default 256 MiB), that counts each key's own
+//! heap bytes ([`KeySize`]) beside its ring and map entry. So memory stays
+//! below `max_bytes` plus the map's table slack (measured: 8,000 new
+//! 64 KiB `String` keys against the default configuration peaked at
+//! 256.04 MiB of heap, 4,042 admitted and the rest refused with
+//! [`DenyReason::KeyCapacity`]) whatever the keys weigh: an attacker's long
+//! keys fill the budget sooner, never past it. The tower layer's
+//! `HeaderKey` keys header values longer than 256 bytes by a keyed 128-bit
+//! digest, and the Redis backend refuses keys longer than 512 bytes.
+//!
+//! For limits in the millions per window, where 8 bytes per admission is too
+//! much, use the approximate [`SlidingCounter`] instead, or per key a
+//! [`KeyedCounter`] (`8 (N + 3)` bytes of state per key whatever the limit,
+//! with the same eviction and `max_keys` cap).
+//!
+//! # Performance
+//!
+//! A [`Limiter`]'s admission is one CAS on the slot, plus one on `head`
+//! once a lap or every 17th admission, whichever comes first (meanwhile a
+//! verified guess beside `head` tells readers where the frontier is); a
+//! [`KeyedLimiter`] state's is one
+//! on the slot and one on `head`. An admission that loses that CAS to a
+//! racing one pauses for about a microsecond before it looks again, so two
+//! threads on one key take turns instead of trading cache lines on every
+//! attempt. A denial records nothing and only loads (it writes only to
+//! finish another thread's half-done admission it meets). A [`Limiter`] under
+//! one policy denies one unit (`check`, `admit`) from the guess and three
+//! slot reads, with no `head` at all (the slots' stamps prove the
+//! frontier), whenever the guess checks out; every other denial — a keyed
+//! state's (which keeps no guess), a weighted request's, a peek's, one
+//! under several policies, one whose guess does not check out — reads the
+//! view at `head` (`head`, the slots, `head` again). `check` also counts
+//! `remaining` exactly (a few more loads when the window holds live
+//! admissions); `admit` decides the same without counting. No lock, no
+//! allocation and no division on any check (the ring index is laid out in
+//! mixed radix: `lap << bits | position`). See `BENCHMARKS.md`
+//! for measurements against `governor` and a `Mutex<VecDeque>` log.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Links to the feature-gated modules (`tower`, `redis`, `snapshot`) resolve
