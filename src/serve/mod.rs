@@ -1,6 +1,32 @@
-//! `slidelog serve`: an Envoy rate-limit service (`envoy.service.ratelimit.
+//! An Envoy rate-limit service (`envoy.service.ratelimit.
 //! v3.RateLimitService/ShouldRateLimit`, and `grpc.health.v1.Health`) with
-//! exact sliding windows, configured with envoyproxy/ratelimit's YAML files.
+//! exact sliding windows, configured with envoyproxy/ratelimit's YAML files:
+//! the `slidelog serve` command, and a library to mount the service in a
+//! tonic server of your own.
+//!
+//! - [`Config`] loads a configuration (a file, a directory, or YAML text);
+//! - [`Service::builder`] makes the service from it and [`Settings`], its
+//!   logs in process or in Redis ([`ServiceBuilder::redis`]);
+//!   [`Service::into_server`] is the tonic server to `add_service`
+//!   (examples/serve_embedded.rs), and [`Service::reload`] applies a new
+//!   configuration with every key's history kept;
+//! - [`run`] is `slidelog serve` itself: the service with health, metrics,
+//!   the HTTP port, reloads on change and SIGHUP, until SIGTERM.
+//!
+//! ```
+//! use slidelog::serve::{Config, Service};
+//!
+//! let config = Config::from_yaml(
+//!     "domain: edge
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: {unit: second, requests_per_unit: 10}
+//! ",
+//! )?;
+//! let server = Service::builder(config).build()?.into_server();
+//! let _router = tonic::transport::Server::builder().add_service(server);
+//! # Ok::<(), String>(())
+//! ```
 //!
 //! Each matched descriptor value is one key of an exact sliding-window log
 //! (a `KeyedLimiter` whose per-key quotas come from the configuration);
@@ -35,7 +61,7 @@
 //! | `key.rs` | a descriptor's limiter key, written and read back |
 //! | `tls.rs` | TLS for gRPC (reloaded certificates) and for `rediss://` |
 //! | `env.rs` | envoyproxy/ratelimit's environment variables as flags |
-//! | `parse.rs` | what users type: durations, sizes, addresses |
+//! | `parse.rs` | what users type: durations, policies, sizes, addresses |
 
 mod config;
 mod decide;
@@ -66,6 +92,9 @@ mod watch;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+// For `parse`, which the binary compiles in itself too.
+use crate::MAX_LIMIT;
 
 pub use config::Config;
 #[doc(hidden)]

@@ -1,8 +1,13 @@
-//! Parsers for what users type on `slidelog serve`'s command line and in
-//! its configuration: durations (`250ms`), sizes (`512MiB`), addresses,
-//! ratios and header names. None of them panics on any input.
+//! Parsers for what users type: durations (`250ms`), policies (`100/1m`),
+//! sizes (`512MiB`), addresses, ratios and header names. None of them
+//! panics on any input. (The binary compiles this file in itself when the
+//! library is built without `serve`: `MAX_LIMIT` comes from the parent
+//! module either way.)
 
+use std::num::{IntErrorKind, ParseIntError};
 use std::time::Duration;
+
+use super::MAX_LIMIT;
 
 /// A window (`--window`, a policy's `/1m`): a [`duration`] longer than
 /// zero, the error saying what it is.
@@ -141,6 +146,21 @@ pub fn header_name(name: &str) -> Result<String, String> {
     }
 }
 
+/// A policy `N/WINDOW`, e.g. `100/1m`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// The most requests admitted in any window.
+    pub limit: u32,
+    /// The window's length.
+    pub window: Duration,
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.limit, show_duration(self.window))
+    }
+}
+
 /// Formats a duration the way `duration` parses it.
 pub fn show_duration(d: Duration) -> String {
     let ns = d.as_nanos();
@@ -156,6 +176,31 @@ pub fn show_duration(d: Duration) -> String {
         }
     }
     format!("{ns}ns")
+}
+
+/// Parses a policy `N/WINDOW` ([`Policy`]).
+pub fn policy(text: &str) -> Result<Policy, String> {
+    let (limit, window) = text
+        .split_once('/')
+        .ok_or_else(|| format!("`{text}` is not a policy: write N/WINDOW, e.g. 100/1m"))?;
+    let above = || format!("`{text}`: the limit is above the maximum of {MAX_LIMIT}");
+    let limit: u32 = limit.trim().parse().map_err(|e: ParseIntError| {
+        if *e.kind() == IntErrorKind::PosOverflow {
+            above()
+        } else {
+            format!("`{limit}` in `{text}` is not a whole number of requests")
+        }
+    })?;
+    if limit == 0 {
+        return Err(format!("`{text}`: the limit must be at least 1"));
+    }
+    if limit > MAX_LIMIT {
+        return Err(above());
+    }
+    Ok(Policy {
+        limit,
+        window: self::window(window)?,
+    })
 }
 
 #[cfg(test)]
@@ -272,6 +317,45 @@ mod tests {
         assert_eq!(positive_duration("1ns"), Ok(Duration::from_nanos(1)));
     }
 
+    #[test]
+    fn policies() {
+        assert_eq!(
+            policy("100/1m"),
+            Ok(Policy {
+                limit: 100,
+                window: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(policy("5/250ms").unwrap().to_string(), "5/250ms");
+        for bad in [
+            "100",
+            "0/1s",
+            "x/1s",
+            "10/",
+            "/1s",
+            "10/0s",
+            "99999999999/1s",
+        ] {
+            assert!(policy(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_limit_too_large_says_so() {
+        assert!(policy(&format!("{MAX_LIMIT}/1s")).is_ok());
+        let most = format!("the maximum of {MAX_LIMIT}");
+        for big in [
+            format!("{}/1s", MAX_LIMIT + 1),
+            format!("{}/1s", u32::MAX),
+            "99999999999/1s".to_string(),
+        ] {
+            let error = policy(&big).unwrap_err();
+            assert!(error.contains(&most), "{big}: {error}");
+        }
+        let error = policy("-1/1s").unwrap_err();
+        assert!(error.contains("not a whole number"), "{error}");
+    }
+
     proptest! {
         /// No input panics any parser.
         #[test]
@@ -279,6 +363,7 @@ mod tests {
             let _ = duration(&s);
             let _ = window(&s);
             let _ = positive_duration(&s);
+            let _ = policy(&s);
             let _ = header_name(&s);
             let _ = ratio(&s);
         }

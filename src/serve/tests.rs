@@ -22,33 +22,33 @@ const CONFIG: &str = r#"
 domain: edge
 descriptors:
   - key: client
-rate_limit: {unit: second, requests_per_unit: 3}
+    rate_limit: {unit: second, requests_per_unit: 3}
   - key: tenant
-rate_limits:
-  - {unit: minute, requests_per_unit: 2}
-  - {window: 90s, requests_per_unit: 4, name: burst}
-descriptors:
-  - key: path
-    value: /free
-    rate_limit: {unlimited: true}
+    rate_limits:
+      - {unit: minute, requests_per_unit: 2}
+      - {window: 90s, requests_per_unit: 4, name: burst}
+    descriptors:
+      - key: path
+        value: /free
+        rate_limit: {unlimited: true}
   - key: canary
-shadow_mode: true
-rate_limit: {unit: hour, requests_per_unit: 1}
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
   - key: blocked
-rate_limit: {unit: second, requests_per_unit: 0}
+    rate_limit: {unit: second, requests_per_unit: 0}
   - key: path
-value: /a*
-rate_limit: {unit: second, requests_per_unit: 2, replaces: [{name: burst}]}
+    value: /a*
+    rate_limit: {unit: second, requests_per_unit: 2, replaces: [{name: burst}]}
   - key: quota
-quota_mode: true
-rate_limit: {unit: second, requests_per_unit: 1}
+    quota_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
   - key: files
-value: f*s
-share_threshold: true
-quota_mode: true
-descriptors:
-  - key: client
-    rate_limit: {unit: second, requests_per_unit: 2}
+    value: f*s
+    share_threshold: true
+    quota_mode: true
+    descriptors:
+      - key: client
+        rate_limit: {unit: second, requests_per_unit: 2}
 "#;
 
 fn text() -> impl Strategy<Value = String> {

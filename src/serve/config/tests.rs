@@ -13,24 +13,24 @@ fn envoy_files_load_and_match_as_envoy_does() {
 domain: mongo_cps
 descriptors:
   - key: database
-value: users
-rate_limit:
-  unit: second
-  requests_per_unit: 500
+    value: users
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
   - key: database
-rate_limit:
-  unit: second
-  requests_per_unit: 50
+    rate_limit:
+      unit: second
+      requests_per_unit: 50
   - key: remote_address
-descriptors:
+    descriptors:
+      - key: path
+        rate_limits:
+          - {unit: second, requests_per_unit: 2}
+          - {window: 90s, requests_per_unit: 10, name: slow}
+    shadow_mode: true
   - key: path
-    rate_limits:
-      - {unit: second, requests_per_unit: 2}
-      - {window: 90s, requests_per_unit: 10, name: slow}
-shadow_mode: true
-  - key: path
-value: /health
-rate_limit: {unlimited: true}
+    value: /health
+    rate_limit: {unlimited: true}
 "#;
     let (domain, rules) = parse(yaml).unwrap();
     let config = Config {
@@ -75,11 +75,11 @@ rate_limit: {unlimited: true}
 #[test]
 fn errors_say_where_and_what() {
     let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
-        .unwrap_err();
+            .unwrap_err();
     assert!(e.contains("line 4") && e.contains("fortnight"), "{e}");
     assert_eq!(e.matches("line 4").count(), 1, "the place said once: {e}");
     let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unt: 1}\n")
-        .unwrap_err();
+            .unwrap_err();
     assert!(
         e.contains("line 4") && e.contains("requests_per_unt"),
         "{e}"
@@ -88,13 +88,13 @@ fn errors_say_where_and_what() {
         .unwrap_err();
     assert!(e.contains("`a`") && e.contains("`unit`"), "{e}");
     let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 2000000}\n")
-        .unwrap_err();
+            .unwrap_err();
     assert!(e.contains("`a`") && e.contains("maximum"), "{e}");
     let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: ''}]}\n")
-        .unwrap_err();
+            .unwrap_err();
     assert!(e.contains("`a`") && e.contains("without a `name`"), "{e}");
     let e = parse("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, name: x, replaces: [{name: x}]}\n")
-        .unwrap_err();
+            .unwrap_err();
     assert!(e.contains("`a`") && e.contains("its own name `x`"), "{e}");
     let e = parse("domain: d\ndescriptors:\n  - key: a\n    metadata: [x]\n").unwrap_err();
     assert!(e.contains("`a`: `metadata`: a mapping"), "{e}");
@@ -117,21 +117,21 @@ fn zeros_wildcards_and_replaces_load() {
 domain: d
 descriptors:
   - key: ip
-value: 10.0.0.1
-rate_limits:
-  - {unit: second, requests_per_unit: 5}
-  - {unit: minute, requests_per_unit: 0, name: banned}
+    value: 10.0.0.1
+    rate_limits:
+      - {unit: second, requests_per_unit: 5}
+      - {unit: minute, requests_per_unit: 0, name: banned}
   - key: path
-value: /a*
-rate_limit: {unit: second, requests_per_unit: 1}
+    value: /a*
+    rate_limit: {unit: second, requests_per_unit: 1}
   - key: path
-value: /ab*
-rate_limit: {unit: second, requests_per_unit: 2}
+    value: /ab*
+    rate_limit: {unit: second, requests_per_unit: 2}
   - key: path
-value: /abc
-rate_limit: {unit: second, requests_per_unit: 3}
+    value: /abc
+    rate_limit: {unit: second, requests_per_unit: 3}
   - key: path
-rate_limit: {unit: second, requests_per_unit: 4, replaces: [{name: banned}, {name: other}]}
+    rate_limit: {unit: second, requests_per_unit: 4, replaces: [{name: banned}, {name: other}]}
 "#;
     let (domain, rules) = parse(yaml).unwrap();
     let mut config = Config::default();
@@ -169,21 +169,21 @@ fn wildcards_anywhere_and_newer_fields_load() {
 domain: d
 descriptors:
   - key: path
-value: /api/*/action
-quota_mode: true
-rate_limit: {unit: minute, requests_per_unit: 20}
+    value: /api/*/action
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 20}
   - key: route
-value: /api/*/resource/*/action
-value_to_metric: true
-metadata: {owner: team-a, tags: [x, y], nested: {n: 1}}
-rate_limit: {unit: minute, requests_per_unit: 30}
+    value: /api/*/resource/*/action
+    value_to_metric: true
+    metadata: {owner: team-a, tags: [x, y], nested: {n: 1}}
+    rate_limit: {unit: minute, requests_per_unit: 30}
   - key: files
-value: files/*
-share_threshold: true
-rate_limit: {unit: hour, requests_per_unit: 10}
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
   - key: ends
-value: ab*ba
-rate_limit: {unit: hour, requests_per_unit: 1}
+    value: ab*ba
+    rate_limit: {unit: hour, requests_per_unit: 1}
 "#;
     let (domain, rules) = parse(yaml).unwrap();
     let mut config = Config::default();

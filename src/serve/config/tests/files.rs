@@ -40,10 +40,10 @@ fn a_directory_loads_every_visible_file_below_it() {
         let path = root.join(at);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(
-            path,
-            format!("domain: {domain}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: second, requests_per_unit: 1}}\n"),
-        )
-        .unwrap();
+                path,
+                format!("domain: {domain}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: second, requests_per_unit: 1}}\n"),
+            )
+            .unwrap();
     };
     // An empty directory: a configuration that limits nothing.
     std::fs::create_dir_all(&root).unwrap();
@@ -165,22 +165,22 @@ fn upstream_basic_fixture_matches_as_upstream() {
 domain: d
 descriptors:
   - key: key1
-value: value1
-descriptors:
-  - {key: subkey1, rate_limit: {unit: second, requests_per_unit: 5}}
-  - key: subkey1
-    value: subvalue1
-    shadow_mode: true
-    rate_limit: {unit: second, requests_per_unit: 10}
+    value: value1
+    descriptors:
+      - {key: subkey1, rate_limit: {unit: second, requests_per_unit: 5}}
+      - key: subkey1
+        value: subvalue1
+        shadow_mode: true
+        rate_limit: {unit: second, requests_per_unit: 10}
   - {key: key2, shadow_mode: true, rate_limit: {unit: minute, requests_per_unit: 20}}
   - {key: key2, value: value2, rate_limit: {unit: minute, requests_per_unit: 30}}
   - {key: key2, value: value3}
   - {key: key4, rate_limit: {name: key4_rate_limit, unit: day, requests_per_unit: 1}}
   - key: key5
-value: value5
-rate_limit: {unit: day, requests_per_unit: 15}
-descriptors:
-  - {key: subkey5, value: subvalue5, rate_limit: {unit: day, requests_per_unit: 25}}
+    value: value5
+    rate_limit: {unit: day, requests_per_unit: 15}
+    descriptors:
+      - {key: subkey5, value: subvalue5, rate_limit: {unit: day, requests_per_unit: 25}}
   - {key: key6, rate_limit: {unlimited: true}}
 "#,
     );
@@ -295,8 +295,8 @@ fn hostile_files_are_refused() {
     for i in 1..30 {
         let p = i - 1;
         laughs.push_str(&format!(
-            "  - key: k{i}\n    descriptors: &d{i}\n      - {{key: a, descriptors: *d{p}}}\n      - {{key: b, descriptors: *d{p}}}\n"
-        ));
+                "  - key: k{i}\n    descriptors: &d{i}\n      - {{key: a, descriptors: *d{p}}}\n      - {{key: b, descriptors: *d{p}}}\n"
+            ));
     }
     let e = parse(&laughs).unwrap_err();
     assert!(e.contains("repetition limit"), "{e}");
