@@ -222,9 +222,9 @@ impl Config {
         self.matching(domain, entries).is_some()
     }
 
-    /// Loads `path`: a YAML file, or the files of a directory that
-    /// [`config_files`] lists (one domain each; none is an empty
-    /// configuration, which limits nothing). Errors name the file, the
+    /// Loads `path`: a YAML file, or every file below a directory, in
+    /// its subdirectories too, hidden ones passed over (one domain each;
+    /// none is an empty configuration, which limits nothing). Errors name the file, the
     /// line and what is wrong. A domain in two files is refused, unless
     /// `merge_domains` (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`): then
     /// a later file's descriptors join the domain's, after them, and one
