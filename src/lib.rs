@@ -457,6 +457,8 @@ mod policy;
 #[cfg(all(feature = "redis", not(slidelog_loom)))]
 pub mod redis;
 mod ring;
+#[cfg(all(feature = "serve", not(slidelog_loom)))]
+pub mod serve;
 #[cfg(feature = "serde")]
 pub mod snapshot;
 mod sync;

@@ -25,7 +25,7 @@ mod progress;
 mod redis_demo;
 mod replay;
 #[cfg(feature = "serve")]
-mod serve;
+use slidelog::serve;
 
 use parse::{duration as parse_duration, positive_duration, window as parse_window};
 
@@ -401,7 +401,7 @@ fn main() {
     // `slidelog serve` reads envoyproxy/ratelimit's variables too.
     #[cfg(feature = "serve")]
     let args =
-        serve::env::with_upstream_env(args, |name| std::env::var(name).ok()).unwrap_or_else(|e| {
+        serve::with_upstream_env(args, |name| std::env::var(name).ok()).unwrap_or_else(|e| {
             eprintln!("slidelog serve: {e}");
             std::process::exit(2);
         });

@@ -80,7 +80,7 @@ const RUNTIME_ROOT: &str = "/srv/runtime_data/current";
 /// unchanged unless the command is `serve`. An error names a variable
 /// whose value cannot be used, or that asks for what the service does
 /// not do.
-pub(crate) fn with_upstream_env(
+pub fn with_upstream_env(
     mut args: Vec<OsString>,
     var: impl Fn(&str) -> Option<String>,
 ) -> Result<Vec<OsString>, String> {

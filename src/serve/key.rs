@@ -31,18 +31,14 @@ const ESCAPES: [(char, char); 4] = [(ESC, 'e'), (FIELD, 'f'), (PAIR, 'p'), (OVER
 
 /// What a limiter key holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Decoded {
-    pub(crate) domain: String,
-    pub(crate) entries: Vec<(String, String)>,
-    pub(crate) over: Option<(u32, Unit)>,
+pub struct Decoded {
+    pub domain: String,
+    pub entries: Vec<(String, String)>,
+    pub over: Option<(u32, Unit)>,
 }
 
 /// The limiter key of a matched descriptor.
-pub(crate) fn encode(
-    domain: &str,
-    entries: &[(String, String)],
-    over: Option<(u32, Unit)>,
-) -> String {
+pub fn encode(domain: &str, entries: &[(String, String)], over: Option<(u32, Unit)>) -> String {
     let text: usize = entries.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
     let mut key = String::with_capacity(domain.len() + text + 24);
     push_escaped(&mut key, domain);
@@ -63,7 +59,7 @@ pub(crate) fn encode(
 
 /// What `encode` wrote into `key`; `None` for a string it cannot have
 /// written.
-pub(crate) fn decode(key: &str) -> Option<Decoded> {
+pub fn decode(key: &str) -> Option<Decoded> {
     let mut fields = key.split(FIELD);
     let domain = unescape(fields.next()?)?;
     let mut entries = Vec::new();

@@ -37,7 +37,7 @@ const UNITS: [&str; 8] = [
 
 /// The request in `body`, or what is wrong with it (a path to the field,
 /// and why).
-pub(crate) fn request(body: &[u8]) -> Result<RateLimitRequest, String> {
+pub fn request(body: &[u8]) -> Result<RateLimitRequest, String> {
     let value: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     let mut request = RateLimitRequest::default();
     for (name, field) in fields(
@@ -203,7 +203,7 @@ fn unit(value: &Value, at: &str) -> Result<i32, String> {
 }
 
 /// The response as protobuf's JSON printer writes it.
-pub(crate) fn response(response: &RateLimitResponse) -> Value {
+pub fn response(response: &RateLimitResponse) -> Value {
     let mut out = Map::new();
     put(&mut out, "overallCode", code(response.overall_code));
     let statuses: Vec<Value> = response.statuses.iter().map(status).collect();

@@ -21,9 +21,18 @@ use super::RedisTarget;
 
 /// TLS to Redis beyond a `rediss://` URL's defaults (the system's roots,
 /// no client certificate): envoyproxy/ratelimit's `REDIS_TLS_CACERT`,
-/// `REDIS_TLS_CLIENT_CERT` and `REDIS_TLS_CLIENT_KEY`.
+/// `REDIS_TLS_CLIENT_CERT` and `REDIS_TLS_CLIENT_KEY`
+/// ([`Settings::redis_tls`](super::Settings::redis_tls)).
+///
+/// ```
+/// use slidelog::serve::RedisTls;
+///
+/// // No files: a `rediss://` URL's defaults.
+/// let tls = RedisTls::default();
+/// # drop(tls);
+/// ```
 #[derive(Clone, Default)]
-pub(crate) struct RedisTls {
+pub struct RedisTls {
     /// PEM: the CAs trusted instead of the system's roots.
     ca: Option<Vec<u8>>,
     /// PEM: the client's certificate (chain) and private key.
@@ -47,7 +56,21 @@ impl RedisTls {
     /// Reads `--redis-ca`, `--redis-client-cert` and `--redis-client-key`
     /// for `target`, refusing a file that holds no PEM of its kind and TLS
     /// options for a Redis not reached over TLS (`rediss://`).
-    pub(crate) fn load(
+    ///
+    /// ```
+    /// use slidelog::serve::{RedisTarget, RedisTls};
+    ///
+    /// let plain = RedisTarget::Node("redis://127.0.0.1:6379/".into());
+    /// assert!(RedisTls::load(Some(&plain), None, None, false).is_ok());
+    /// // TLS options for a Redis reached without TLS are refused.
+    /// assert!(RedisTls::load(Some(&plain), None, None, true).is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read or holds no PEM of its kind, or TLS
+    /// options without a `rediss://` Redis.
+    pub fn load(
         target: Option<&RedisTarget>,
         ca: Option<&Path>,
         client: Option<(&Path, &Path)>,
@@ -98,8 +121,8 @@ impl RedisTls {
 
     pub(super) fn apply(
         &self,
-        mut builder: slidelog::redis::RedisBuilder,
-    ) -> slidelog::redis::RedisBuilder {
+        mut builder: crate::redis::RedisBuilder,
+    ) -> crate::redis::RedisBuilder {
         if let Some(ca) = &self.ca {
             builder = builder.tls_root_cert(ca.clone());
         }
@@ -141,8 +164,16 @@ fn read_pem(flag: &str, path: &Path, kind: &str) -> Result<Vec<u8>, String> {
 /// client CA, mutual TLS (`GRPC_CLIENT_TLS_CACERT`: a client without a
 /// certificate it signed is refused), the certificate naming `client_san`
 /// if given (`GRPC_CLIENT_TLS_SAN`).
+///
+/// ```
+/// use std::path::Path;
+/// use slidelog::serve::GrpcTls;
+///
+/// let missing = GrpcTls::load(Path::new("/nonexistent/cert.pem"), Path::new("/nonexistent/key.pem"), None, None);
+/// assert!(missing.is_err());
+/// ```
 #[derive(Clone)]
-pub(crate) struct GrpcTls {
+pub struct GrpcTls {
     certified: Arc<Certified>,
     client_ca: Option<Vec<u8>>,
     pub(super) client_san: Option<ServerName<'static>>,
@@ -253,7 +284,22 @@ impl GrpcTls {
     /// Reads `--grpc-tls-cert`, `--grpc-tls-key` and `--grpc-client-ca`
     /// (the key must be the certificate's), and checks `--grpc-client-san`
     /// is a DNS name or an IP address.
-    pub(crate) fn load(
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use slidelog::serve::GrpcTls;
+    ///
+    /// let error = GrpcTls::load(Path::new("/nonexistent.pem"), Path::new("/nonexistent.key"), None, None)
+    ///     .unwrap_err();
+    /// assert!(error.contains("nonexistent"), "{error}");
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read or holds no PEM of its kind, a key that
+    /// is not the certificate's, a client SAN that is neither a DNS name
+    /// nor an IP address.
+    pub fn load(
         cert: &Path,
         key: &Path,
         client_ca: Option<&Path>,

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use slidelog::{ClockChoice, KeyedLimiter, Quota};
+use crate::{ClockChoice, KeyedLimiter, Quota};
 
 /// The in-process store.
 pub(super) type Local = KeyedLimiter<String, ClockChoice>;
@@ -38,7 +38,7 @@ pub(super) fn limiter(
         .name("rls")
         .build()
         .map_err(|e| match e {
-            slidelog::ConfigError::MaxBytesBelowOneKey { per_key, .. } => {
+            crate::ConfigError::MaxBytesBelowOneKey { per_key, .. } => {
                 format!("--max-memory {max_memory} is below one key ({per_key} bytes)")
             }
             e => e.to_string(),
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_budget_below_one_key_says_so() {
-        let clock = ClockChoice::Monotonic(slidelog::MonotonicClock::new());
+        let clock = ClockChoice::Monotonic(crate::MonotonicClock::new());
         let err = limiter(16, clock, |_| None).unwrap_err();
         assert!(
             err.starts_with("--max-memory 16 is below one key ("),
@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn reports_at_most_once_a_minute() {
-        let clock = ClockChoice::Monotonic(slidelog::MonotonicClock::new());
+        let clock = ClockChoice::Monotonic(crate::MonotonicClock::new());
         let store = limiter(1 << 20, clock, |_| None).unwrap();
         let full = Full::new(false);
         full.met(&store);
