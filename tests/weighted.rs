@@ -336,7 +336,12 @@ fn run_exact(policies: &[(u32, u64)], steps: &[(i64, Op)]) -> Result<(), TestCas
                 let o = open.remove(i % open.len());
                 let used = (u64::from(o.units) * u64::from(p) / 4).min(u64::from(u32::MAX)) as u32;
                 let want = model.commit(o.entry, o.units, used, now);
-                prop_assert_eq!(usage_tuple(o.held.commit_at(used, now)), want, "commit {}", used);
+                prop_assert_eq!(
+                    usage_tuple(o.held.commit_at(used, now)),
+                    want,
+                    "commit {}",
+                    used
+                );
             }
             Op::Cancel(i) if !open.is_empty() => {
                 let o = open.remove(i % open.len());
@@ -485,7 +490,11 @@ fn max_in_window(mut calls: Vec<(u64, u64)>, window: u64) -> u64 {
 #[test]
 fn racing_threads_never_exceed_the_window() {
     const THREADS: u64 = 4;
-    const CALLS: u64 = if cfg!(debug_assertions) { 3_000 } else { 20_000 };
+    const CALLS: u64 = if cfg!(debug_assertions) {
+        3_000
+    } else {
+        20_000
+    };
     let (limit, window) = (100u32, 50u64);
     let log = Arc::new(build(&[(limit, window), (150, 120)], Some(16)));
     let clock = Arc::new(AtomicU64::new(0));
