@@ -349,7 +349,7 @@ fn run_exact(policies: &[(u32, u64)], steps: &[(i64, Op)]) -> Result<(), TestCas
                 o.held.cancel();
             }
             Op::Forget(i) if !open.is_empty() => {
-                drop(open.remove(i % open.len()));
+                let _kept_whole = open.remove(i % open.len());
             }
             Op::Commit(..) | Op::Cancel(_) | Op::Forget(_) => {}
             Op::Usage => {
@@ -450,7 +450,7 @@ proptest! {
                     o.held.cancel();
                 }
                 Op::Forget(i) if !open.is_empty() => {
-                    drop(open.remove(i % open.len()));
+                    let _kept_whole = open.remove(i % open.len());
                 }
                 Op::Commit(..) | Op::Cancel(_) | Op::Forget(_) | Op::Usage => {}
             }

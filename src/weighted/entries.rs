@@ -96,8 +96,8 @@ impl Entries {
     pub(crate) fn seek(&mut self, t: u64, rules: &[Rule]) {
         debug_assert!(t >= self.newest);
         let end = self.end();
-        for i in 0..self.live.len() {
-            let window = rules[i].window;
+        for (i, rule) in rules.iter().enumerate() {
+            let window = rule.window;
             let mut live = self.live[i];
             while live.start < end {
                 let e = self.entry(live.start);
