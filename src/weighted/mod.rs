@@ -98,10 +98,9 @@
 //! have been: at every time and for every policy, the log's usage is at
 //! least the exact usage of the same records. An admission needs
 //! `used + n <= L` on the log's usage, so the exact usage admits it too:
-//! every admission is one the exact log would make, and no window of the
-//! effective times of the recorded calls holds more than `L_i` units of
-//! admitted calls beyond what charges recorded (the property test
-//! `merging_never_admits_what_the_exact_log_denies` checks it).
+//! every admission is one the exact log of the same records would make
+//! (the property test `merging_never_admits_what_the_exact_log_denies`
+//! checks it, with capacities of 1 to 6 entries).
 //!
 //! **When a denial can be spurious.** Only the front entry is ever a merge
 //! (a merge takes the front and the next, and the result is the front); so
@@ -148,10 +147,12 @@
 //! reservation's return changes an entry anywhere in the window. Making
 //! that lock-free would need a multi-word snapshot of the window and its
 //! sums committed atomically with the append (or one word per unit, which
-//! is the ring this log exists to avoid). The critical section is a few
-//! dozen instructions in the common case (measured below); its cost is
-//! that a thread descheduled while holding it blocks the other calls of
-//! that one key (the unit ring's P8 progress does not hold here).
+//! is the ring this log exists to avoid). In the common case the critical
+//! section moves each policy's start past the entries that left, compares
+//! and appends: a few loads and stores per policy, no allocation but the
+//! buffer's amortised growth. Its cost is that a thread descheduled while
+//! holding it blocks the other calls of that one key (the unit ring's P8
+//! progress does not hold here).
 //!
 //! To measure, beside the unit ring's `check_n_at` on one key: an
 //! uncontended `check_n_at` and `charge_at` on a log of 100 live entries
