@@ -466,6 +466,7 @@ mod sync;
 pub mod tower;
 #[cfg(all(feature = "async", not(slidelog_loom)))]
 mod wait;
+pub mod weighted;
 
 pub use crate::algorithm::RateLimit;
 pub use crate::clock::{Clock, ClockChoice, ManualClock, MonotonicClock, QuantaClock, Upkeep};
