@@ -15,6 +15,7 @@ use crate::algorithm::{Algorithm, Counter, Log};
 use crate::clock::{Clock, QuantaClock};
 use crate::counter::CounterMode;
 use crate::decision::{Admitted, Denied, DenyReason};
+use crate::decision::{DecidedBy, PolicySet, PolicyStates};
 use crate::error::ConfigError;
 use crate::floor::Floor;
 use crate::grace::Entered;
@@ -22,8 +23,6 @@ use crate::key_size::KeySize;
 use crate::policy::{Policy, Quota};
 use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-#[cfg(feature = "tower")]
-use crate::tower::{DecidedBy, PolicySet, PolicyStates};
 
 mod hasher;
 mod pinned;
@@ -58,7 +57,7 @@ macro_rules! guard_for {
 
 /// What `KeyedLimiter::check_then_peek` found on a key's state (with
 /// several policies, each one's state is written where the caller asked).
-#[cfg(feature = "tower")]
+#[allow(dead_code)] // read by the tower layer only
 pub(crate) enum Layered {
     /// Admitted, with the wait until `remaining` grows (zero when unknown:
     /// `remaining + 1` units can never fit).
@@ -1015,7 +1014,7 @@ where
     /// state's quota pointer is `None`), else the key's own shape's,
     /// whether a quota or a reconfiguration gave them (a key the walk has
     /// not moved yet is decided, and named, by its old policies).
-    #[cfg(feature = "tower")]
+    #[allow(dead_code)] // read by the tower layer only
     #[inline]
     pub(crate) fn check_then_peek<Q>(
         &self,
@@ -2035,7 +2034,7 @@ where
 
     /// The builder's default policies (those of a state without a quota
     /// of its own).
-    #[cfg(feature = "tower")]
+    #[allow(dead_code)] // read by the tower layer only
     pub(crate) fn built_policies(&self) -> &[Policy] {
         self.algorithm.policies()
     }
@@ -2109,13 +2108,13 @@ where
     }
 
     /// Whether a per-key quota function was given.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    #[allow(dead_code)] // read by the tower layer only
     pub(crate) fn has_quotas(&self) -> bool {
         self.quota.is_some() || self.config.has_quotas()
     }
 
     /// See `generation` (keyed/reconfig.rs); 0 for a keyed counter.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    #[allow(dead_code)] // read by the tower layer only
     pub(crate) fn config_generation(&self) -> u64 {
         self.config.generation()
     }

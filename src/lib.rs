@@ -440,7 +440,7 @@ pub use crate::clock::{Clock, ClockChoice, ManualClock, MonotonicClock, QuantaCl
 pub use crate::clock::{PairSkew, Skew, SkewReport};
 pub use crate::config::{MAX_LIMIT, MAX_WINDOW};
 pub use crate::counter::{CounterMode, MAX_COUNTER_LIMIT, MAX_SLOTS, SlidingCounter};
-pub use crate::decision::{Admitted, Denied, DenyReason};
+pub use crate::decision::{Admitted, DecidedBy, Denied, DenyReason, PolicySet, PolicyStates};
 pub use crate::error::ConfigError;
 pub use crate::key_size::KeySize;
 #[cfg(not(slidelog_loom))]

@@ -6,11 +6,10 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, QuantaClock};
-use crate::decision::{Admitted, Denied};
+use crate::decision::{Admitted, DecidedBy, Denied, PolicySet};
 use crate::error::ConfigError;
 use crate::link::Link;
 use crate::policy::{Policy, Quota};
-#[cfg(feature = "tower")]
 use crate::ring::{Growing, StatesOut};
 use crate::ring::{Hints, Now, RingRef, Shape};
 use crate::sync::Mutex;
@@ -144,19 +143,17 @@ struct PeekN(u32);
 /// `check` that also reads when `remaining` next grows and, with several
 /// policies, writes each one's state in its cell, and the policies that
 /// decided in `decided` (the tower layer).
-#[cfg(feature = "tower")]
 struct CheckGrowing<'a> {
     states: &'a StatesOut,
-    decided: &'a core::cell::Cell<crate::tower::DecidedBy>,
+    decided: &'a core::cell::Cell<DecidedBy>,
     /// The first generation's shape: a decision on it is said
-    /// [`DecidedBy::Base`](crate::tower::DecidedBy::Base) (a pointer
+    /// [`DecidedBy::Base`](DecidedBy::Base) (a pointer
     /// compare, no copy).
     first: &'a Shape,
 }
 /// `check_n_with_growth`: `n` units, and when `remaining` next grows.
 struct CheckNGrowing(u32);
 
-#[cfg(feature = "tower")]
 impl Judge<(Admitted, Option<u64>)> for CheckGrowing<'_> {
     #[inline(always)]
     fn judge(
@@ -168,9 +165,9 @@ impl Judge<(Admitted, Option<u64>)> for CheckGrowing<'_> {
         let Growing { decision, wait } = shape.check_growing_at(ring, when(), self.states)?;
         // This generation answered: its policies decided.
         self.decided.set(if core::ptr::eq(shape, self.first) {
-            crate::tower::DecidedBy::Base
+            DecidedBy::Base
         } else {
-            crate::tower::DecidedBy::Policies(crate::tower::PolicySet::new(shape.policies()))
+            DecidedBy::Policies(PolicySet::new(shape.policies()))
         });
         Some(decision.map(|admitted| (admitted, wait)))
     }
@@ -579,12 +576,12 @@ impl<C: Clock> Limiter<C> {
     /// `states`) each one's state, read with the count (the tower layer's
     /// `RateLimit` field; see [`Growing`]); the policies of the generation
     /// that answered are written in `decided`.
-    #[cfg(feature = "tower")]
+    #[allow(dead_code)] // read by the tower layer only
     pub(crate) fn check_growing_at(
         &self,
         now: u64,
         states: &StatesOut,
-        decided: &core::cell::Cell<crate::tower::DecidedBy>,
+        decided: &core::cell::Cell<DecidedBy>,
     ) -> Result<(Admitted, Option<u64>), Denied> {
         let first = &self.first.shape;
         self.decide(
@@ -598,15 +595,15 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// The policies the limiter was built with (its first generation's).
-    #[cfg(feature = "tower")]
+    #[allow(dead_code)] // read by the tower layer only
     pub(crate) fn built_policies(&self) -> &[Policy] {
         self.first.shape.policies()
     }
 
     /// With several policies, each one's room and wait at `now` (for the
     /// tower layer's `RateLimit` field); `None` with one policy.
-    #[cfg(feature = "tower")]
-    pub(crate) fn policy_states_at(&self, now: u64) -> Option<crate::tower::PolicyStates> {
+    #[allow(dead_code)] // read by the tower layer only
+    pub(crate) fn policy_states_at(&self, now: u64) -> Option<crate::decision::PolicyStates> {
         self.with_current(|g| g.shape.policy_states(g.ring(), g.shape.now(now, 0)))
     }
 

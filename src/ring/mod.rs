@@ -36,7 +36,6 @@ mod view;
 mod word;
 
 pub(crate) use geometry::{Geometry, Now};
-#[cfg(feature = "tower")]
 pub(crate) use shape::{Growing, StatesOut};
 pub(crate) use shape::{MAX_POLICIES, Shape};
 pub(crate) use word::MAX_LIMIT;

@@ -347,7 +347,6 @@ impl RingRef<'_> {
     /// lists per policy. Read-only and not linearized with racing
     /// admissions (a header, not a decision). `false` if the ring is
     /// closed.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn policy_states(
         &self,
         now: u64,

@@ -465,7 +465,6 @@ mod tests {
 
     use proptest::prelude::*;
 
-    #[cfg(feature = "tower")]
     use super::super::RingRef;
     use super::super::word::head;
     use super::super::{Hints, Shape};
@@ -505,7 +504,6 @@ mod tests {
 
         /// A view with its hints (a limiter's) or without (a keyed
         /// state's).
-        #[cfg(feature = "tower")]
         fn view(&self, hinted: bool) -> RingRef<'_> {
             let ring = self.shape.ring_hinted(&self.head, &self.hints, &self.slots);
             if hinted {
@@ -554,7 +552,6 @@ mod tests {
     }
 
     /// `log` (admissions' effective times) after `decision`.
-    #[cfg(feature = "tower")]
     fn log_after<'l>(
         log: &'l mut Vec<u64>,
         decision: &Result<crate::decision::Admitted, crate::decision::Denied>,
@@ -721,8 +718,7 @@ mod tests {
         /// The growth time read with the count equals what the tower layer
         /// computed before it (and still does with several policies): the
         /// wait of a dry run of `remaining + 1` units right after.
-        #[cfg(feature = "tower")]
-        #[test]
+            #[test]
         fn growth_equals_the_dry_run(
             limit in 1u32..12,
             window in 1u64..40,
@@ -768,8 +764,7 @@ mod tests {
         /// keyed state's). And `policy_states`, after an admission or a
         /// denial, says what each policy's window holds (by brute force
         /// from every admission's time).
-        #[cfg(feature = "tower")]
-        #[test]
+            #[test]
         fn several_policies_grow_as_the_dry_run_and_the_states_say(
             policies in prop::collection::vec((1u32..12, 1u64..40), 2..4),
             hinted in any::<bool>(),
@@ -790,7 +785,7 @@ mod tests {
                         (limit - live.len() as u32, live.first().map_or(0, |&at| at + window))
                     })
                     .collect();
-                crate::tower::PolicyStates::growing(&raw, t)
+                crate::decision::PolicyStates::growing(&raw, t)
             };
             let mut t = 0;
             for (dt, n, grow) in calls {

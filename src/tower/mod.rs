@@ -85,7 +85,8 @@ mod headers;
 mod peer;
 mod service;
 
-pub use backend::{Backend, DecidedBy, PolicySet, PolicyStates, Verdict};
+pub use crate::decision::{DecidedBy, PolicySet, PolicyStates};
+pub use backend::{Backend, Verdict};
 pub use body::{BodyMode, InnerBody, RateLimitBody, WrapBody};
 pub use deny::{Denial, DenyStyle, MissingKey};
 pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};

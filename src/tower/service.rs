@@ -13,12 +13,13 @@ use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 
-use super::backend::{Backend, DecidedBy, PolicySet, Verdict};
+use super::backend::{Backend, Verdict};
 use super::body::{BodyMode, WrapBody};
 use super::deny::{Denial, DenyHook, DenyStyle, MissingKey, denial, missing_key};
 use super::extract::KeyExtractor;
 use super::headers::{HeaderStyle, Headers, PolicyList, Written, list_headers};
 use crate::decision::Admitted;
+use crate::decision::{DecidedBy, PolicySet};
 use crate::policy::Policy;
 use crate::sync::atomic::{AtomicBool, Ordering};
 
