@@ -20,7 +20,8 @@ use crate::error::ConfigError;
 use crate::floor::Floor;
 use crate::grace::Entered;
 use crate::key_size::KeySize;
-use crate::policy::{Policy, Quota};
+use crate::policy::Policy;
+use crate::quota::Quota;
 use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 

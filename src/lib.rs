@@ -423,6 +423,7 @@ mod link;
 #[cfg(not(slidelog_loom))]
 mod observe;
 mod policy;
+mod quota;
 #[cfg(all(feature = "redis", not(slidelog_loom)))]
 pub mod redis;
 mod ring;
@@ -446,7 +447,8 @@ pub use crate::key_size::KeySize;
 #[cfg(not(slidelog_loom))]
 pub use crate::keyed::{KeyedBuilder, KeyedCounter, KeyedLimiter, PinnedKeys};
 pub use crate::limiter::{Limiter, LimiterBuilder};
-pub use crate::policy::{MAX_POLICIES, Policy, Quota};
+pub use crate::policy::{MAX_POLICIES, Policy};
+pub use crate::quota::Quota;
 
 #[cfg(slidelog_loom)]
 #[doc(hidden)]

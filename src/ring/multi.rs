@@ -2,11 +2,12 @@
 //! "Several policies").
 
 use super::count::Count;
-use super::shape::{MAX_POLICIES, Rule};
+use super::rule::Rule;
 use super::view::View;
 use super::word::slot;
 use super::{Outcome, RingRef, report};
 use crate::flaw::Flaw;
+use crate::policy::MAX_POLICIES;
 use crate::sync::{Backoff, after_lost_race};
 
 /// What [`RingRef::judge_multi`] found.

@@ -5,15 +5,13 @@
 use std::time::Duration;
 
 use super::geometry::{Geometry, Now};
+use super::rule::Rule;
 use super::{Hints, Outcome, RingRef, report};
 use crate::config;
 use crate::decision::{Admitted, Denied, PolicyStates};
 use crate::error::ConfigError;
-use crate::policy::Policy;
+use crate::policy::{MAX_POLICIES, Policy};
 use crate::sync::atomic::AtomicU64;
-
-/// The most policies one ring serves.
-pub(crate) const MAX_POLICIES: usize = 8;
 
 /// The multi-policy check, out of line: the single-policy paths keep the
 /// ring's parts in registers (a call by reference would make every check
@@ -54,14 +52,6 @@ pub struct Growing {
 /// admission (left as it was otherwise): the tower verdict's own field.
 pub(crate) type StatesOut = core::cell::Cell<Option<PolicyStates>>;
 
-/// One policy of a multi-policy ring, in nanoseconds: at most `limit`
-/// admissions in any window of `window`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Rule {
-    pub(crate) limit: u64,
-    pub(crate) window: u64,
-}
-
 /// A validated set of policies and the ring geometry that serves them.
 #[derive(Clone, Debug)]
 #[allow(unreachable_pub)] // named by the sealed per-key trait; unexported
@@ -96,7 +86,10 @@ impl Shape {
         }
         let mut rules = Vec::with_capacity(policies.len());
         for policy in policies {
-            let geometry = config::geometry(policy.limit, policy.window)?;
+            let geometry = Geometry::new(
+                config::limit(policy.limit)?,
+                config::window_nanos(policy.window)?,
+            );
             rules.push(Rule {
                 limit: u64::from(geometry.limit()),
                 window: geometry.window(),

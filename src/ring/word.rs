@@ -94,9 +94,11 @@ pub(crate) mod head {
     }
 }
 
-/// The largest limit: positions take at most 20 bits, so the lap keeps at
-/// least 23 bits and the `PENDING` field (21 bits) can hold any weight.
-pub(crate) const MAX_LIMIT: u32 = 1 << 20;
+/// The largest limit ([`MAX_LIMIT`](crate::MAX_LIMIT), 2^20): positions
+/// take at most 20 bits, so the lap keeps at least 23 bits and the
+/// `PENDING` field (21 bits) can hold any weight.
+pub(crate) const MAX_LIMIT: u32 = crate::config::MAX_LIMIT;
+const _: () = assert!(MAX_LIMIT == 1 << 20, "the codecs' field widths assume 2^20");
 
 #[cfg(all(test, not(slidelog_loom)))]
 mod tests {

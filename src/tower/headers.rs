@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::decision::PolicyStates;
 use crate::policy::Policy;
 
 /// Which rate-limit headers to send.
@@ -190,7 +191,7 @@ pub(crate) fn rate_limit_headers(
     which: usize,
     remaining: u32,
     wait: Duration,
-    per_policy: Option<&super::PolicyStates>,
+    per_policy: Option<&PolicyStates>,
 ) -> Headers {
     let list = PolicyList::new(policies);
     list_headers(style, &list, None, which, remaining, wait, per_policy)
@@ -207,7 +208,7 @@ pub(super) fn list_headers(
     which: usize,
     remaining: u32,
     wait: Duration,
-    per_policy: Option<&super::PolicyStates>,
+    per_policy: Option<&PolicyStates>,
 ) -> Headers {
     let which = which.min(policies.len().saturating_sub(1));
     let Some(reported) = policies.get(which) else {

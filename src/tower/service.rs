@@ -15,7 +15,7 @@ use pin_project_lite::pin_project;
 
 use super::backend::{Backend, Verdict};
 use super::body::{BodyMode, WrapBody};
-use super::deny::{Denial, DenyHook, DenyStyle, MissingKey, denial, missing_key};
+use super::deny::{Denial, DenyHook, DenyStyle, MissingKey, Style, denial, missing_key};
 use super::extract::KeyExtractor;
 use super::headers::{HeaderStyle, Headers, PolicyList, Written, list_headers};
 use crate::decision::Admitted;
@@ -819,25 +819,6 @@ impl Described {
             generation,
         }
     }
-}
-
-/// How one response is written: the layer's choices and the policies that
-/// describe the request's key, borrowed from the layer for the length of
-/// `call` (an in-process decision writes its response there, with nothing
-/// copied); a check that waits keeps an [`OwnedStyle`].
-pub(super) struct Style<'a> {
-    pub(super) headers: HeaderStyle,
-    pub(super) deny: DenyStyle,
-    pub(super) policies: &'a PolicyList,
-    /// The values the layer wrote for its policies, when they are the
-    /// key's (a key with policies of its own has them written per
-    /// response).
-    pub(super) written: Option<&'a Written>,
-    pub(super) hook: Option<&'a DenyHook>,
-    /// The status when the backend cannot decide.
-    pub(super) unavailable: http::StatusCode,
-    /// The `limiter` label of the layer's metrics.
-    pub(super) name: &'a crate::observe::Name,
 }
 
 /// A [`Style`] that outlives `call`: a pending check's.
