@@ -40,7 +40,6 @@ mod word;
 pub(crate) use geometry::{Geometry, Now};
 pub(crate) use shape::Shape;
 pub(crate) use shape::{Growing, StatesOut};
-pub(crate) use word::MAX_LIMIT;
 
 use crate::policy::MAX_POLICIES;
 use crate::sync::atomic::AtomicU64;
