@@ -1234,7 +1234,10 @@ impl<C: Clock> Limiter<C> {
             existing,
             snapshot.admissions.iter().map(|&u| anchor.to_clock(u)),
             now,
-            &g.resized(cap.min(crate::config::MAX_LIMIT as usize) as u32, g.horizon()),
+            &g.resized(
+                cap.min(crate::config::MAX_LIMIT as usize) as u32,
+                g.horizon(),
+            ),
         );
         // A fresh ring, then the merged log: `&mut self` means no check
         // runs meanwhile, and no reader holds a generation. The count
