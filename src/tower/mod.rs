@@ -77,11 +77,27 @@
 //! # }
 //! ```
 
+// Where each part lives (a map for readers of the source; the module's
+// documentation above is the user's):
+//
+// | file | what |
+// |---|---|
+// | `layer.rs` | `RateLimitLayer`: its options and builder |
+// | `service.rs` | `RateLimitService` and its `ResponseFuture`: one request's way |
+// | `describe.rs` | which policies describe a response; an admission's headers |
+// | `backend.rs` | `Backend` (the keyed limiter, single-key limiters, Redis) and `Verdict` |
+// | `headers.rs` | the `RateLimit` / `X-RateLimit` fields |
+// | `deny.rs` | a denial's response, its hook, its event and metric; `Style` |
+// | `extract.rs` | key extractors |
+// | `peer.rs` | the peer address behind trusted proxies |
+// | `body.rs` | how responses carry their bodies |
 mod backend;
 mod body;
 mod deny;
+mod describe;
 mod extract;
 mod headers;
+mod layer;
 mod peer;
 mod service;
 
@@ -94,8 +110,9 @@ pub use headers::{HeaderStyle, ceil_seconds, policy_name};
 /// A network of trusted proxies for [`PeerIp::trusted_network`] (the
 /// `ipnet` crate's type): `"10.0.0.0/8".parse()`.
 pub use ipnet::IpNet;
+pub use layer::RateLimitLayer;
 pub use peer::{ForwardedHeader, MAX_TRUSTED_NETWORKS, PeerIp};
-pub use service::{RateLimitLayer, RateLimitService, ResponseFuture};
+pub use service::{RateLimitService, ResponseFuture};
 
 #[cfg(test)]
 mod tests {
