@@ -29,7 +29,7 @@ pub struct Admitted {
     /// The policy with the fewest units left (0 for one policy). A `u32`
     /// though it is below `MAX_POLICIES`: with no padding byte beside it, a
     /// `Result<Admitted, Denied>` moves as whole words, not in one- to
-    /// four-byte pieces (BENCHMARKS.md, "Where the time goes", session 21).
+    /// four-byte pieces (BENCHMARKS.md, "Where the time goes").
     pub(crate) policy: u32,
 }
 

@@ -353,7 +353,7 @@ impl sealed::Sealed for Log {
     /// `check` of `n = 1` joins the single's outcome with the weighted
     /// path's and moves it through memory once more, which costs a keyed
     /// denial most where the keys' states miss the L2 (BENCHMARKS.md,
-    /// "Where the time goes", session 22).
+    /// "Where the time goes").
     #[inline(always)]
     fn check_one(
         &self,

@@ -194,8 +194,8 @@ impl<K: Hash + Eq + KeySize, C: Clock, S: BuildHasher, A: Algorithm> KeyedBuilde
     /// by the `siphasher` crate, whose integer writes are inline where
     /// std's go through its byte-slice `write` out of line (a keyed call
     /// with the time passed in: 8-9% less time over `u64` keys, 3-8% over
-    /// strings and IP addresses; BENCHMARKS.md, "Where the time goes",
-    /// session 38). A `RandomState` given here hashes with std's own code.
+    /// strings and IP addresses; BENCHMARKS.md, "Where the time goes").
+    /// A `RandomState` given here hashes with std's own code.
     ///
     /// Only trade the default for a faster kind of hash if keys cannot be
     /// chosen by an attacker. (What hashing costs: SipHash of a `u64` key is

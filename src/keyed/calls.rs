@@ -502,6 +502,30 @@ where
         self.peek_n_at(key, 1, self.clock.now())
     }
 
+    /// What [`check_at`](Self::check_at) would answer for `key` at `now`
+    /// (the clock's nanoseconds), recording nothing and creating no key:
+    /// [`peek`](Self::peek) with the time passed in.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock};
+    /// let limiter = KeyedLimiter::<u64, ManualClock>::with_clock(1, Duration::from_nanos(10), ManualClock::new())?;
+    /// assert!(limiter.peek_at(&1, 0).is_ok());
+    /// assert!(limiter.is_empty(), "a peek creates no key");
+    /// limiter.check_at(&1, 0).unwrap();
+    /// assert_eq!(limiter.peek_at(&1, 3).unwrap_err().retry_after_nanos(), 7);
+    /// assert!(limiter.peek_at(&1, 10).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek_at<Q>(&self, key: &Q, now: u64) -> Result<Admitted, Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.peek_held(None, key, 1, now)
+    }
+
     /// What [`check_n`](Self::check_n) would answer for `key` now,
     /// recording nothing and creating no key.
     ///

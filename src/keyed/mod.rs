@@ -14,6 +14,7 @@
 //! | `hasher.rs` | the default hasher (SipHash keys kept inline) |
 //! | `pinned.rs` | [`PinnedKeys`]: many calls under one pinned guard |
 //! | `reconfig.rs` | `reconfigure`: moving every key to new policies |
+//! | `tests.rs` | unit tests: `peek_at` against `peek` |
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -57,7 +58,7 @@ type Held<'p, 'g> = Option<&'p papaya::LocalGuard<'g>>;
 /// in `pinned` (a `let` of the caller's, so that it lives through the
 /// call). A macro, not a function taking the call as a closure: with the
 /// decision inside a closure, the unpinned keyed rows of `side_by_side`
-/// read 5-8% slower (BENCHMARKS.md, "Where the time goes", session 40).
+/// read 5-8% slower (BENCHMARKS.md, "Where the time goes").
 macro_rules! guard_for {
     ($held:expr, $map:expr, $pinned:ident) => {
         match $held {
@@ -77,6 +78,8 @@ mod info;
 mod lookup;
 #[cfg(feature = "serde")]
 mod snapshot;
+#[cfg(all(test, not(slidelog_loom)))]
+mod tests;
 
 pub use builder::KeyedBuilder;
 

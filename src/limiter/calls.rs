@@ -301,6 +301,25 @@ impl<C: Clock> Limiter<C> {
         self.peek_inner(1, self.clock.now())
     }
 
+    /// What [`check_at`](Self::check_at) would answer at `now` (the
+    /// clock's nanoseconds), recording nothing: [`peek`](Self::peek) with
+    /// the time passed in.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Limiter, ManualClock};
+    /// let limiter = Limiter::with_clock(1, Duration::from_nanos(10), ManualClock::new())?;
+    /// limiter.check_at(0).unwrap();
+    /// assert_eq!(limiter.peek_at(4).unwrap_err().retry_after_nanos(), 6);
+    /// assert_eq!(limiter.peek_at(10).unwrap().remaining(), 0); // the peek took nothing
+    /// assert!(limiter.check_at(10).is_ok());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    #[must_use = "a peek only answers; it admits nothing"]
+    pub fn peek_at(&self, now: u64) -> Result<Admitted, Denied> {
+        self.peek_inner(1, now)
+    }
+
     /// What [`check_n`](Self::check_n) would answer now, recording nothing.
     ///
     /// ```

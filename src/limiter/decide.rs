@@ -17,7 +17,7 @@ impl<C: Clock> Limiter<C> {
     /// pointer into the caller's result, which would then live in memory
     /// on the inlined path too, where every `check` would store its answer
     /// and copy it (14 instructions a `check`, time passed in:
-    /// BENCHMARKS.md, "Where the time goes", session 32).
+    /// BENCHMARKS.md, "Where the time goes").
     #[inline(always)]
     pub(super) fn decide<T, J: Judge<T>>(
         &self,

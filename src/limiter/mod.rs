@@ -9,6 +9,7 @@
 //! | `reconfigure.rs` | `reconfigure`: a new generation, the log carried over |
 //! | `snapshot.rs` | snapshot and restore (feature `serde`) |
 //! | `hooks.rs` | the loom models' hooks (`--cfg slidelog_loom`) |
+//! | `tests.rs` | unit tests: `peek_at` against `peek` |
 
 use core::fmt;
 use std::time::Duration;
@@ -35,6 +36,8 @@ mod judge;
 mod reconfigure;
 #[cfg(feature = "serde")]
 mod snapshot;
+#[cfg(all(test, not(slidelog_loom)))]
+mod tests;
 
 #[cfg(slidelog_loom)]
 pub use hooks::Swept;

@@ -40,7 +40,7 @@ fn multi_growing(
 /// pass. With several policies each one's state, read in the same pass, is
 /// written into the caller's cell instead (`PolicyStates`, 200 bytes, would
 /// make every answer a `memcpy` on its way out, one policy's too:
-/// BENCHMARKS.md, "Over HTTP", session 30).
+/// BENCHMARKS.md, "Over HTTP").
 #[derive(Clone, Copy, Debug)]
 #[allow(unreachable_pub)] // named by the sealed per-key trait; unexported
 pub struct Growing {

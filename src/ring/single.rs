@@ -29,10 +29,10 @@ impl<'a> RingRef<'a> {
     /// CAS; a keyed state's ring (no guess) reads the view at `head` first
     /// and `when` after it. The count's words wait for the judgement:
     /// loaded ahead of it they cost a `check` more than they save
-    /// (BENCHMARKS.md, "Where the time goes", session 19). The clock
+    /// (BENCHMARKS.md, "Where the time goes"). The clock
     /// before the guess takes 0.92-1.00 of the time of the clock after the
     /// slots on both AMD hosts met, and trades admissions for denials on
-    /// the Intel one (sessions 19, 33 and 37); a keyed ring's read before
+    /// the Intel one; a keyed ring's read before
     /// its view measures level. The order changes no decision: the ring's
     /// claims hold for any time a caller passes, at any point of its loads.
     ///
@@ -154,7 +154,7 @@ impl<'a> RingRef<'a> {
             _ if s != again => return None,
             _ => s,
         };
-        let adjacent = (p ^ s) & slot::STAMP == u64::from(pos != 0);
+        let adjacent = slot::stamps_differ(p, s) == u64::from(pos != 0);
         let verified = adjacent || g.flaw() == Flaw::UnverifiedGuess;
         (s != slot::CLOSED && p != slot::CLOSED && verified).then_some((pos, slot_q, s, p))
     }

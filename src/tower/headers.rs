@@ -61,8 +61,8 @@ const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The rate-limit fields of one decision, compact: an admitted request's
 /// future carries them from `call` to the inner service's response, and
-/// every move of that future copies them (BENCHMARKS.md, "Over HTTP",
-/// session 29). The names are the variant's; `Legacy` keeps its three
+/// every move of that future copies them (BENCHMARKS.md, "Over HTTP").
+/// The names are the variant's; `Legacy` keeps its three
 /// numbers and writes them as the response gets them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Headers {

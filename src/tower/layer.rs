@@ -64,7 +64,7 @@ pub(super) struct Options<L: ?Sized, X, K> {
     /// The backend's policies when the layer was built, for the headers:
     /// read in place while the backend's `generation` is theirs (a backend
     /// never reconfigured: every request), with no atomic but the
-    /// generation's load (BENCHMARKS.md, "Over HTTP", session 30).
+    /// generation's load (BENCHMARKS.md, "Over HTTP").
     pub(super) first: Described,
     /// The backend's policies after a reconfiguration (`generation` moved
     /// from `first`'s): asked again each time it moves, once for the layer

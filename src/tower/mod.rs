@@ -43,7 +43,7 @@
 //! each request clones that box and boxes its future, whatever the layer
 //! does: a layer that does nothing, mounted that way, costs a trivial
 //! handler 883 instructions a request, 14% of its own (BENCHMARKS.md,
-//! "Over HTTP", session 36). Where one limit covers the whole app, wrap
+//! "Over HTTP"). Where one limit covers the whole app, wrap
 //! the router as one service instead: the layer then runs once per
 //! request, with no boxing, and limits every request the router answers
 //! (unmatched paths too). With [`inner_body`](RateLimitLayer::inner_body)
