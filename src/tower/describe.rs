@@ -8,20 +8,9 @@ use arc_swap::ArcSwap;
 use super::backend::{Backend, Verdict};
 use super::deny::{DenyHook, DenyStyle, Style};
 use super::headers::{HeaderStyle, Headers, PolicyList, Written, list_headers};
-use super::layer::Options;
 use crate::decision::Admitted;
 use crate::decision::PolicySet;
 use crate::policy::Policy;
-
-impl<L: Backend<K> + ?Sized, X, K> Options<L, X, K> {
-    /// The backend's policies at `generation`, not the first one's: the
-    /// shared description, written anew if it is of another generation.
-    /// Out of line: a backend never reconfigured does not call it.
-    #[inline(never)]
-    pub(super) fn reconfigured(&self, generation: u64) -> arc_swap::Guard<Arc<Described>> {
-        described_at(&*self.backend, &self.described, generation)
-    }
-}
 
 /// `backend`'s policies at `generation` from the shared description
 /// `cache`, written anew if it is of another generation.

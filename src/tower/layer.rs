@@ -11,9 +11,8 @@ use http::Response;
 use super::backend::Backend;
 use super::body::WrapBody;
 use super::deny::{Denial, DenyHook, DenyStyle, MissingKey};
-use super::describe::Described;
+use super::describe::{Described, described_at};
 use super::headers::HeaderStyle;
-use super::service::RateLimitService;
 use crate::sync::atomic::AtomicBool;
 
 /// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first
@@ -383,13 +382,12 @@ impl<L: ?Sized, X: Clone, K: Clone, R> RateLimitLayer<L, X, K, R> {
     }
 }
 
-impl<S, L: ?Sized, X: Clone, K: Clone, R> tower::Layer<S> for RateLimitLayer<L, X, K, R> {
-    type Service = RateLimitService<S, L, X, K, R>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RateLimitService {
-            inner,
-            layer: self.clone(),
-        }
+impl<L: Backend<K> + ?Sized, X, K> Options<L, X, K> {
+    /// The backend's policies at `generation`, not the first one's: the
+    /// shared description, written anew if it is of another generation.
+    /// Out of line: a backend never reconfigured does not call it.
+    #[inline(never)]
+    pub(super) fn reconfigured(&self, generation: u64) -> arc_swap::Guard<Arc<Described>> {
+        described_at(&*self.backend, &self.described, generation)
     }
 }

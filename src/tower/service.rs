@@ -61,6 +61,17 @@ impl<S, L: ?Sized, X, K, R> fmt::Debug for RateLimitService<S, L, X, K, R> {
     }
 }
 
+impl<S, L: ?Sized, X: Clone, K: Clone, R> tower::Layer<S> for RateLimitLayer<L, X, K, R> {
+    type Service = RateLimitService<S, L, X, K, R>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimitService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
 impl<S: Clone, L: ?Sized, X, K, R> RateLimitService<S, L, X, K, R> {
     /// The readied inner service, for a call after an await, leaving a
     /// fresh clone in its place (tower's readiness contract).
