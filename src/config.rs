@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::ring::{self, Geometry};
 
 /// The largest `limit` a log limiter accepts: 2^20 = 1,048,576 admissions per
-/// window, 8 MiB of slots per key.
+/// window, 8 MiB of slots per key (the ring's slot and `head` codecs are
+/// sized for it).
 ///
 /// ```
 /// use std::time::Duration;
@@ -18,7 +18,7 @@ use crate::ring::{self, Geometry};
 ///     Err(ConfigError::LimitTooLarge { .. })
 /// ));
 /// ```
-pub const MAX_LIMIT: u32 = ring::MAX_LIMIT;
+pub const MAX_LIMIT: u32 = 1 << 20;
 
 /// The longest window: 2^61 ns, about 73 years (deadlines are 62-bit
 /// nanosecond counts).
@@ -29,8 +29,8 @@ pub const MAX_LIMIT: u32 = ring::MAX_LIMIT;
 /// ```
 pub const MAX_WINDOW: Duration = Duration::from_nanos(1 << 61);
 
-/// Validates `limit` and `window` and builds the ring geometry.
-pub(crate) fn geometry(limit: u32, window: Duration) -> Result<Geometry, ConfigError> {
+/// Validates a limit.
+pub(crate) fn limit(limit: u32) -> Result<u32, ConfigError> {
     if limit == 0 {
         return Err(ConfigError::ZeroLimit);
     }
@@ -40,7 +40,7 @@ pub(crate) fn geometry(limit: u32, window: Duration) -> Result<Geometry, ConfigE
             max: MAX_LIMIT,
         });
     }
-    Ok(Geometry::new(limit, window_nanos(window)?))
+    Ok(limit)
 }
 
 /// Validates a window and returns it in nanoseconds.
@@ -64,26 +64,23 @@ mod tests {
 
     #[test]
     fn rejects_bad_limits() {
+        assert_eq!(limit(0).unwrap_err(), ConfigError::ZeroLimit);
         assert_eq!(
-            geometry(0, Duration::from_secs(1)).unwrap_err(),
-            ConfigError::ZeroLimit
-        );
-        assert_eq!(
-            geometry(MAX_LIMIT + 1, Duration::from_secs(1)).unwrap_err(),
+            limit(MAX_LIMIT + 1).unwrap_err(),
             ConfigError::LimitTooLarge {
                 limit: MAX_LIMIT + 1,
                 max: MAX_LIMIT
             }
         );
         assert_eq!(
-            geometry(u32::MAX, Duration::from_secs(1)).unwrap_err(),
+            limit(u32::MAX).unwrap_err(),
             ConfigError::LimitTooLarge {
                 limit: u32::MAX,
                 max: MAX_LIMIT
             }
         );
-        assert!(geometry(1, Duration::from_secs(1)).is_ok());
-        assert!(geometry(MAX_LIMIT, Duration::from_secs(1)).is_ok());
+        assert!(limit(1).is_ok());
+        assert!(limit(MAX_LIMIT).is_ok());
     }
 
     #[test]

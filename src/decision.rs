@@ -1,7 +1,11 @@
-//! What a check answers: [`Admitted`] or [`Denied`].
+//! What a check answers: [`Admitted`] or [`Denied`]; with several
+//! policies each one's state ([`PolicyStates`]), and the policies that
+//! decided ([`DecidedBy`], a [`PolicySet`]).
 
 use core::fmt;
 use std::time::Duration;
+
+use crate::policy::Policy;
 
 /// A request that was admitted.
 ///
@@ -25,7 +29,7 @@ pub struct Admitted {
     /// The policy with the fewest units left (0 for one policy). A `u32`
     /// though it is below `MAX_POLICIES`: with no padding byte beside it, a
     /// `Result<Admitted, Denied>` moves as whole words, not in one- to
-    /// four-byte pieces (BENCHMARKS.md, "Where the time goes", session 21).
+    /// four-byte pieces (BENCHMARKS.md, "Where the time goes").
     pub(crate) policy: u32,
 }
 
@@ -386,4 +390,171 @@ pub(crate) fn growth_by_dry_run(
         .and_then(Result::err)
         .filter(Denied::is_rate_limited)
         .map_or(Duration::ZERO, |denied| denied.retry_after())
+}
+
+/// Which policies decided a verdict of the tower layer
+/// (`slidelog::tower::Verdict`, feature `tower`): what its response's
+/// `RateLimit-Policy` field names, exactly, while the backend is
+/// reconfigured. A limiter of this crate writes it as it decides: the
+/// generation, or the key's state, that answered.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::{DecidedBy, Policy, PolicySet};
+/// // Unsaid unless a backend says otherwise.
+/// assert_eq!(DecidedBy::default(), DecidedBy::Unsaid);
+/// let policies = [Policy::new(100, Duration::from_secs(60))];
+/// let said = DecidedBy::Policies(PolicySet::new(&policies));
+/// assert!(matches!(said, DecidedBy::Policies(set) if set.matches(&policies)));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecidedBy {
+    /// Not said: the layer names the backend's policies it reads before or
+    /// after the decision, the first that fit it (the named policy is one
+    /// of them, `remaining` within its limit), or none. Exact while the
+    /// backend is not reconfigured; across a reconfiguration a verdict
+    /// that fits both configurations may be named by the one that did not
+    /// decide it.
+    #[default]
+    Unsaid,
+    /// The backend's `base_policies` (the tower layer's `Backend`): for this
+    /// crate's limiters, those they were built with (said without copying
+    /// them, as every decision of a limiter never reconfigured is).
+    Base,
+    /// These policies.
+    Policies(PolicySet),
+}
+
+/// Up to [`MAX_POLICIES`](crate::MAX_POLICIES) policies, inline and
+/// compact (a [`DecidedBy`]'s: each window in nanoseconds, so that a
+/// verdict stays small to copy; a window of more than `u64::MAX`
+/// nanoseconds, 584 years, is kept as that).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::Policy;
+/// use slidelog::PolicySet;
+/// let policies = [Policy::new(10, Duration::from_secs(1)), Policy::new(100, Duration::from_secs(60))];
+/// let set = PolicySet::new(&policies);
+/// assert_eq!(set.len(), 2);
+/// assert_eq!(set.get(1), Some(Policy::new(100, Duration::from_secs(60))));
+/// assert!(set.matches(&policies));
+/// assert!(!set.matches(&policies[..1]));
+/// assert_eq!(set.iter().collect::<Vec<_>>(), policies);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicySet {
+    len: u8,
+    limits: [u32; crate::MAX_POLICIES],
+    windows: [u64; crate::MAX_POLICIES],
+}
+
+/// A window in nanoseconds, as a [`PolicySet`] keeps it.
+fn window_nanos(window: Duration) -> u64 {
+    u64::try_from(window.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl PolicySet {
+    /// The first `MAX_POLICIES` of `policies`.
+    #[inline]
+    pub fn new(policies: &[Policy]) -> PolicySet {
+        let mut set = PolicySet {
+            len: 0,
+            limits: [0; crate::MAX_POLICIES],
+            windows: [0; crate::MAX_POLICIES],
+        };
+        for (i, policy) in policies.iter().take(crate::MAX_POLICIES).enumerate() {
+            set.limits[i] = policy.limit;
+            set.windows[i] = window_nanos(policy.window);
+            set.len = i as u8 + 1;
+        }
+        set
+    }
+
+    /// How many policies.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Policy `i`.
+    pub fn get(&self, i: usize) -> Option<Policy> {
+        (i < self.len()).then(|| Policy::new(self.limits[i], Duration::from_nanos(self.windows[i])))
+    }
+
+    /// The policies, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Policy> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    /// Whether these are exactly `policies` (in order).
+    #[inline]
+    pub fn matches(&self, policies: &[Policy]) -> bool {
+        policies.len() == self.len()
+            && policies.iter().enumerate().all(|(i, policy)| {
+                policy.limit == self.limits[i] && window_nanos(policy.window) == self.windows[i]
+            })
+    }
+
+    /// The policies into `out`, and how many.
+    #[allow(dead_code)] // read by the tower layer only
+    pub(crate) fn write_into(&self, out: &mut [Policy; crate::MAX_POLICIES]) -> usize {
+        for (slot, policy) in out.iter_mut().zip(self.iter()) {
+            *slot = policy;
+        }
+        self.len()
+    }
+}
+
+/// Each policy's `remaining` and the wait until it next grows, for the
+/// `RateLimit` field's items (up to [`MAX_POLICIES`](crate::MAX_POLICIES),
+/// inline).
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::PolicyStates;
+/// let states = PolicyStates::new(&[(0, Duration::from_secs(1)), (57, Duration::from_secs(40))]);
+/// assert_eq!(states.as_slice()[1], (57, Duration::from_secs(40)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyStates {
+    len: u8,
+    items: [(u32, Duration); crate::MAX_POLICIES],
+}
+
+impl PolicyStates {
+    /// The first `MAX_POLICIES` of `states`: `(remaining, wait)` per policy.
+    pub fn new(states: &[(u32, Duration)]) -> PolicyStates {
+        let mut items = [(0, Duration::ZERO); crate::MAX_POLICIES];
+        let len = states.len().min(items.len());
+        items[..len].copy_from_slice(&states[..len]);
+        PolicyStates {
+            len: len as u8,
+            items,
+        }
+    }
+
+    /// From each policy's `(remaining, grows_at)` (nanoseconds, the
+    /// limiter's time): the waits count from `read`, the caller's reading.
+    pub(crate) fn growing(raw: &[(u32, u64)], read: u64) -> PolicyStates {
+        let mut items = [(0, Duration::ZERO); crate::MAX_POLICIES];
+        let len = raw.len().min(items.len());
+        for (item, &(remaining, at)) in items.iter_mut().zip(&raw[..len]) {
+            *item = (remaining, Duration::from_nanos(at.saturating_sub(read)));
+        }
+        PolicyStates {
+            len: len as u8,
+            items,
+        }
+    }
+
+    /// `(remaining, wait)` per policy.
+    pub fn as_slice(&self) -> &[(u32, Duration)] {
+        &self.items[..usize::from(self.len)]
+    }
 }

@@ -66,9 +66,6 @@ pub enum Flaw {
     /// (Several policies) Judge a request by the ring's own policy (the
     /// largest limit) only, ignoring the others.
     OnePolicy,
-    /// (Expiry hint) Ignore the hint: count with the gallop alone (a
-    /// control that the hint changes no count).
-    NoHint,
     /// (Expiry hint) Trust the hint without verifying it, and let a peek
     /// record one from its own, possibly later, effective time: the count
     /// then skips live admissions.

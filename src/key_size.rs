@@ -147,21 +147,6 @@ impl KeySize for std::borrow::Cow<'static, str> {
     }
 }
 
-/// Stored as an exact-size copy ([`compact`](KeySize::compact)): a `Bytes`
-/// sliced from a request's buffer would otherwise keep the whole buffer
-/// alive while the budget counted only the slice.
-#[cfg(feature = "tower")]
-impl KeySize for bytes::Bytes {
-    /// The bytes viewed: exactly what the stored (compacted) copy holds.
-    fn heap_bytes(&self) -> usize {
-        self.len()
-    }
-
-    fn compact(self) -> Self {
-        bytes::Bytes::copy_from_slice(&self)
-    }
-}
-
 /// The shared allocation (two reference counts plus the bytes), counted
 /// whole: an `Arc` key usually lives only in the map.
 impl KeySize for Arc<str> {

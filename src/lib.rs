@@ -454,6 +454,7 @@ mod link;
 #[cfg(not(slidelog_loom))]
 mod observe;
 mod policy;
+mod quota;
 #[cfg(all(feature = "redis", not(slidelog_loom)))]
 pub mod redis;
 mod ring;
@@ -474,13 +475,14 @@ pub use crate::clock::{Clock, ClockChoice, ManualClock, MonotonicClock, QuantaCl
 pub use crate::clock::{PairSkew, Skew, SkewReport};
 pub use crate::config::{MAX_LIMIT, MAX_WINDOW};
 pub use crate::counter::{CounterMode, MAX_COUNTER_LIMIT, MAX_SLOTS, SlidingCounter};
-pub use crate::decision::{Admitted, Denied, DenyReason};
+pub use crate::decision::{Admitted, DecidedBy, Denied, DenyReason, PolicySet, PolicyStates};
 pub use crate::error::ConfigError;
 pub use crate::key_size::KeySize;
 #[cfg(not(slidelog_loom))]
 pub use crate::keyed::{KeyedBuilder, KeyedCounter, KeyedLimiter, PinnedKeys};
 pub use crate::limiter::{Limiter, LimiterBuilder};
-pub use crate::policy::{MAX_POLICIES, Policy, Quota};
+pub use crate::policy::{MAX_POLICIES, Policy};
+pub use crate::quota::Quota;
 
 #[cfg(slidelog_loom)]
 #[doc(hidden)]

@@ -11,13 +11,10 @@
 //! rejects.
 
 use core::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::ConfigError;
-use crate::ring::{MAX_POLICIES as MAX, Shape};
-
-/// The most policies one limiter (or one key's [`Quota`]) checks at once.
+/// The most policies one limiter (or one key's [`Quota`](crate::Quota))
+/// checks at once: the most one ring serves.
 ///
 /// ```
 /// use std::time::Duration;
@@ -32,7 +29,7 @@ use crate::ring::{MAX_POLICIES as MAX, Shape};
 ///     ConfigError::TooManyPolicies { count: MAX_POLICIES + 1, max: MAX_POLICIES }
 /// );
 /// ```
-pub const MAX_POLICIES: usize = MAX;
+pub const MAX_POLICIES: usize = 8;
 
 /// One policy: at most `limit` admissions in any window of length `window`.
 ///
@@ -57,7 +54,7 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// `limit` per `window` (validated when a limiter or [`Quota`] is built).
+    /// `limit` per `window` (validated when a limiter or [`Quota`](crate::Quota) is built).
     pub const fn new(limit: u32, window: Duration) -> Self {
         Policy { limit, window }
     }
@@ -68,70 +65,3 @@ impl fmt::Display for Policy {
         write!(f, "{} per {:?}", self.limit, self.window)
     }
 }
-
-/// The policies one key of a [`KeyedLimiter`](crate::KeyedLimiter) is
-/// limited by, chosen per key with
-/// [`KeyedBuilder::quota`](crate::KeyedBuilder::quota) (a free and a paid
-/// tier, say). Validated when made, so choosing one never fails; cloning
-/// one is a reference-count increment, and keys given clones of one quota
-/// share its description.
-///
-/// ```
-/// use std::time::Duration;
-/// use slidelog::{ConfigError, Quota};
-///
-/// let paid = Quota::new(100, Duration::from_secs(1))?.and(5_000, Duration::from_secs(3600))?;
-/// assert_eq!(paid.policies().len(), 2);
-/// assert_eq!(Quota::new(0, Duration::from_secs(1)).unwrap_err(), ConfigError::ZeroLimit);
-/// # Ok::<(), ConfigError>(())
-/// ```
-#[derive(Clone)]
-pub struct Quota {
-    pub(crate) shape: Arc<Shape>,
-}
-
-impl Quota {
-    /// `limit` admissions per `window`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Limiter::new`](crate::Limiter::new): a zero or too large limit
-    /// or window.
-    pub fn new(limit: u32, window: Duration) -> Result<Quota, ConfigError> {
-        Ok(Quota {
-            shape: Arc::new(Shape::single(limit, window)?),
-        })
-    }
-
-    /// This quota and `limit` per `window` too.
-    ///
-    /// # Errors
-    ///
-    /// A bad limit or window, or more than [`MAX_POLICIES`] policies.
-    pub fn and(self, limit: u32, window: Duration) -> Result<Quota, ConfigError> {
-        let mut policies = self.shape.policies().to_vec();
-        policies.push(Policy::new(limit, window));
-        Ok(Quota {
-            shape: Arc::new(Shape::new(&policies)?),
-        })
-    }
-
-    /// The policies, in the order given.
-    pub fn policies(&self) -> &[Policy] {
-        self.shape.policies()
-    }
-}
-
-impl fmt::Debug for Quota {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Quota").field(&self.policies()).finish()
-    }
-}
-
-impl PartialEq for Quota {
-    fn eq(&self, other: &Self) -> bool {
-        self.policies() == other.policies()
-    }
-}
-
-impl Eq for Quota {}

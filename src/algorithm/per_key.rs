@@ -6,17 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::counter::{CounterConfig, CounterMode, CounterRef};
-use crate::decision::{Admitted, Denied};
+use crate::decision::{Admitted, Denied, PolicyStates};
 use crate::error::ConfigError;
 use crate::floor::Floor;
 use crate::policy::Policy;
-use crate::ring::{RingRef, Shape};
+use crate::ring::{Growing, RingRef, Shape, StatesOut};
 use crate::sync::atomic::AtomicU64;
-#[cfg(feature = "tower")]
-use crate::{
-    ring::{Growing, StatesOut},
-    tower::PolicyStates,
-};
 
 /// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key: the exact
 /// log ([`Log`], the default) or the approximate counter ([`Counter`]).
@@ -178,7 +173,6 @@ pub(crate) mod sealed {
         /// grows (`None`: the caller asks `peek`) and, written in `states`
         /// on an admission, each policy's state (see [`Growing`]); `None`
         /// if closed.
-        #[cfg(feature = "tower")]
         #[inline]
         fn check_growing(
             &self,
@@ -222,7 +216,6 @@ pub(crate) mod sealed {
         fn earliest_idle(&self, now: u64) -> u64;
         /// With several policies, each one's room and wait until it grows
         /// (see `Shape::policy_states`); `None` otherwise.
-        #[cfg(feature = "tower")]
         fn policy_states(
             &self,
             state: &[AtomicU64],
@@ -360,7 +353,7 @@ impl sealed::Sealed for Log {
     /// `check` of `n = 1` joins the single's outcome with the weighted
     /// path's and moves it through memory once more, which costs a keyed
     /// denial most where the keys' states miss the L2 (BENCHMARKS.md,
-    /// "Where the time goes", session 22).
+    /// "Where the time goes").
     #[inline(always)]
     fn check_one(
         &self,
@@ -409,7 +402,6 @@ impl sealed::Sealed for Log {
         let decision = shape.check_n_growing_at(ring, shape.now(now, floor), n)?;
         Some(decision.map(|(admitted, wait)| (admitted, Duration::from_nanos(wait))))
     }
-    #[cfg(feature = "tower")]
     #[inline]
     fn check_growing(
         &self,
@@ -454,7 +446,6 @@ impl sealed::Sealed for Log {
     fn is_closed(&self, state: &[AtomicU64], quota: Option<&Shape>) -> bool {
         self.ring(state, quota).1.is_closed()
     }
-    #[cfg(feature = "tower")]
     fn policy_states(
         &self,
         state: &[AtomicU64],

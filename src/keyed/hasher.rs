@@ -11,7 +11,7 @@
 //! same resistance to hash flooding, and a keyed call over `u64` keys
 //! about 60 instructions shorter (a denial's 398 → 335), 8-9% faster with
 //! the time passed in and 5-8% with the clock read (BENCHMARKS.md, "Where
-//! the time goes", session 38). A hasher the user chose
+//! the time goes"). A hasher the user chose
 //! ([`KeyedBuilder::hasher`](crate::KeyedBuilder::hasher)) is used as given.
 
 use core::hash::{BuildHasher, Hash, Hasher};

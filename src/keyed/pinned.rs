@@ -26,8 +26,7 @@ use crate::key_size::KeySize;
 /// unpinning take a thread-local lookup, a store and an atomic swap on the
 /// thread's reservation every call; a `PinnedKeys` pins once, so a caller with many keys to decide at once
 /// — a batch of jobs, the keys of one request (client, user, route) — pays
-/// it once for all of them (BENCHMARKS.md, "Where the time goes", session
-/// 40).
+/// it once for all of them (BENCHMARKS.md, "Where the time goes").
 ///
 /// Hold it for a batch, not for the life of a thread: while it lives, no
 /// state removed from the map (evicted, reset, removed or replaced by a

@@ -29,7 +29,7 @@ use crate::error::ConfigError;
 use crate::grace::{Entered, Grace};
 use crate::key_size::KeySize;
 use crate::link::Link;
-use crate::policy::Quota;
+use crate::quota::Quota;
 use crate::ring::Shape;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

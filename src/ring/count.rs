@@ -373,8 +373,8 @@ impl Count {
     /// guessed `hinted`. Recorded even when `live == hinted`: a single's
     /// fast path then stores the hint on every counted admission, with no
     /// branch on whether it moved (that branch goes the other way in one
-    /// count of five on a real clock, BENCHMARKS.md, "Where the time goes",
-    /// session 18); the store lands on `head`'s line, which the fast path's
+    /// count of five on a real clock, BENCHMARKS.md, "Where the time goes");
+    /// the store lands on `head`'s line, which the fast path's
     /// frontier guess writes anyway.
     #[inline(always)]
     fn found(free: u64, live: u64, hinted: u64) -> Count {
@@ -418,7 +418,7 @@ impl Hinted {
     /// Why three words and not four (one after the named candidate too,
     /// taking a move of one either way): measured on a real clock it saved
     /// no more, and on a coarse clock the fourth load cost 4-10%
-    /// (BENCHMARKS.md, "Where the time goes", session 18).
+    /// (BENCHMARKS.md, "Where the time goes").
     #[inline(always)]
     fn bracketed(&self, free: u64, t_eff: u64, flaw: Flaw) -> Option<u64> {
         let alive = |word: u64| slot::alive_at(word, t_eff);

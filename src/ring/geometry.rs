@@ -186,7 +186,7 @@ impl Geometry {
     /// a ring of `limit` slots would.
     #[inline]
     pub(super) fn hinted_limit(&self, limit: u64) -> bool {
-        limit >= HINT_MIN_LIMIT && self.flaw() != Flaw::NoHint
+        limit >= HINT_MIN_LIMIT
     }
 
     /// Whether a keyed state's ring of this size keeps an expiry hint word

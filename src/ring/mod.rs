@@ -19,6 +19,7 @@
 //! | `single.rs` | the single-unit fast path: its frontier guess and the head-free denial; the lazy-head scan | the scan's soundness, `at_guess`, `claimable` |
 //! | `batch.rs` | weighted requests (announce, commit, fill), `peek` | |
 //! | `count.rs` | `remaining`, the verified expiry hint | the count at the linearization point |
+//! | `rule.rs` | `Rule`: one policy in nanoseconds, as `multi.rs` checks it | |
 //! | `multi.rs` | several policies on one ring | the chain argument per policy |
 //! | `lifecycle.rs` | closing for eviction, admissions for snapshots, a fresh fill | the floor before the close |
 //!
@@ -30,17 +31,17 @@ mod count;
 mod geometry;
 mod lifecycle;
 mod multi;
+mod rule;
 mod shape;
 mod single;
 mod view;
 mod word;
 
 pub(crate) use geometry::{Geometry, Now};
-#[cfg(feature = "tower")]
+pub(crate) use shape::Shape;
 pub(crate) use shape::{Growing, StatesOut};
-pub(crate) use shape::{MAX_POLICIES, Shape};
-pub(crate) use word::MAX_LIMIT;
 
+use crate::policy::MAX_POLICIES;
 use crate::sync::atomic::AtomicU64;
 
 /// What the ring answered.

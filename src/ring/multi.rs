@@ -2,11 +2,12 @@
 //! "Several policies").
 
 use super::count::Count;
-use super::shape::{MAX_POLICIES, Rule};
+use super::rule::Rule;
 use super::view::View;
 use super::word::slot;
 use super::{Outcome, RingRef, report};
 use crate::flaw::Flaw;
+use crate::policy::MAX_POLICIES;
 use crate::sync::{Backoff, after_lost_race};
 
 /// What [`RingRef::judge_multi`] found.
@@ -347,7 +348,6 @@ impl RingRef<'_> {
     /// lists per policy. Read-only and not linearized with racing
     /// admissions (a header, not a decision). `false` if the ring is
     /// closed.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn policy_states(
         &self,
         now: u64,

@@ -5,15 +5,13 @@
 use std::time::Duration;
 
 use super::geometry::{Geometry, Now};
+use super::rule::Rule;
 use super::{Hints, Outcome, RingRef, report};
 use crate::config;
-use crate::decision::{Admitted, Denied};
+use crate::decision::{Admitted, Denied, PolicyStates};
 use crate::error::ConfigError;
-use crate::policy::Policy;
+use crate::policy::{MAX_POLICIES, Policy};
 use crate::sync::atomic::AtomicU64;
-
-/// The most policies one ring serves.
-pub(crate) const MAX_POLICIES: usize = 8;
 
 /// The multi-policy check, out of line: the single-policy paths keep the
 /// ring's parts in registers (a call by reference would make every check
@@ -26,7 +24,6 @@ fn multi<const R: u8>(ring: RingRef<'_>, now: u64, n: u32, rules: &[Rule]) -> Ou
 
 /// [`multi`] of one unit for the tower layer: an admission also writes each
 /// policy's state into `states`, read with the count.
-#[cfg(feature = "tower")]
 #[inline(never)]
 fn multi_growing(
     ring: RingRef<'_>,
@@ -43,8 +40,7 @@ fn multi_growing(
 /// pass. With several policies each one's state, read in the same pass, is
 /// written into the caller's cell instead (`PolicyStates`, 200 bytes, would
 /// make every answer a `memcpy` on its way out, one policy's too:
-/// BENCHMARKS.md, "Over HTTP", session 30).
-#[cfg(feature = "tower")]
+/// BENCHMARKS.md, "Over HTTP").
 #[derive(Clone, Copy, Debug)]
 #[allow(unreachable_pub)] // named by the sealed per-key trait; unexported
 pub struct Growing {
@@ -54,16 +50,7 @@ pub struct Growing {
 
 /// Where [`Shape::check_growing_at`] writes each policy's state on an
 /// admission (left as it was otherwise): the tower verdict's own field.
-#[cfg(feature = "tower")]
-pub(crate) type StatesOut = core::cell::Cell<Option<crate::tower::PolicyStates>>;
-
-/// One policy of a multi-policy ring, in nanoseconds: at most `limit`
-/// admissions in any window of `window`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Rule {
-    pub(crate) limit: u64,
-    pub(crate) window: u64,
-}
+pub(crate) type StatesOut = core::cell::Cell<Option<PolicyStates>>;
 
 /// A validated set of policies and the ring geometry that serves them.
 #[derive(Clone, Debug)]
@@ -99,7 +86,10 @@ impl Shape {
         }
         let mut rules = Vec::with_capacity(policies.len());
         for policy in policies {
-            let geometry = config::geometry(policy.limit, policy.window)?;
+            let geometry = Geometry::new(
+                config::limit(policy.limit)?,
+                config::window_nanos(policy.window)?,
+            );
             rules.push(Rule {
                 limit: u64::from(geometry.limit()),
                 window: geometry.window(),
@@ -446,7 +436,6 @@ impl Shape {
     /// policies, each one's state, written in `states`; both read in the
     /// same pass as the count. A wait counts from the caller's reading, as
     /// a denial's does.
-    #[cfg(feature = "tower")]
     #[inline(always)]
     pub(crate) fn check_growing_at(
         &self,
@@ -459,7 +448,7 @@ impl Shape {
             let wait = match outcome {
                 Outcome::Admitted { grows_at, .. } => {
                     if let Some(raw) = raw {
-                        states.set(Some(crate::tower::PolicyStates::growing(raw, now.read)));
+                        states.set(Some(PolicyStates::growing(raw, now.read)));
                     }
                     grows_at.map(|at| at.saturating_sub(now.read))
                 }
@@ -521,12 +510,7 @@ impl Shape {
     /// With several policies, each one's `(remaining, wait until it next
     /// grows)` at `now`, in the order given (see `RingRef::policy_states`);
     /// `None` with one policy or a closed ring.
-    #[cfg(feature = "tower")]
-    pub(crate) fn policy_states(
-        &self,
-        ring: RingRef<'_>,
-        now: Now,
-    ) -> Option<crate::tower::PolicyStates> {
+    pub(crate) fn policy_states(&self, ring: RingRef<'_>, now: Now) -> Option<PolicyStates> {
         // One policy (on a carrying ring too): none.
         self.all.as_ref()?;
         let rules = self.rules.as_deref()?;
@@ -534,10 +518,7 @@ impl Shape {
         if !ring.policy_states(now.judged, rules, &mut raw) {
             return None;
         }
-        Some(crate::tower::PolicyStates::growing(
-            &raw[..rules.len()],
-            now.read,
-        ))
+        Some(PolicyStates::growing(&raw[..rules.len()], now.read))
     }
 
     /// **The answer** to a request at `now`: the one place an [`Outcome`]

@@ -54,6 +54,15 @@ pub(crate) mod slot {
         word != CLOSED && (word & STAMP) == stamp
     }
 
+    /// Whether the stamps of `a` and `b` differ, as a bit: [`STAMP`] if
+    /// they do, 0 if they are alike. Two slots written in one lap, at
+    /// positions `q - 1` and `q`, carry alike stamps unless `q` is 0, where
+    /// the lap (and so the stamp) turns.
+    #[inline(always)]
+    pub(crate) const fn stamps_differ(a: u64, b: u64) -> u64 {
+        (a ^ b) & STAMP
+    }
+
     /// Packs a committed slot word. `stamp` is 0 or [`STAMP`].
     #[inline]
     pub(crate) const fn pack(deadline: u64, stamp: u64, batch: bool) -> u64 {
@@ -94,9 +103,11 @@ pub(crate) mod head {
     }
 }
 
-/// The largest limit: positions take at most 20 bits, so the lap keeps at
-/// least 23 bits and the `PENDING` field (21 bits) can hold any weight.
-pub(crate) const MAX_LIMIT: u32 = 1 << 20;
+/// The largest limit ([`MAX_LIMIT`](crate::MAX_LIMIT), 2^20): positions
+/// take at most 20 bits, so the lap keeps at least 23 bits and the
+/// `PENDING` field (21 bits) can hold any weight.
+pub(crate) const MAX_LIMIT: u32 = crate::config::MAX_LIMIT;
+const _: () = assert!(MAX_LIMIT == 1 << 20, "the codecs' field widths assume 2^20");
 
 #[cfg(all(test, not(slidelog_loom)))]
 mod tests {
@@ -112,6 +123,10 @@ mod tests {
                     assert_eq!(slot::is_batch(word), batch);
                     assert!(slot::claimed_by(word, stamp));
                     assert!(!slot::claimed_by(word, stamp ^ slot::STAMP));
+                    for other in [0, slot::STAMP] {
+                        let beside = slot::pack(slot::MAX_DEADLINE - deadline, other, !batch);
+                        assert_eq!(slot::stamps_differ(word, beside), stamp ^ other);
+                    }
                     assert_ne!(word, slot::CLOSED);
                     for t in [0, 1, 2, deadline.saturating_sub(1), deadline, deadline + 1] {
                         if t <= slot::MAX_DEADLINE {

@@ -9,9 +9,10 @@ use bytes::Bytes;
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 
-use super::headers::{ceil_seconds, list_headers, number_value, policy_name};
-use super::service::Style;
-use crate::decision::{Denied, DenyReason};
+use super::headers::{
+    HeaderStyle, PolicyList, Written, ceil_seconds, list_headers, number_value, policy_name,
+};
+use crate::decision::{Denied, DenyReason, PolicyStates};
 use crate::policy::Policy;
 
 /// How a denial is answered.
@@ -72,6 +73,25 @@ impl Denial<'_> {
 
 /// A denial-response builder.
 pub(super) type DenyHook = Arc<dyn Fn(&Denial<'_>) -> Response<Bytes> + Send + Sync>;
+
+/// How one response is written: the layer's choices and the policies that
+/// describe the request's key, borrowed from the layer for the length of
+/// `call` (an in-process decision writes its response there, with nothing
+/// copied); a check that waits keeps an `OwnedStyle` (service.rs).
+pub(super) struct Style<'a> {
+    pub(super) headers: HeaderStyle,
+    pub(super) deny: DenyStyle,
+    pub(super) policies: &'a PolicyList,
+    /// The values the layer wrote for its policies, when they are the
+    /// key's (a key with policies of its own has them written per
+    /// response).
+    pub(super) written: Option<&'a Written>,
+    pub(super) hook: Option<&'a DenyHook>,
+    /// The status when the backend cannot decide.
+    pub(super) unavailable: http::StatusCode,
+    /// The `limiter` label of the layer's metrics.
+    pub(super) name: &'a crate::observe::Name,
+}
 
 /// What the layer answers a request its extractor found no key for (and
 /// no [`fallback_key`](super::RateLimitLayer::fallback_key) is set): see
@@ -192,7 +212,7 @@ fn unavailable(deny: DenyStyle, status: StatusCode, denied: &Denied) -> Response
 pub(super) fn denial(
     style: &Style<'_>,
     denied: Denied,
-    per_policy: Option<&super::PolicyStates>,
+    per_policy: Option<&PolicyStates>,
     request: Option<&http::request::Parts>,
     key: Option<&(dyn core::any::Any + Send)>,
 ) -> Response<Bytes> {

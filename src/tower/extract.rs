@@ -205,6 +205,20 @@ where
     }
 }
 
+/// Stored as an exact-size copy ([`compact`](crate::KeySize::compact)): a `Bytes`
+/// sliced from a request's buffer would otherwise keep the whole buffer
+/// alive while the budget counted only the slice.
+impl crate::KeySize for bytes::Bytes {
+    /// The bytes viewed: exactly what the stored (compacted) copy holds.
+    fn heap_bytes(&self) -> usize {
+        self.len()
+    }
+
+    fn compact(self) -> Self {
+        bytes::Bytes::copy_from_slice(&self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::decision::PolicyStates;
 use crate::policy::Policy;
 
 /// Which rate-limit headers to send.
@@ -60,8 +61,8 @@ const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The rate-limit fields of one decision, compact: an admitted request's
 /// future carries them from `call` to the inner service's response, and
-/// every move of that future copies them (BENCHMARKS.md, "Over HTTP",
-/// session 29). The names are the variant's; `Legacy` keeps its three
+/// every move of that future copies them (BENCHMARKS.md, "Over HTTP").
+/// The names are the variant's; `Legacy` keeps its three
 /// numbers and writes them as the response gets them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Headers {
@@ -190,7 +191,7 @@ pub(crate) fn rate_limit_headers(
     which: usize,
     remaining: u32,
     wait: Duration,
-    per_policy: Option<&super::PolicyStates>,
+    per_policy: Option<&PolicyStates>,
 ) -> Headers {
     let list = PolicyList::new(policies);
     list_headers(style, &list, None, which, remaining, wait, per_policy)
@@ -207,7 +208,7 @@ pub(super) fn list_headers(
     which: usize,
     remaining: u32,
     wait: Duration,
-    per_policy: Option<&super::PolicyStates>,
+    per_policy: Option<&PolicyStates>,
 ) -> Headers {
     let which = which.min(policies.len().saturating_sub(1));
     let Some(reported) = policies.get(which) else {

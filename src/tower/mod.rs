@@ -43,7 +43,7 @@
 //! each request clones that box and boxes its future, whatever the layer
 //! does: a layer that does nothing, mounted that way, costs a trivial
 //! handler 883 instructions a request, 14% of its own (BENCHMARKS.md,
-//! "Over HTTP", session 36). Where one limit covers the whole app, wrap
+//! "Over HTTP"). Where one limit covers the whole app, wrap
 //! the router as one service instead: the layer then runs once per
 //! request, with no boxing, and limits every request the router answers
 //! (unmatched paths too). With [`inner_body`](RateLimitLayer::inner_body)
@@ -77,15 +77,32 @@
 //! # }
 //! ```
 
+// Where each part lives (a map for readers of the source; the module's
+// documentation above is the user's):
+//
+// | file | what |
+// |---|---|
+// | `layer.rs` | `RateLimitLayer`: its options and builder |
+// | `service.rs` | `RateLimitService` and its `ResponseFuture`: one request's way |
+// | `describe.rs` | which policies describe a response; an admission's headers |
+// | `backend.rs` | `Backend` (the keyed limiter, single-key limiters, Redis) and `Verdict` |
+// | `headers.rs` | the `RateLimit` / `X-RateLimit` fields |
+// | `deny.rs` | a denial's response, its hook, its event and metric; `Style` |
+// | `extract.rs` | key extractors |
+// | `peer.rs` | the peer address behind trusted proxies |
+// | `body.rs` | how responses carry their bodies |
 mod backend;
 mod body;
 mod deny;
+mod describe;
 mod extract;
 mod headers;
+mod layer;
 mod peer;
 mod service;
 
-pub use backend::{Backend, DecidedBy, PolicySet, PolicyStates, Verdict};
+pub use crate::decision::{DecidedBy, PolicySet, PolicyStates};
+pub use backend::{Backend, Verdict};
 pub use body::{BodyMode, InnerBody, RateLimitBody, WrapBody};
 pub use deny::{Denial, DenyStyle, MissingKey};
 pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};
@@ -93,8 +110,9 @@ pub use headers::{HeaderStyle, ceil_seconds, policy_name};
 /// A network of trusted proxies for [`PeerIp::trusted_network`] (the
 /// `ipnet` crate's type): `"10.0.0.0/8".parse()`.
 pub use ipnet::IpNet;
+pub use layer::RateLimitLayer;
 pub use peer::{ForwardedHeader, MAX_TRUSTED_NETWORKS, PeerIp};
-pub use service::{RateLimitLayer, RateLimitService, ResponseFuture};
+pub use service::{RateLimitService, ResponseFuture};
 
 #[cfg(test)]
 mod tests {
