@@ -268,8 +268,9 @@ impl<C: Clock> SlidingCounter<C> {
 }
 
 impl<C: Clock> SlidingCounter<C> {
-    /// The limit the counter was built with.
-    #[cfg(feature = "tower")]
+    /// The limit the counter was built with (the tower layer's backend
+    /// reads it).
+    #[allow(dead_code)]
     pub(crate) fn built_limit(&self) -> u32 {
         self.config.limit()
     }

@@ -20,8 +20,7 @@ pub enum FailurePolicy {
     Open,
     /// Fail closed: deny with [`DenyReason::Unavailable`](crate::DenyReason::Unavailable)
     /// and `retry_after` equal to the timeout (the tower layer answers
-    /// `503 Service Unavailable`, see
-    /// [`unavailable_status`](crate::tower::RateLimitLayer::unavailable_status)).
+    /// `503 Service Unavailable`: its layer's `unavailable_status`).
     Closed,
 }
 

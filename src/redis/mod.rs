@@ -73,16 +73,15 @@
 //! | `builder.rs` | [`RedisBuilder`]: the options, [`connect`](RedisBuilder::connect) |
 //! | `tls.rs` | the TLS material of a `rediss://` connection (feature `redis-tls`) |
 //! | `error.rs` | [`RedisLimitError`] |
-//! | `backend.rs` | the tower layer's backend (feature `tower`) |
+//! | `judged.rs` | one key's decision with each policy's room, for callers that report per policy |
 //! | `tests.rs` | unit tests: cluster slots, a key on each primary, key names |
 
-#[cfg(feature = "tower")]
-mod backend;
 mod builder;
 mod conn;
 mod error;
 mod failure;
 mod health;
+mod judged;
 mod keys;
 mod limiter;
 mod precheck;

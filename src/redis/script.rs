@@ -56,13 +56,11 @@ pub(super) const RING: &str = include_str!("ring.lua");
 pub(super) struct Told {
     pub(super) decision: Result<Admitted, Denied>,
     pub(super) grows: Duration,
-    /// Read by the tower layer's backend.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    /// Read by [`judge_one`](super::RedisLimiter::judge_one).
     pub(super) rooms: Rooms,
     /// The policies that decided (the call's one configuration; `None`:
-    /// none did, as for a key too long or a failed call). Read by the
-    /// tower layer's backend.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    /// none did, as for a key too long or a failed call). Read by
+    /// [`judge_one`](super::RedisLimiter::judge_one).
     pub(super) rules: Option<Arc<Rules>>,
 }
 
@@ -106,7 +104,6 @@ impl Rooms {
         rooms
     }
 
-    #[cfg(feature = "tower")]
     pub(super) fn as_slice(&self) -> &[(u32, Duration)] {
         &self.items[..usize::from(self.len)]
     }

@@ -340,6 +340,41 @@ impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
     }
 }
 
+/// The exact log on Redis, shared across processes (feature `redis`):
+/// each request is one script call, which also tells every policy's room
+/// for the `RateLimit` field. A key too long to store is refused as over
+/// the limit; a failed call is answered by the limiter's
+/// [`FailurePolicy`](crate::redis::FailurePolicy), `Error` denying.
+#[cfg(feature = "redis")]
+impl Backend<String> for crate::redis::RedisLimiter {
+    type Future = core::pin::Pin<Box<dyn Future<Output = Verdict> + Send>>;
+
+    fn check(&self, key: String) -> Self::Future {
+        let limiter = self.clone();
+        Box::pin(async move {
+            let judged = limiter.judge_one(&key).await;
+            Verdict {
+                degraded: judged.degraded,
+                per_policy: judged.per_policy,
+                decided_by: judged.decided_by,
+                ..Verdict::new(judged.decision, judged.grows)
+            }
+        })
+    }
+
+    fn policy(&self) -> (u32, Duration) {
+        (self.limit(), self.window())
+    }
+
+    fn policies(&self) -> Vec<Policy> {
+        crate::redis::RedisLimiter::policies(self)
+    }
+
+    fn generation(&self) -> u64 {
+        crate::redis::RedisLimiter::generation(self)
+    }
+}
+
 /// Any [`RateLimit`](crate::RateLimit) behind a trait object, e.g. an algorithm chosen at
 /// run time.
 ///
