@@ -63,7 +63,7 @@ pub(crate) fn run(seconds: f64, threads: usize) -> Result<(), String> {
     if threads == 0 {
         return Err("--threads must be at least 1".into());
     }
-    super::check_threads(threads)?;
+    crate::demo::check_threads(threads)?;
     // 26 measurements share the budget (each runs three rounds of a third),
     // less a tenth for setting up the limiters and threads.
     let started = Instant::now();

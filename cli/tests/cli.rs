@@ -1,7 +1,5 @@
 //! The `slidelog` binary: demo, replay (numbers checked against the reference
 //! model), and clear errors on malformed input.
-//! (The binary needs the `cli` feature, a default one.)
-#![cfg(feature = "cli")]
 
 mod common;
 

@@ -343,7 +343,7 @@ async fn reloads_follow_renames_and_configmap_swaps() {
 /// The example configuration in `examples/envoy/` loads and serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_config_serves() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy/ratelimit.yaml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/envoy/ratelimit.yaml");
     let server = Server::start(&path);
     let mut client = server.client().await;
     admits(&mut client, "edge", &[("remote_address", "192.0.2.1")], 10).await;

@@ -80,7 +80,7 @@ fn series(text: &str, series: &str) -> Option<f64> {
 /// service's resident memory stays far below its budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_client_of_the_example_config_is_admitted_first() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy/ratelimit.yaml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/envoy/ratelimit.yaml");
     let metrics = free_port();
     let server = Server::start_with(&path, &["--metrics", &format!("127.0.0.1:{metrics}")]);
     let client = server.client().await;

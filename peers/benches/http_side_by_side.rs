@@ -13,8 +13,8 @@
 //! contenders (the host is noisy: only ratios from interleaved rounds
 //! compare) and the medians are reported with the CPU model.
 //!
-//! `cargo bench --bench http_side_by_side` (add `-- quick` for shorter
-//! rounds).
+//! `cargo bench -p slidelog-peers --features tower --bench
+//! http_side_by_side` (add `-- quick` for shorter rounds).
 
 use std::hint::black_box;
 use std::net::{IpAddr, SocketAddr};

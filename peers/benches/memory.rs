@@ -1,6 +1,6 @@
 //! Bytes per key and per limiter, measured with a counting allocator:
 //! slidelog against governor and the `Mutex<VecDeque>` log. Prints a table
-//! (`cargo bench --bench memory`); no timing.
+//! (`cargo bench -p slidelog-peers --bench memory`); no timing.
 
 mod common;
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 use governor::{Quota, RateLimiter};
 use slidelog::{KeyedLimiter, Limiter, ManualClock};
 
-#[path = "../tests/common/counting.rs"]
+#[path = "../../tests/common/counting.rs"]
 mod counting;
 
 use counting::{Counting, live};

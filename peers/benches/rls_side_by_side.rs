@@ -12,7 +12,7 @@
 //! between the two (the host is noisy: only interleaved rounds compare) and
 //! the medians are printed beside the CPU model.
 //!
-//! `cargo bench --bench rls_side_by_side` (add `-- quick` for fewer rounds).
+//! `cargo bench -p slidelog-peers --bench rls_side_by_side` (add `-- quick` for fewer rounds).
 
 use std::collections::HashMap;
 use std::hint::black_box;

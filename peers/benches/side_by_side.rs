@@ -5,7 +5,7 @@
 //! only ratios from interleaved rounds compare; criterion's groups run one
 //! contender after the other.
 //!
-//! `cargo bench --bench side_by_side` (add `-- quick` for fewer rounds;
+//! `cargo bench -p slidelog-peers --bench side_by_side` (add `-- quick` for fewer rounds;
 //! `SIDE_BY_SIDE_ONLY=deny` runs the scenarios whose name contains `deny`).
 //! The CPU model is printed first: on one host the work after the clock read
 //! hides behind it, on another it does not, so a ratio means little without
@@ -838,9 +838,11 @@ fn main() {
         );
     }
     // The figures also go to a CSV file, from which
-    // `cargo run --example bench_chart -- --docs` draws BENCHMARKS.md's chart.
-    let out =
-        std::env::var("SIDE_BY_SIDE_CSV").unwrap_or_else(|_| "target/side_by_side.csv".into());
+    // `cargo run -p slidelog-peers --example bench_chart -- --docs` draws
+    // BENCHMARKS.md's chart (the repository's target/: a bench runs in its
+    // package's directory).
+    let out = std::env::var("SIDE_BY_SIDE_CSV")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target/side_by_side.csv").into());
     if let Some(dir) = std::path::Path::new(&out).parent()
         && !dir.as_os_str().is_empty()
     {

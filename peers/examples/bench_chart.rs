@@ -1,14 +1,14 @@
 //! Draws BENCHMARKS.md's chart (ns per call by scenario: slidelog's `check`
 //! and `admit`, governor, governor reading `remaining` where the CSV has it,
-//! and the `Mutex<VecDeque>` log) from the CSV that
-//! `cargo bench --bench side_by_side` writes, so the picture is regenerated,
-//! never drawn by hand:
+//! and the `Mutex<VecDeque>` log) from the CSV that `cargo bench -p
+//! slidelog-peers --bench side_by_side` writes, so the picture is
+//! regenerated, never drawn by hand (from the repository's root):
 //!
 //! ```sh
-//! cargo bench --bench side_by_side          # writes target/side_by_side.csv
-//! cargo run --example bench_chart           # writes target/benchmarks.svg
-//! cargo run --example bench_chart -- IN.csv OUT.svg
-//! cargo run --example bench_chart -- --docs # replaces the tracked docs/benchmarks.svg
+//! cargo bench -p slidelog-peers --bench side_by_side          # writes target/side_by_side.csv
+//! cargo run -p slidelog-peers --example bench_chart           # writes target/benchmarks.svg
+//! cargo run -p slidelog-peers --example bench_chart -- IN.csv OUT.svg
+//! cargo run -p slidelog-peers --example bench_chart -- --docs # replaces the tracked docs/benchmarks.svg
 //! ```
 //!
 //! The tracked chart is only replaced when asked (`--docs`, or naming it as
@@ -82,7 +82,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     let mut cpu = None;
     let mut reader = csv::Reader::from_path(&input)
-        .map_err(|e| format!("{input}: {e} (run `cargo bench --bench side_by_side` first)"))?;
+        .map_err(|e| format!("{input}: {e} (run `cargo bench -p slidelog-peers --bench side_by_side` first)"))?;
     for record in reader.records() {
         let record = record?;
         let number = |i: usize| record.get(i).and_then(|v| v.parse::<f64>().ok());

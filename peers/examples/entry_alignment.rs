@@ -4,7 +4,7 @@
 //! entries (BENCHMARKS.md, "Where the time goes", session 33).
 //!
 //! ```sh
-//! cargo run --release --example entry_alignment [rounds]
+//! cargo run --release -p slidelog-peers --example entry_alignment [rounds]
 //! ```
 //!
 //! A keyed limiter at L = 10 keeps each key's ring inside papaya's map

@@ -4,7 +4,7 @@
 //! of none under callgrind; the difference over `N` is one request's:
 //!
 //! ```sh
-//! cargo build --release --features tower --example layer_requests
+//! cargo build --release -p slidelog-peers --features tower --example layer_requests
 //! count() { # one run's instructions, quanta's clock calibration left out
 //!   valgrind --tool=callgrind --callgrind-out-file=cg.out "$@" >/dev/null 2>&1
 //!   total=$(callgrind_annotate cg.out | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
@@ -55,7 +55,7 @@ use tower_governor::governor::GovernorConfigBuilder;
 
 #[path = "common/args.rs"]
 mod args;
-#[path = "../src/bin/slidelog/cpu.rs"]
+#[path = "../../cli/src/cpu.rs"]
 mod cpu;
 
 const USAGE: &str = "usage: layer_requests <plain|identity|slidelog|slidelog-policies|slidelog-outer|slidelog-bare|slidelog-inner|tower_governor> <admit|deny> <requests>";

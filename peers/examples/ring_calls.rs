@@ -4,7 +4,7 @@
 //! callgrind; the difference over `N` is one call's:
 //!
 //! ```sh
-//! cargo build --release --example ring_calls
+//! cargo build --release -p slidelog-peers --example ring_calls
 //! count() { # one run's instructions, quanta's clock calibration left out
 //!   valgrind --tool=callgrind --callgrind-out-file=cg.out "$@" >/dev/null 2>&1
 //!   total=$(callgrind_annotate cg.out | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')

@@ -6,7 +6,7 @@
 //!
 //! ```sh
 //! cargo run --release --features serve -- serve --config examples/envoy/ratelimit.yaml --grpc 127.0.0.1:8081 --metrics 127.0.0.1:9102 &
-//! cargo run --release --features serve --example rls_load -- http://127.0.0.1:8081 10s 16 200000 127.0.0.1:9102
+//! cargo run --release -p slidelog-peers --example rls_load -- http://127.0.0.1:8081 10s 16 200000 127.0.0.1:9102
 //! ```
 //! (pin the two to different cores with `taskset -c 0` / `taskset -c 1`).
 //! Arguments: the service's URL, the run's length, the calls in flight,
@@ -33,7 +33,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use prost::Message;
 
-#[path = "../src/bin/slidelog/cpu.rs"]
+#[path = "../../cli/src/cpu.rs"]
 mod cpu;
 
 const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";

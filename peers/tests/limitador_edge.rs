@@ -13,6 +13,7 @@
 //! one second); slidelog replays the recorded call times on a
 //! [`ManualClock`] and is checked call by call against the reference model.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::collections::HashMap;

@@ -8,13 +8,13 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-#[path = "../../src/bin/slidelog/mutex_log.rs"]
+#[path = "../../../cli/src/mutex_log.rs"]
 mod mutex_log;
 
 #[allow(unused_imports)] // the keyed bench has no mutex-log baseline
 pub(crate) use mutex_log::MutexLog;
 
-#[path = "../../src/bin/slidelog/cpu.rs"]
+#[path = "../../../cli/src/cpu.rs"]
 mod cpu;
 
 #[allow(unused_imports)] // the memory bench's figures do not depend on it

@@ -1,5 +1,11 @@
 //! `slidelog replay`: a traffic log through the exact limiter (and, for
 //! comparison, the approximate counter), streamed one record at a time.
+//!
+//! | file | what it owns |
+//! |---|---|
+//! | `mod.rs` | the options, the run over the log, the per-key and per-second tallies |
+//! | `report.rs` | the table and the JSON printed from them |
+//! | `tests.rs` | unit tests |
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -11,6 +17,12 @@ use slidelog::{KeyedLimiter, ManualClock, SlidingCounter};
 use super::input::{self, Columns, InputFormat, Requests, TimeUnit};
 use super::parse::Policy;
 use super::progress::{Counting, Progress, Unit};
+
+mod report;
+#[cfg(test)]
+mod tests;
+
+use report::{print_table, to_json, top_keys};
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -516,197 +528,6 @@ fn key_of(key: String, prefix: u8) -> String {
     }
 }
 
-/// A key, [`input::printable`], shortened to `width` characters for the
-/// table (the JSON keeps it whole, escaped as JSON).
-fn shorten(key: &str, width: usize) -> String {
-    let key = input::printable(key);
-    if key.chars().count() <= width {
-        return key.into_owned();
-    }
-    let mut short: String = key.chars().take(width.saturating_sub(1)).collect();
-    short.push('…');
-    short
-}
-
-/// The top offenders: `(key, admitted, denied)`.
-fn top_keys(s: &Summary, options: &Options) -> Vec<(String, u64, u64)> {
-    s.keys
-        .iter()
-        .take(options.top)
-        .filter(|(_, k)| k.denied > 0)
-        .map(|(key, k)| (key.clone(), k.admitted, k.denied))
-        .collect()
-}
-
 fn clock_now(clock: &ManualClock) -> u64 {
     slidelog::Clock::now(clock)
-}
-
-fn print_table(s: &Summary, options: &Options) {
-    println!(
-        "{:<28} {:>12} {:>12} {:>12}",
-        "", "requests", "admitted", "denied"
-    );
-    println!(
-        "{:<28} {:>12} {:>12} {:>12}",
-        "exact log", s.requests, s.admitted, s.denied
-    );
-    println!(
-        "{:<28} {:>12} {:>12} {:>12}",
-        format!("counter ({} slots)", s.slots),
-        s.requests,
-        s.counter_admitted,
-        s.counter_denied
-    );
-    println!(
-        "the counter decides differently on {} requests ({:.2}%)",
-        s.differs,
-        100.0 * s.differs as f64 / s.requests.max(1) as f64
-    );
-    println!();
-    for (policy, denied) in &s.policies {
-        println!("policy {policy}: decided {denied} denials");
-    }
-    println!();
-    let keys = match s.keys.len() {
-        1 => "1 key".to_string(),
-        n => format!("{n} keys"),
-    };
-    let top = top_keys(s, options);
-    if top.is_empty() {
-        println!("{keys}; none was denied");
-        return;
-    }
-    println!("{keys}; top offenders:");
-    println!(
-        "{:<32} {:>12} {:>12} {:>12}",
-        "key", "requests", "admitted", "denied"
-    );
-    for (key, admitted, denied) in top {
-        println!(
-            "{:<32} {:>12} {:>12} {:>12}",
-            shorten(&key, 32),
-            admitted + denied,
-            admitted,
-            denied
-        );
-    }
-}
-
-/// JSON: the top-level `admitted` and `denied` are the totals.
-fn to_json(s: &Summary, options: &Options) -> String {
-    let policies: Vec<serde_json::Value> = s
-        .policies
-        .iter()
-        .map(|(p, denied)| {
-            serde_json::json!({
-                "policy": p.to_string(),
-                "limit": p.limit,
-                "window_ms": p.window.as_secs_f64() * 1000.0,
-                "decided": denied,
-            })
-        })
-        .collect();
-    let offenders: Vec<serde_json::Value> = s
-        .keys
-        .iter()
-        .take(options.top)
-        .filter(|(_, k)| k.denied > 0)
-        .map(|(key, k)| {
-            serde_json::json!({
-                "key": key,
-                "requests": k.admitted + k.denied,
-                "admitted": k.admitted,
-                "denied": k.denied,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "requests": s.requests,
-        "admitted": s.admitted,
-        "denied": s.denied,
-        "keys": s.keys.len(),
-        "policies": policies,
-        "counter": {
-            "slots": s.slots,
-            "admitted": s.counter_admitted,
-            "denied": s.counter_denied,
-            "differs": s.differs,
-        },
-        "top_offenders": offenders,
-        "malformed": s.malformed,
-    })
-    .to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn options(policies: &[&str]) -> Options {
-        Options {
-            file: "test.csv".into(),
-            policies: policies
-                .iter()
-                .map(|p| super::super::parse::policy(p).unwrap())
-                .collect(),
-            time_column: Some("ts".into()),
-            key_column: Some("ip".into()),
-            input: InputFormat::Csv,
-            no_header: false,
-            time_unit: None,
-            tz: "UTC".into(),
-            format: Format::Json,
-            delimiter: None,
-            tolerance: Duration::from_secs(1),
-            slots: 10,
-            top: 10,
-            plot: None,
-            skip_malformed: None,
-            ipv6_prefix: 128,
-        }
-    }
-
-    #[test]
-    fn json_escapes_keys() {
-        let csv = "ts,ip\n0,\"a\"\"b\\c\"\n0,\"a\"\"b\\c\"\n";
-        let s = replay(csv.as_bytes(), &options(&["1/1s"]), |_| {}).unwrap();
-        let json: serde_json::Value =
-            serde_json::from_str(&to_json(&s, &options(&["1/1s"]))).unwrap();
-        assert_eq!(json["top_offenders"][0]["key"], "a\"b\\c");
-        assert_eq!(json["admitted"], 1);
-    }
-
-    #[test]
-    fn stacked_policies_take_all_or_nothing() {
-        let csv = "ts,ip\n0,a\n0.1,a\n0.2,a\n0.3,b\n";
-        let s = replay(csv.as_bytes(), &options(&["2/1s", "10/1m"]), |_| {}).unwrap();
-        assert_eq!((s.requests, s.admitted, s.denied), (4, 3, 1));
-        assert_eq!(s.policies[0].1, 1);
-        assert_eq!(s.policies[1].1, 0);
-    }
-
-    #[test]
-    fn errors_name_line_and_column() {
-        let e = replay(
-            "ts,ip\n0,a\nnope,b\n".as_bytes(),
-            &options(&["1/1s"]),
-            |_| {},
-        )
-        .err()
-        .unwrap();
-        assert!(e.contains("line 3") && e.contains("`ts`"), "{e}");
-        let e = replay("time,ip\n0,a\n".as_bytes(), &options(&["1/1s"]), |_| {})
-            .err()
-            .unwrap();
-        assert!(e.contains("line 1") && e.contains("`ts`"), "{e}");
-        let e = replay("ts,ip\n10,a\n5,b\n".as_bytes(), &options(&["1/1s"]), |_| {})
-            .err()
-            .unwrap();
-        assert!(e.contains("line 3") && e.contains("back"), "{e}");
-        let e = replay("ts,ip\n10\n".as_bytes(), &options(&["1/1s"]), |_| {})
-            .err()
-            .unwrap();
-        assert!(e.contains("line 2") && e.contains("`ip`"), "{e}");
-    }
 }
