@@ -26,7 +26,7 @@ use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-#[path = "../../src/bin/slidelog/cpu.rs"]
+#[path = "../../cli/src/cpu.rs"]
 mod cpu;
 
 /// Calls per round.
