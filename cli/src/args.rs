@@ -40,7 +40,6 @@ pub(crate) enum Command {
     Serve(Box<ServeArgs>),
 }
 
-
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
     /// Total time budget in seconds.

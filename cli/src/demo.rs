@@ -40,7 +40,6 @@ fn redis_demo(_: &DemoArgs, url: &str) -> Result<(), String> {
     ))
 }
 
-
 /// What one phase measured.
 struct Report {
     checks: u64,
@@ -52,7 +51,6 @@ struct Report {
     /// admissions of one key in any `N` consecutive slots for the counter.
     judged: usize,
 }
-
 
 pub(crate) fn demo(args: &DemoArgs) -> Result<(), String> {
     // A limit or window no limiter takes is refused before a banner names it.
@@ -323,7 +321,7 @@ where
         // admissions in any `n` consecutive slots.
         // Sub-window k is [ceil(k W / n), ceil((k + 1) W / n)): t lies in
         // floor(t n / W) (the counter's numbering, also where n does not
-        // divide W; `at / width` was wrong there).
+        // divide W, where `at / width` would not be).
         Some((_, n)) => {
             let slot = |at: u64| (u128::from(at) * u128::from(n) / u128::from(judge.window)) as u64;
             let slots: Vec<(u64, u64)> = admitted.iter().map(|&(k, at)| (k, slot(at))).collect();

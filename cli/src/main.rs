@@ -85,7 +85,6 @@ fn main() {
     }
 }
 
-
 /// Lets a closed stdout end the process quietly, as it ends other command-line
 /// tools: `slidelog replay … | head` stops when `head` has its lines. Rust
 /// ignores `SIGPIPE` at startup, so a write to a closed pipe fails instead

@@ -204,7 +204,6 @@ pub(crate) enum WhenFull {
     Deny,
 }
 
-
 #[cfg(feature = "serve")]
 pub(crate) fn run_serve(args: ServeArgs) -> Result<(), String> {
     // `--grpc` or `--grpc-uds` is required unless `--check`, which

@@ -623,8 +623,8 @@ fn replay_no_header_bom_zones_and_short_errors() {
     assert!(!out.status.success());
 }
 
-/// Stacked `--limit` flags are one multi-policy limiter per key (issue
-/// #16): a request counts against every policy or none, and each denial is
+/// Stacked `--limit` flags are one multi-policy limiter per key: a
+/// request counts against every policy or none, and each denial is
 /// credited to the policy that decided it.
 #[test]
 fn stacked_limits_are_one_multi_policy_limiter() {

@@ -145,11 +145,11 @@ fn flood(c: &mut Criterion) {
     g.finish();
 }
 
-/// Issue #15's keyed row as a new user writes it: `KeyedLimiter::<u64>::new(10,
+/// The keyed row as a new user writes it: `KeyedLimiter::<u64>::new(10,
 /// 1 µs)` with the **default** idle margin, one thread cycling over 10,000
 /// keys on the real clock (each key comes back long after it went idle),
-/// against governor with the same quota. Before sweeps waited for memory
-/// pressure, every revisit evicted and re-created the key.
+/// against governor with the same quota. Sweeps wait for memory pressure,
+/// so a revisit finds its key rather than evicting and re-creating it.
 fn keyed_default_margin(c: &mut Criterion) {
     let keys = 10_000u64;
     let mut g = c.benchmark_group("keyed_allow_default_margin_10k");

@@ -1,4 +1,4 @@
-//! Issue #15's scenarios as criterion groups, slidelog against governor with
+//! The hot-path scenarios as criterion groups, slidelog against governor with
 //! the same quotas, at a small limit (10) and a large one (2^20 in 1 µs),
 //! and the keyed rows with the default idle margin, a long margin and keys
 //! revisited only after they went idle. (Ratios to compare against the

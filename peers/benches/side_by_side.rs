@@ -12,7 +12,7 @@
 //! the host it was measured on.
 //!
 //! Governor's `check` answers the decision only, like slidelog's `admit`;
-//! #25's `check` ratio sets slidelog's `check`, which also counts
+//! the `check` ratio sets slidelog's `check`, which also counts
 //! `remaining`, against it. The last column adds the like-for-like pair:
 //! slidelog's `check` reading `remaining()`, against governor with its
 //! `StateInformationMiddleware` reading `remaining_burst_capacity()` (each
@@ -40,7 +40,7 @@ use slidelog::{Clock, KeyedLimiter, Limiter, QuantaClock};
 /// or 16 past a line the 112 bytes a call reads span two lines, at 32 or
 /// 48 three, one of them shared with the next entry;
 /// `examples/entry_alignment.rs` times each offset (BENCHMARKS.md, "Where
-/// the time goes", sessions 33-34). Counted while a scenario is built, not
+/// the time goes"). Counted while a scenario is built, not
 /// while it runs.
 #[allow(unsafe_code)]
 mod entries {
@@ -568,7 +568,7 @@ fn keyed_upkeep(deny: bool) -> Contenders {
 /// EPYC, Zen 4, under KVM: about 9.6 ns) this is the floor under every
 /// contender that reads the clock once a call, governor's among them; work
 /// after the read hides beneath it only up to a point (BENCHMARKS.md,
-/// "Where the time goes", session 22).
+/// "Where the time goes").
 fn clock_floor() -> f64 {
     let clock = QuantaClock::new();
     let reads = 1_000_000;
@@ -640,7 +640,7 @@ fn print_targets(ratios: &[(&str, f64, f64)]) {
     if rows.is_empty() {
         return;
     }
-    println!("\nIssue #25's targets in this run:\n");
+    println!("\nThe targets in this run:\n");
     println!("| call | scenario | ratio to governor | target | met |");
     println!("|---|---|---|---|---|");
     for (call, row, ratio, bound) in rows {
@@ -841,8 +841,9 @@ fn main() {
     // `cargo run -p slidelog-peers --example bench_chart -- --docs` draws
     // BENCHMARKS.md's chart (the repository's target/: a bench runs in its
     // package's directory).
-    let out = std::env::var("SIDE_BY_SIDE_CSV")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../target/side_by_side.csv").into());
+    let out = std::env::var("SIDE_BY_SIDE_CSV").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/side_by_side.csv").into()
+    });
     if let Some(dir) = std::path::Path::new(&out).parent()
         && !dir.as_os_str().is_empty()
     {
@@ -869,7 +870,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     // One thread on one key reading the TSC: each contender against the
     // clock's floor too. Governor's own figure moves with where its code
-    // lands in this binary (BENCHMARKS.md, sessions 22-23); the floor does
+    // lands in this binary (BENCHMARKS.md, "Where the time goes"); the floor does
     // not, and a call that reads the clock once cannot beat it.
     let mut against_floor = Vec::new();
     // Per keyed row: its entries at each offset from a line (`entries`).

@@ -81,8 +81,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     });
     let mut rows = Vec::new();
     let mut cpu = None;
-    let mut reader = csv::Reader::from_path(&input)
-        .map_err(|e| format!("{input}: {e} (run `cargo bench -p slidelog-peers --bench side_by_side` first)"))?;
+    let mut reader = csv::Reader::from_path(&input).map_err(|e| {
+        format!("{input}: {e} (run `cargo bench -p slidelog-peers --bench side_by_side` first)")
+    })?;
     for record in reader.records() {
         let record = record?;
         let number = |i: usize| record.get(i).and_then(|v| v.parse::<f64>().ok());

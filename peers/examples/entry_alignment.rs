@@ -1,7 +1,7 @@
 //! Two threads on disjoint keys, with the keys' map entries placed at a
 //! chosen offset from a cache line: what the "keys created interleaved"
 //! row of `side_by_side` measures depends on where the allocator put the
-//! entries (BENCHMARKS.md, "Where the time goes", session 33).
+//! entries (BENCHMARKS.md, "Where the time goes").
 //!
 //! ```sh
 //! cargo run --release -p slidelog-peers --example entry_alignment [rounds]

@@ -19,7 +19,7 @@
 //! global clock) loops until the TSC reads steadily, so its count moves
 //! from run to run by up to tens of instructions per call at this `N`;
 //! left in, it reads as a change that is not there (BENCHMARKS.md, "Over
-//! HTTP", session 30).
+//! HTTP").
 //!
 //! Build it with `--features tower` alone for the figures in BENCHMARKS.md
 //! (`metrics` adds the layer's counters to every request).

@@ -19,7 +19,7 @@
 //! global clock) loops until the TSC reads steadily, so its count moves
 //! from run to run by up to tens of instructions per call at this `N`;
 //! left in, it reads as a change that is not there (BENCHMARKS.md, "Over
-//! HTTP", session 30).
+//! HTTP").
 //!
 //! Scenarios (each with `check` or `admit`; the `governor-…` ones call
 //! governor's `check` either way): `allow-small` (L = 10, W = 100 ns, a call every 20 ns),

@@ -203,4 +203,3 @@ mod tests;
 
 pub use lines::{LineCap, MAX_LINE, QuoteCount, is_line_too_long};
 pub use requests::Requests;
-

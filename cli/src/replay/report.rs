@@ -25,7 +25,6 @@ pub(super) fn top_keys(s: &Summary, options: &Options) -> Vec<(String, u64, u64)
         .collect()
 }
 
-
 pub(super) fn print_table(s: &Summary, options: &Options) {
     println!(
         "{:<28} {:>12} {:>12} {:>12}",

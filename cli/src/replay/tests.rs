@@ -30,8 +30,7 @@ fn options(policies: &[&str]) -> Options {
 fn json_escapes_keys() {
     let csv = "ts,ip\n0,\"a\"\"b\\c\"\n0,\"a\"\"b\\c\"\n";
     let s = replay(csv.as_bytes(), &options(&["1/1s"]), |_| {}).unwrap();
-    let json: serde_json::Value =
-        serde_json::from_str(&to_json(&s, &options(&["1/1s"]))).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&to_json(&s, &options(&["1/1s"]))).unwrap();
     assert_eq!(json["top_offenders"][0]["key"], "a\"b\\c");
     assert_eq!(json["admitted"], 1);
 }

@@ -95,8 +95,7 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
 /// calls hit unrelated keys) scaled into range by a multiply's high word.
 /// No division: a 64-bit `div` is timed with every call of both
 /// contenders, and took 4-5 ns of a keyed call in `ring_calls` (the time
-/// passed in) on the Zen 2 host (BENCHMARKS.md, "Where the time goes",
-/// session 38).
+/// passed in) on the Zen 2 host (BENCHMARKS.md, "Where the time goes").
 #[inline]
 pub fn scatter(i: u64, keys: u64) -> u64 {
     ((u128::from(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * u128::from(keys)) >> 64) as u64
