@@ -14,7 +14,7 @@ COPY . .
 # The binary is copied out of the cached target dir within the same RUN.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --features serve --bin slidelog \
+    cargo build --release --locked -p slidelog-cli --bin slidelog \
     && install -D target/release/slidelog out/slidelog
 
 # glibc, libgcc and CA certificates (for `rediss://`), no shell.

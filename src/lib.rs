@@ -237,13 +237,15 @@
 //!
 //! # Cargo features
 //!
-//! * `cli` (default): the `slidelog` command-line tool. Library users can
-//!   turn it off with `default-features = false`.
-//! * `serve`: `slidelog serve`, an Envoy rate-limit service (gRPC
+//! None is on by default: the core alone (the ring, the keyed map, the
+//! counter, the weighted log). The `slidelog` command is the package
+//! `slidelog-cli` (`cargo install slidelog-cli`).
+//!
+//! * `serve`: [`serve`](crate::serve), an Envoy rate-limit service (gRPC
 //!   `ShouldRateLimit`, envoyproxy/ratelimit's YAML) with exact sliding
-//!   windows, in process or on Redis (pulls in tonic and Envoy's protos;
-//!   implies `cli`, `tower`, `redis`, `redis-tls`, `metrics`): `cargo install slidelog
-//!   --features serve`.
+//!   windows, in process or on Redis, to run or to mount in a tonic server
+//!   of your own (pulls in tonic and Envoy's protos; implies `tower`,
+//!   `redis`, `redis-tls`, `metrics`, `serde`).
 //! * `async`: `until_ready()` / `until_n_ready(n)` on every limiter, sleeping
 //!   exactly `retry_after` on tokio timers (cancel-safe).
 //! * `tower`: [`tower::RateLimitLayer`](crate::tower), answering 429 with

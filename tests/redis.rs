@@ -1244,37 +1244,6 @@ fn the_example_walks_through() {
     assert!(out.contains("after the reset, server B: admitted"), "{out}");
 }
 
-/// `slidelog demo --redis URL`: clients with their own connections on one
-/// shared key, both layouts, judged exact on Redis's clock.
-#[cfg(feature = "cli")]
-#[test]
-fn the_demo_runs_against_redis() {
-    let Some(server) = server() else { return };
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slidelog"))
-        .args([
-            "demo",
-            "--redis",
-            &server.url,
-            "--duration",
-            "300ms",
-            "--limit",
-            "20",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("exact: yes"), "{stdout}");
-    assert!(
-        stdout.contains("Ring") && stdout.contains("SortedSet"),
-        "{stdout}"
-    );
-}
-
 /// `rediss://` with a private CA (`tls_root_cert`): exact over TLS, both
 /// layouts; a CA that did not sign the server's certificate is refused at
 /// connect, and certificates given for a plain `redis://` URL (one node or

@@ -26,7 +26,7 @@ use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-#[path = "../../src/bin/slidelog/cpu.rs"]
+#[path = "../../cli/src/cpu.rs"]
 mod cpu;
 
 /// Calls per round.
@@ -147,7 +147,7 @@ type Round = Box<dyn FnMut() -> Duration>;
 /// other, each map's states would sit in a region of its own, and at
 /// 10,000 keys and more where a region lands (its pages, what else uses
 /// its cache sets) moves a build's time by more than a change does
-/// (BENCHMARKS.md, "Where the time goes", session 24).
+/// (BENCHMARKS.md, "Where the time goes").
 type Fill = Box<dyn FnMut(u64)>;
 
 /// The round of `mode` on the build `$lib` (`old` or `new`: the same code

@@ -4,13 +4,11 @@
 //!
 //! `slidelog serve`'s parsers are the library's (`slidelog::serve`, some
 //! of them `#[doc(hidden)]` for these targets); `slidelog replay`'s input
-//! reader is compiled in from the binary's source.
+//! reader is the binary package's (`slidelog_cli::input`, doc-hidden).
 
 #![allow(dead_code)]
 
-#[path = "../../src/bin/slidelog/input.rs"]
-mod input;
-
+use slidelog_cli::input;
 use slidelog::serve;
 use slidelog::serve::parse;
 

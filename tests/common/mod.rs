@@ -19,8 +19,6 @@ pub mod redis_model;
 pub mod redis_server;
 #[cfg(feature = "redis-tls")]
 pub mod redis_tls;
-#[cfg(feature = "serve")]
-pub mod serve;
 
 /// What the model decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
