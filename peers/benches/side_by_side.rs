@@ -6,7 +6,8 @@
 //! contender after the other.
 //!
 //! `cargo bench -p slidelog-peers --bench side_by_side` (add `-- quick` for fewer rounds;
-//! `SIDE_BY_SIDE_ONLY=deny` runs the scenarios whose name contains `deny`).
+//! `SIDE_BY_SIDE_ONLY=deny` runs the scenarios whose name contains `deny`;
+//! `-- record` writes this host's tables into BENCHMARKS.md, "Per host").
 //! The CPU model is printed first: on one host the work after the clock read
 //! hides behind it, on another it does not, so a ratio means little without
 //! the host it was measured on.
@@ -624,7 +625,7 @@ const TARGETS: &[(&str, Option<f64>, Option<f64>)] = &[
 /// Prints each of [`TARGETS`] whose row ran (`ratios`: per row, `check`'s
 /// and `admit`'s ratio to governor) with this run's ratio and whether it
 /// holds: `admit`'s targets first, then `check`'s.
-fn print_targets(ratios: &[(&str, f64, f64)]) {
+fn print_targets(out: &mut Report, ratios: &[(&str, f64, f64)]) {
     let ran: Vec<_> = TARGETS
         .iter()
         .filter_map(|&(row, admit, check)| {
@@ -640,9 +641,9 @@ fn print_targets(ratios: &[(&str, f64, f64)]) {
     if rows.is_empty() {
         return;
     }
-    println!("\nThe targets in this run:\n");
-    println!("| call | scenario | ratio to governor | target | met |");
-    println!("|---|---|---|---|---|");
+    out.line("\nThe targets in this run:\n".into());
+    out.line("| call | scenario | ratio to governor | target | met |".into());
+    out.line("|---|---|---|---|---|".into());
     for (call, row, ratio, bound) in rows {
         // Judged as printed: a ratio that reads 1.00 meets a bound of 1.0.
         let met = if (ratio * 100.0).round() <= bound * 100.0 {
@@ -650,12 +651,16 @@ fn print_targets(ratios: &[(&str, f64, f64)]) {
         } else {
             "no"
         };
-        println!("| {call} | {row} | {ratio:.2} | ≤ {bound:.2} | {met} |");
+        out.line(format!(
+            "| {call} | {row} | {ratio:.2} | ≤ {bound:.2} | {met} |"
+        ));
     }
 }
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
+    let record = std::env::args().any(|a| a == "record");
+    let mut report = Report::default();
     let only = std::env::var("SIDE_BY_SIDE_ONLY").unwrap_or_default();
     // The host goes beside every figure: on screen, and in each CSV row
     // (the chart names it).
@@ -864,10 +869,10 @@ fn main() {
         "remaining_ratio",
     ])
     .unwrap();
-    println!(
-        "| scenario | check / governor | admit / governor | slidelog check ns/call | slidelog admit ns/call | governor ns/call | mutex log ns/call | both reading remaining: ratio (slidelog / governor ns) |"
+    report.line(
+        "| scenario | check / governor | admit / governor | slidelog check ns/call | slidelog admit ns/call | governor ns/call | mutex log ns/call | both reading remaining: ratio (slidelog / governor ns) |".into()
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    report.line("|---|---|---|---|---|---|---|---|".into());
     // One thread on one key reading the TSC: each contender against the
     // clock's floor too. Governor's own figure moves with where its code
     // lands in this binary (BENCHMARKS.md, "Where the time goes"); the floor does
@@ -928,11 +933,11 @@ fn main() {
         let remaining_shown = r.map_or("—".to_string(), |(ra, rb)| {
             format!("{:.2} ({ra:.1} / {rb:.1})", ra / rb)
         });
-        println!(
+        report.line(format!(
             "| {name} | {:.2} | {:.2} | {a:.1} | {d:.1} | {b:.1} | {shown} | {remaining_shown} |",
             a / b,
             d / b
-        );
+        ));
         let mutex_field = m.map_or(String::new(), |m| format!("{m:.1}"));
         let (ra, rb, rr) = r.map_or((String::new(), String::new(), String::new()), |(ra, rb)| {
             (
@@ -962,19 +967,19 @@ fn main() {
     }
     csv.flush().unwrap();
     if !against_floor.is_empty() {
-        println!("\nAgainst the clock's floor ({floor:.1} ns):\n");
-        println!("| scenario | check / floor | admit / floor | governor / floor |");
-        println!("|---|---|---|---|");
+        report.line(format!("\nAgainst the clock's floor ({floor:.1} ns):\n"));
+        report.line("| scenario | check / floor | admit / floor | governor / floor |".into());
+        report.line("|---|---|---|---|".into());
         for (name, a, d, b) in against_floor {
-            println!(
+            report.line(format!(
                 "| {name} | {:.2} | {:.2} | {:.2} |",
                 a / floor,
                 d / floor,
                 b / floor
-            );
+            ));
         }
     }
-    print_targets(&ratios);
+    print_targets(&mut report, &ratios);
     if !entry_offsets.is_empty() {
         println!(
             "\nWhere the keyed rows' map entries start ({ENTRY}-byte blocks, by bytes past a 64-byte line):\n"
@@ -986,4 +991,66 @@ fn main() {
         }
     }
     println!("\n(written to {out})");
+    if record {
+        let head = format!(
+            "**{cpu}**, {}, commit {}: {rounds} alternating rounds, medians; clock floor {floor:.1} ns.\n",
+            command_line("date", &["-u", "+%Y-%m-%d"]),
+            command_line("git", &["rev-parse", "--short", "HEAD"]),
+        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../BENCHMARKS.md");
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let text = recorded(&text, &cpu, &format!("{head}\n{}", report.text));
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        println!("(this host's table recorded in {path})");
+    }
+}
+
+/// What the run prints and, with `record`, writes into BENCHMARKS.md: the
+/// tables, line by line.
+#[derive(Default)]
+struct Report {
+    text: String,
+}
+
+impl Report {
+    /// Prints `line` and keeps it.
+    fn line(&mut self, line: String) {
+        println!("{line}");
+        self.text.push_str(&line);
+        self.text.push('\n');
+    }
+}
+
+/// The first line a command prints, or `unknown` if it cannot run.
+fn command_line(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// BENCHMARKS.md's `text` with `cpu`'s block (between
+/// `<!-- side_by_side: CPU -->` and `<!-- /side_by_side -->`) replaced by
+/// `block`, or, for a host with none yet, a new block added before
+/// `<!-- side_by_side: hosts end -->`.
+fn recorded(text: &str, cpu: &str, block: &str) -> String {
+    let open = format!("<!-- side_by_side: {cpu} -->");
+    let close = "<!-- /side_by_side -->";
+    let new = format!("{open}\n{block}{close}");
+    if let Some(start) = text.find(&open) {
+        let end = start
+            + text[start..]
+                .find(close)
+                .unwrap_or_else(|| panic!("BENCHMARKS.md: {open} is never closed"))
+            + close.len();
+        return format!("{}{new}{}", &text[..start], &text[end..]);
+    }
+    let end = "<!-- side_by_side: hosts end -->";
+    let at = text
+        .find(end)
+        .unwrap_or_else(|| panic!("BENCHMARKS.md has no {end:?} marker"));
+    format!("{}{new}\n\n{}", &text[..at], &text[at..])
 }
