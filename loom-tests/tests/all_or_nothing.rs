@@ -115,7 +115,7 @@ fn full_ring_weighted_vs_single() {
     weighted_vs_single(2, &[2], &[1], 0, Singles::Fast, Flaw::None);
 }
 
-/// Issue #14: with L >= 4 the head is lazy (it lags by up to B = L - 1), so
+/// The lazy head and the pairs: with L >= 4 the head is lazy (it lags by up to B = L - 1), so
 /// singles claim slots behind it; a pair that read slot c before their
 /// claims and slot c + 1 after them must not deny. Everything fits here
 /// (2 + 2 <= 4), so any denial fails the linearizability check.

@@ -195,7 +195,7 @@ fn one_per_slot(times: &[u64]) -> bool {
     slots.windows(2).all(|w| w[0] != w[1])
 }
 
-/// Issue #13 for the keyed counter: a reading from 5, held across the
+/// The eviction floor, for the keyed counter: a reading from 5, held across the
 /// eviction at 25, never counts in the evicted admission's slot [0, 10).
 #[test]
 fn counter_stale_reader_meets_the_floor() {
@@ -209,7 +209,7 @@ fn control_counter_no_floor_is_caught() {
     stale_reader_across_eviction(|| counters(Flaw::NoFloor), 5, one_per_slot);
 }
 
-/// Issue #14: limit 2 over two slots of 10 ns. One thread moves head from
+/// Stale summary writes: limit 2 over two slots of 10 ns. One thread moves head from
 /// slot 0 to slot 1 (at 15) and may stall after loading head, while the
 /// other admits at 15, 25 and 35, moving head two sub-windows on. The
 /// stalled mover's late summary and archive writes (for slots 1 and 0) must

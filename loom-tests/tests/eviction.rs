@@ -46,7 +46,7 @@ fn one_per_window(times: &[u64]) -> bool {
     sorted.windows(2).all(|w| w[1] - w[0] >= 10)
 }
 
-/// Issue #13: a caller holding a reading from 5 (before the eviction at 25)
+/// The eviction floor: a caller holding a reading from 5 (before the eviction at 25)
 /// never admits next to the evicted admission at 0: the floor moves it to
 /// 10, where the evicted one has left the window.
 #[test]
