@@ -1,5 +1,5 @@
-//! A real 3-master Redis Cluster on loopback for a test: three
-//! `redis-server --cluster-enabled yes` on free ports, joined with
+//! A real 3-master Redis Cluster on loopback for a test (or three masters
+//! with a replica each): `redis-server --cluster-enabled yes` on free ports, joined with
 //! `redis-cli --cluster create`, ready at `cluster_state:ok` on every node,
 //! stopped (and their files removed) on drop. Without `redis-server` or
 //! `redis-cli` a test skips with a printed reason, unless
@@ -77,6 +77,17 @@ pub fn cluster() -> Option<Cluster> {
 
 /// [`cluster`] with more arguments for the node on `port`.
 pub fn cluster_with(extra: impl Fn(u16) -> Vec<String>) -> Option<Cluster> {
+    cluster_of(0, extra)
+}
+
+/// Three masters with a replica each (six nodes, the masters first in
+/// `nodes`), for failover: a killed master's replica takes its slots
+/// after the node timeout (2 s).
+pub fn cluster_with_replicas() -> Option<Cluster> {
+    cluster_of(1, |_| Vec::new())
+}
+
+fn cluster_of(replicas: usize, extra: impl Fn(u16) -> Vec<String>) -> Option<Cluster> {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("slidelog-cluster-{}-{id}", std::process::id()));
@@ -87,7 +98,7 @@ pub fn cluster_with(extra: impl Fn(u16) -> Vec<String>) -> Option<Cluster> {
         dir: dir.clone(),
     };
     let start = Instant::now();
-    for _ in 0..3 {
+    for _ in 0..3 * (1 + replicas) {
         let dir = dir.clone();
         let extra = &extra;
         let started = super::redis_server::start(move |port| {
@@ -98,6 +109,8 @@ pub fn cluster_with(extra: impl Fn(u16) -> Vec<String>) -> Option<Cluster> {
             // A killed shard must not stop the others from answering.
             args.extend(["--cluster-require-full-coverage", "no"].map(String::from));
             args.extend(["--save", "", "--appendonly", "no"].map(String::from));
+            // A replica's first sync at once, not after the default 5 s.
+            args.extend(["--repl-diskless-sync-delay", "0"].map(String::from));
             args.push("--dir".into());
             args.push(dir.display().to_string());
             args.extend(extra(port));
@@ -119,7 +132,7 @@ pub fn cluster_with(extra: impl Fn(u16) -> Vec<String>) -> Option<Cluster> {
     let created = Command::new("redis-cli")
         .args(["--cluster", "create"])
         .args(&addresses)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
