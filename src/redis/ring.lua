@@ -12,7 +12,12 @@ for i = 1, P do
   if Li > L then L = Li end
   if Wi > W then W = Wi end
 end
-local raw = redis.call('GET', KEYS[1])
+-- The steady state reads only what a decision needs: the header, then
+-- each slot it asks for once (`GETRANGE`, kept in `read`), never the whole
+-- ring. A missing key reads as an empty string.
+local key = KEYS[1]
+local raw = redis.call('GETRANGE', key, 0, 23)
+if raw == '' then raw = nil end
 local function num(off)
   if (not raw) or #raw < off + 8 then return 0 end
   return (struct.unpack('>d', raw, off + 1))
@@ -28,7 +33,9 @@ if raw then
   if Ws > W then W = Ws end
 end
 if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
-  -- Grown (or given its header): every admission kept, in order.
+  -- Grown (or given its header): every admission kept, in order. This
+  -- rare path reads (and rewrites) the whole ring.
+  raw = redis.call('GET', key)
   local kept = {}
   local from = head - Ls
   if from < 0 then from = 0 end
@@ -40,10 +47,25 @@ if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
   local parts = {struct.pack('>d', head), struct.pack('>d', -W), struct.pack('>d', L)}
   for j = 1, #kept do parts[#parts + 1] = struct.pack('>d', kept[j] + W) end
   raw = table.concat(parts)
-  redis.call('SET', KEYS[1], raw)
-  redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
+  redis.call('SET', key, raw)
+  redis.call('PEXPIRE', key, int(math.ceil(W / 1000) + 1))
 end
-local function slot(i) return num(24 + 8 * (i % L)) end
+-- Slot `i % L`, read from Redis at most once per call.
+local read = {}
+local function slot(i)
+  local j = i % L
+  local d = read[j]
+  if d == nil then
+    d = 0
+    if raw then
+      local off = 24 + 8 * j
+      local s = redis.call('GETRANGE', key, int(off), int(off + 7))
+      if #s == 8 then d = (struct.unpack('>d', s)) end
+    end
+    read[j] = d
+  end
+  return d
+end
 local teff = now
 local prev = slot(head + L - 1)
 if prev - W > teff then teff = prev - W end
@@ -107,11 +129,19 @@ for i = 1, P do
 end
 if grows < 0 then grows = 0 end
 if n > 0 and ARGV[7 + 2 * P] ~= '1' then
+  -- The `n` slots from the head, one run that wraps at most once: two
+  -- `SETRANGE`s, the header riding with the run's part at slot 0.
   local d = struct.pack('>d', teff + W)
-  for i = 0, n - 1 do
-    redis.call('SETRANGE', KEYS[1], int(24 + 8 * ((head + i) % L)), d)
+  local header = struct.pack('>d', head + n) .. struct.pack('>d', -W) .. struct.pack('>d', L)
+  local s = head % L
+  local first = math.min(n, L - s)
+  local wrapped = math.min(n - first, s)
+  if s == 0 then
+    redis.call('SETRANGE', key, 0, header .. string.rep(d, first))
+  else
+    redis.call('SETRANGE', key, int(24 + 8 * s), string.rep(d, first))
+    redis.call('SETRANGE', key, 0, header .. string.rep(d, wrapped))
   end
-  redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n) .. struct.pack('>d', -W) .. struct.pack('>d', L))
-  redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
+  redis.call('PEXPIRE', key, int(math.ceil(W / 1000) + 1))
 end
 return told({1, rem, teff, rp, grows}, left, grow)
