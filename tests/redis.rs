@@ -1424,3 +1424,93 @@ fn each_policy_is_told_as_in_process() {
         });
     }
 }
+
+/// The ring script's Redis time per call (`INFO commandstats`,
+/// `usec_per_call` of `EVALSHA`) at L = 10, 10^4 and 10^6, printed for
+/// docs/redis.md: each key is filled to its limit (one admission every
+/// `W / L`, the newest ones in one call), then 2,000 checks of one unit,
+/// two per `W / L`: the first finds the oldest admission just left, the
+/// second finds none. The script reads the slots a decision needs, not
+/// the ring: its time per call at L = 10^6 stays within 3× the one at
+/// L = 10.
+#[test]
+fn ring_script_cost_does_not_grow_with_the_limit() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let client = redis::Client::open(server.url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let window = Duration::from_secs(60);
+        let w = window.as_micros() as u64;
+        let t0 = 1_700_000_000_000_000u64;
+        let mut figures = Vec::new();
+        for limit in [10u32, 10_000, 1_000_000] {
+            let l = RedisLimiter::builder(server.url.as_str(), limit, window)
+                .layout(Layout::Ring)
+                .prefix(format!("cost{limit}:"))
+                .timeout(Duration::from_secs(60))
+                .connect()
+                .await
+                .unwrap();
+            let step = w / u64::from(limit);
+            let singles = limit.min(1_000);
+            for i in 0..singles {
+                let at = t0 + u64::from(i) * step;
+                assert!(l.check_n_at_server_time_override("k", 1, at).await.unwrap().is_ok());
+            }
+            if limit > singles {
+                let at = t0 + u64::from(singles) * step;
+                let rest = limit - singles;
+                assert!(l.check_n_at_server_time_override("k", rest, at).await.unwrap().is_ok());
+            }
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let (mut admitted, mut denied) = (0, 0);
+            for j in 0..2_000u64 {
+                let at = t0 + w + j / 2 * step;
+                match l.check_n_at_server_time_override("k", 1, at).await.unwrap() {
+                    Ok(a) => {
+                        assert_eq!((j % 2, a.remaining()), (0, 0), "L = {limit}, check {j}");
+                        admitted += 1;
+                    }
+                    Err(d) => {
+                        assert_eq!(j % 2, 1, "L = {limit}, check {j}");
+                        assert_eq!(d.retry_after(), Duration::from_micros(step));
+                        denied += 1;
+                    }
+                }
+            }
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let line = stats
+                .lines()
+                .find(|line| line.starts_with("cmdstat_evalsha:"))
+                .unwrap_or_else(|| panic!("no cmdstat_evalsha in {stats}"));
+            let field = |name: &str| -> f64 {
+                line.split([':', ','])
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                    .unwrap_or_else(|| panic!("no {name} in {line}"))
+                    .parse()
+                    .unwrap()
+            };
+            let (calls, usec) = (field("calls"), field("usec_per_call"));
+            println!(
+                "ring, L = {limit}: {usec:.2} µs of Redis time per EVALSHA \
+                 ({calls} calls: {admitted} admitted, {denied} denied)"
+            );
+            assert_eq!((admitted, denied), (1_000, 1_000), "L = {limit}");
+            assert_eq!(calls, 2_000.0, "L = {limit}");
+            figures.push(usec);
+        }
+        assert!(
+            figures[2] < 3.0 * figures[0],
+            "µs per call at L = 10^6 against L = 10: {figures:?}"
+        );
+    });
+}
