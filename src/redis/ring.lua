@@ -50,21 +50,39 @@ if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
   redis.call('SET', key, raw)
   redis.call('PEXPIRE', key, int(math.ceil(W / 1000) + 1))
 end
--- Slot `i % L`, read from Redis at most once per call.
-local read = {}
+-- Slot `i % L`, read from Redis at most once per call: alone, or with
+-- the run of slots a search ends in (`runs`: first slot, count, bytes).
+local read, runs = {}, {}
 local function slot(i)
   local j = i % L
   local d = read[j]
   if d == nil then
     d = 0
     if raw then
-      local off = 24 + 8 * j
-      local s = redis.call('GETRANGE', key, int(off), int(off + 7))
-      if #s == 8 then d = (struct.unpack('>d', s)) end
+      local s, at = nil, 0
+      for r = 1, #runs do
+        local run = runs[r]
+        if j >= run[1] and j < run[1] + run[2] then s, at = run[3], 8 * (j - run[1]) end
+      end
+      if not s then
+        local off = 24 + 8 * j
+        s = redis.call('GETRANGE', key, int(off), int(off + 7))
+      end
+      if #s >= at + 8 then d = (struct.unpack('>d', s, at + 1)) end
     end
     read[j] = d
   end
   return d
+end
+-- Slots `i` to `i + m - 1` (m <= L): one `GETRANGE`, two if they wrap.
+local function fetch(i, m)
+  local j = i % L
+  while raw and m > 0 do
+    local here = math.min(m, L - j)
+    local off = 24 + 8 * j
+    runs[#runs + 1] = {j, here, redis.call('GETRANGE', key, int(off), int(off + 8 * here - 1))}
+    j, m = 0, m - here
+  end
 end
 local teff = now
 local prev = slot(head + L - 1)
@@ -78,10 +96,27 @@ local function states(k)
   for i = 1, P do
     local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
     local function alive(d) return d ~= 0 and d - W + Wi > teff end
-    local lo, hi = 0, Li - k
+    -- The first live candidate, by binary search: none if the newest
+    -- (the slot before the head, read already) has left; the oldest if it
+    -- lives; the last few candidates in one read.
+    local at, lo, hi = head + k + L - Li, 0, Li - k
+    if hi > 0 then
+      if not alive(slot(at + hi - 1)) then
+        lo = hi
+      elseif alive(slot(at)) then
+        hi = 0
+      else
+        lo, hi = 1, hi - 1
+      end
+    end
+    local few = false
     while lo < hi do
+      if not few and hi - lo <= 32 then
+        fetch(at + lo, hi - lo)
+        few = true
+      end
       local mid = math.floor((lo + hi) / 2)
-      if alive(slot(head + k + L - Li + mid)) then hi = mid else lo = mid + 1 end
+      if alive(slot(at + mid)) then hi = mid else lo = mid + 1 end
     end
     local g = -1
     if lo < Li - k then
