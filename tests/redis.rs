@@ -1425,14 +1425,52 @@ fn each_policy_is_told_as_in_process() {
     }
 }
 
+/// `CONFIG RESETSTAT`: `INFO commandstats` counts from here.
+async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// `EVALSHA`'s calls and Redis time per call (µs) since the last
+/// [`reset_stats`], from `INFO commandstats`.
+async fn evalsha_stats(conn: &mut redis::aio::MultiplexedConnection) -> (f64, f64) {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let line = stats
+        .lines()
+        .find(|line| line.starts_with("cmdstat_evalsha:"))
+        .unwrap_or_else(|| panic!("no cmdstat_evalsha in {stats}"));
+    let field = |name: &str| -> f64 {
+        line.split([':', ','])
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .parse()
+            .unwrap()
+    };
+    (field("calls"), field("usec_per_call"))
+}
+
 /// The ring script's Redis time per call (`INFO commandstats`,
 /// `usec_per_call` of `EVALSHA`) at L = 10, 10^4 and 10^6, printed for
-/// docs/redis.md: each key is filled to its limit (one admission every
-/// `W / L`, the newest ones in one call), then 2,000 checks of one unit,
-/// two per `W / L`: the first finds the oldest admission just left, the
-/// second finds none. The script reads the slots a decision needs, not
-/// the ring: its time per call at L = 10^6 stays within 3× the one at
-/// L = 10.
+/// docs/redis.md, in two cases of 2,000 checks each, half admitted and
+/// half denied:
+///
+/// - full: the key is filled to its limit (one admission every `W / L`,
+///   the newest ones in one call), then checks of one unit, two per
+///   `W / L`: the first finds the oldest admission just left, the second
+///   finds none;
+/// - half full: half the limit in one call, then by turns one unit
+///   (admitted) and the whole limit (denied), one pair per `2 W / L`: the
+///   room is found by a binary search over the whole ring.
+///
+/// The script reads the slots a decision needs, not the ring: its time per
+/// call at L = 10^6 stays within 3× the one at L = 10.
 #[test]
 fn ring_script_cost_does_not_grow_with_the_limit() {
     let Some(server) = server() else { return };
@@ -1443,7 +1481,7 @@ fn ring_script_cost_does_not_grow_with_the_limit() {
         let window = Duration::from_secs(60);
         let w = window.as_micros() as u64;
         let t0 = 1_700_000_000_000_000u64;
-        let mut figures = Vec::new();
+        let (mut full, mut half) = (Vec::new(), Vec::new());
         for limit in [10u32, 10_000, 1_000_000] {
             let l = RedisLimiter::builder(server.url.as_str(), limit, window)
                 .layout(Layout::Ring)
@@ -1453,25 +1491,22 @@ fn ring_script_cost_does_not_grow_with_the_limit() {
                 .await
                 .unwrap();
             let step = w / u64::from(limit);
+
             let singles = limit.min(1_000);
             for i in 0..singles {
                 let at = t0 + u64::from(i) * step;
-                assert!(l.check_n_at_server_time_override("k", 1, at).await.unwrap().is_ok());
+                assert!(l.check_n_at_server_time_override("full", 1, at).await.unwrap().is_ok());
             }
             if limit > singles {
                 let at = t0 + u64::from(singles) * step;
                 let rest = limit - singles;
-                assert!(l.check_n_at_server_time_override("k", rest, at).await.unwrap().is_ok());
+                assert!(l.check_n_at_server_time_override("full", rest, at).await.unwrap().is_ok());
             }
-            let _: () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            reset_stats(&mut conn).await;
             let (mut admitted, mut denied) = (0, 0);
             for j in 0..2_000u64 {
                 let at = t0 + w + j / 2 * step;
-                match l.check_n_at_server_time_override("k", 1, at).await.unwrap() {
+                match l.check_n_at_server_time_override("full", 1, at).await.unwrap() {
                     Ok(a) => {
                         assert_eq!((j % 2, a.remaining()), (0, 0), "L = {limit}, check {j}");
                         admitted += 1;
@@ -1483,34 +1518,44 @@ fn ring_script_cost_does_not_grow_with_the_limit() {
                     }
                 }
             }
-            let stats: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            let line = stats
-                .lines()
-                .find(|line| line.starts_with("cmdstat_evalsha:"))
-                .unwrap_or_else(|| panic!("no cmdstat_evalsha in {stats}"));
-            let field = |name: &str| -> f64 {
-                line.split([':', ','])
-                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-                    .unwrap_or_else(|| panic!("no {name} in {line}"))
-                    .parse()
-                    .unwrap()
-            };
-            let (calls, usec) = (field("calls"), field("usec_per_call"));
+            let (calls, usec) = evalsha_stats(&mut conn).await;
             println!(
-                "ring, L = {limit}: {usec:.2} µs of Redis time per EVALSHA \
+                "ring, L = {limit}, full: {usec:.2} µs of Redis time per EVALSHA \
                  ({calls} calls: {admitted} admitted, {denied} denied)"
             );
-            assert_eq!((admitted, denied), (1_000, 1_000), "L = {limit}");
-            assert_eq!(calls, 2_000.0, "L = {limit}");
-            figures.push(usec);
+            assert_eq!((admitted, denied, calls), (1_000, 1_000, 2_000.0), "L = {limit}");
+            full.push(usec);
+
+            assert!(l.check_n_at_server_time_override("half", limit / 2, t0).await.unwrap().is_ok());
+            reset_stats(&mut conn).await;
+            let (mut admitted, mut denied) = (0, 0);
+            for j in 0..2_000u64 {
+                let at = t0 + j / 2 * 2 * step;
+                let n = if j % 2 == 0 { 1 } else { limit };
+                match l.check_n_at_server_time_override("half", n, at).await.unwrap() {
+                    Ok(_) => {
+                        assert_eq!(j % 2, 0, "L = {limit}, check {j}");
+                        admitted += 1;
+                    }
+                    Err(_) => {
+                        assert_eq!(j % 2, 1, "L = {limit}, check {j}");
+                        denied += 1;
+                    }
+                }
+            }
+            let (calls, usec) = evalsha_stats(&mut conn).await;
+            println!(
+                "ring, L = {limit}, half full: {usec:.2} µs of Redis time per EVALSHA \
+                 ({calls} calls: {admitted} admitted, {denied} denied)"
+            );
+            assert_eq!((admitted, denied, calls), (1_000, 1_000, 2_000.0), "L = {limit}");
+            half.push(usec);
         }
-        assert!(
-            figures[2] < 3.0 * figures[0],
-            "µs per call at L = 10^6 against L = 10: {figures:?}"
-        );
+        for (case, figures) in [("full", &full), ("half full", &half)] {
+            assert!(
+                figures[2] < 3.0 * figures[0],
+                "{case}: µs per call at L = 10^6 against L = 10: {figures:?}"
+            );
+        }
     });
 }
