@@ -98,7 +98,7 @@ local function states(k)
     local function alive(d) return d ~= 0 and d - W + Wi > teff end
     -- The first live candidate, by binary search: none if the newest
     -- (the slot before the head, read already) has left; the oldest if it
-    -- lives; the last few candidates in one read.
+    -- lives; the last 128 candidates or fewer in one read (1 KiB).
     local at, lo, hi = head + k + L - Li, 0, Li - k
     if hi > 0 then
       if not alive(slot(at + hi - 1)) then
@@ -111,7 +111,7 @@ local function states(k)
     end
     local few = false
     while lo < hi do
-      if not few and hi - lo <= 32 then
+      if not few and hi - lo <= 128 then
         fetch(at + lo, hi - lo)
         few = true
       end

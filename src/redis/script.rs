@@ -52,7 +52,7 @@ pub(super) const SORTED_SET: &str = include_str!("sorted_set.lua");
 /// A call reads what its decision needs, not the ring (`GETRANGE`, each
 /// slot at most once): the header, the slot before the head, each
 /// policy's deciding slot and the `O(log L_i)` slots of its binary search
-/// for the first live candidate (the search's last 32 candidates in one
+/// for the first live candidate (the search's last 128 candidates in one
 /// read); it writes the admitted run from the head as at most two
 /// `SETRANGE`s (the run wraps at most once, the header riding on its part
 /// at slot 0). Its cost does not grow with `L`. A ring that grows (or
