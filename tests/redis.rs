@@ -1470,7 +1470,9 @@ async fn evalsha_stats(conn: &mut redis::aio::MultiplexedConnection) -> (f64, f6
 ///   room is found by a binary search over the whole ring.
 ///
 /// The script reads the slots a decision needs, not the ring: its time per
-/// call at L = 10^6 stays within 3× the one at L = 10.
+/// call at L = 10^6 stays within 3× the one at L = 10 when full, and
+/// within 5× when half full (there each check's binary search reads about
+/// 4 times as many slots at L = 10^6 as at L = 10).
 #[test]
 fn ring_script_cost_does_not_grow_with_the_limit() {
     let Some(server) = server() else { return };
@@ -1495,18 +1497,32 @@ fn ring_script_cost_does_not_grow_with_the_limit() {
             let singles = limit.min(1_000);
             for i in 0..singles {
                 let at = t0 + u64::from(i) * step;
-                assert!(l.check_n_at_server_time_override("full", 1, at).await.unwrap().is_ok());
+                assert!(
+                    l.check_n_at_server_time_override("full", 1, at)
+                        .await
+                        .unwrap()
+                        .is_ok()
+                );
             }
             if limit > singles {
                 let at = t0 + u64::from(singles) * step;
                 let rest = limit - singles;
-                assert!(l.check_n_at_server_time_override("full", rest, at).await.unwrap().is_ok());
+                assert!(
+                    l.check_n_at_server_time_override("full", rest, at)
+                        .await
+                        .unwrap()
+                        .is_ok()
+                );
             }
             reset_stats(&mut conn).await;
             let (mut admitted, mut denied) = (0, 0);
             for j in 0..2_000u64 {
                 let at = t0 + w + j / 2 * step;
-                match l.check_n_at_server_time_override("full", 1, at).await.unwrap() {
+                match l
+                    .check_n_at_server_time_override("full", 1, at)
+                    .await
+                    .unwrap()
+                {
                     Ok(a) => {
                         assert_eq!((j % 2, a.remaining()), (0, 0), "L = {limit}, check {j}");
                         admitted += 1;
@@ -1523,16 +1539,29 @@ fn ring_script_cost_does_not_grow_with_the_limit() {
                 "ring, L = {limit}, full: {usec:.2} µs of Redis time per EVALSHA \
                  ({calls} calls: {admitted} admitted, {denied} denied)"
             );
-            assert_eq!((admitted, denied, calls), (1_000, 1_000, 2_000.0), "L = {limit}");
+            assert_eq!(
+                (admitted, denied, calls),
+                (1_000, 1_000, 2_000.0),
+                "L = {limit}"
+            );
             full.push(usec);
 
-            assert!(l.check_n_at_server_time_override("half", limit / 2, t0).await.unwrap().is_ok());
+            assert!(
+                l.check_n_at_server_time_override("half", limit / 2, t0)
+                    .await
+                    .unwrap()
+                    .is_ok()
+            );
             reset_stats(&mut conn).await;
             let (mut admitted, mut denied) = (0, 0);
             for j in 0..2_000u64 {
                 let at = t0 + j / 2 * 2 * step;
                 let n = if j % 2 == 0 { 1 } else { limit };
-                match l.check_n_at_server_time_override("half", n, at).await.unwrap() {
+                match l
+                    .check_n_at_server_time_override("half", n, at)
+                    .await
+                    .unwrap()
+                {
                     Ok(_) => {
                         assert_eq!(j % 2, 0, "L = {limit}, check {j}");
                         admitted += 1;
@@ -1548,12 +1577,16 @@ fn ring_script_cost_does_not_grow_with_the_limit() {
                 "ring, L = {limit}, half full: {usec:.2} µs of Redis time per EVALSHA \
                  ({calls} calls: {admitted} admitted, {denied} denied)"
             );
-            assert_eq!((admitted, denied, calls), (1_000, 1_000, 2_000.0), "L = {limit}");
+            assert_eq!(
+                (admitted, denied, calls),
+                (1_000, 1_000, 2_000.0),
+                "L = {limit}"
+            );
             half.push(usec);
         }
-        for (case, figures) in [("full", &full), ("half full", &half)] {
+        for (case, figures, bound) in [("full", &full, 3.0), ("half full", &half, 5.0)] {
             assert!(
-                figures[2] < 3.0 * figures[0],
+                figures[2] < bound * figures[0],
                 "{case}: µs per call at L = 10^6 against L = 10: {figures:?}"
             );
         }
