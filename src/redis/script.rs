@@ -55,7 +55,7 @@ pub(super) const SORTED_SET: &str = include_str!("sorted_set.lua");
 /// for the first live candidate (the search's last 128 candidates in one
 /// read); it writes the admitted run from the head as at most two
 /// `SETRANGE`s (the run wraps at most once, the header riding on its part
-/// at slot 0). Its cost does not grow with `L`. A ring that grows (or
+/// at slot 0). Its cost grows with `log L` at most. A ring that grows (or
 /// gains the header) is read and rewritten whole, once.
 pub(super) const RING: &str = include_str!("ring.lua");
 
