@@ -1425,6 +1425,108 @@ fn each_policy_is_told_as_in_process() {
     }
 }
 
+/// The ring's searches beyond the last 128 candidates (slot by slot, then
+/// the last ones in one read, wrapping the ring's end or not) against the
+/// multi-policy model: limits of 129 to 1,500, bursts of up to 400 units,
+/// every other call asking when `remaining` grows.
+#[test]
+fn long_rings_equal_the_model() {
+    use common::multi::{MultiDecision, MultiModel, observed_multi};
+    use proptest::prelude::*;
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let strategy = (
+        prop::collection::vec((129..1_500u32, 1..40u64), 1..=3),
+        prop::collection::vec(
+            (
+                prop_oneof![Just(0u64), 0..3_000_000u64, 0..40_000_000u64],
+                prop_oneof![0..=3u32, 0..=400u32],
+            ),
+            1..60,
+        ),
+    );
+    runner
+        .run(&strategy, |(policies, ops)| {
+            let id = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let us: Vec<(u32, u64)> = policies.iter().map(|&(l, s)| (l, s * 1_000_000)).collect();
+            let least = us.iter().map(|p| p.0).min().unwrap();
+            rt.block_on(async {
+                let mut b = RedisLimiter::builder(
+                    server.url.as_str(),
+                    us[0].0,
+                    Duration::from_micros(us[0].1),
+                )
+                .layout(Layout::Ring)
+                .prefix(format!("long{id}:"));
+                for &(limit, window) in &us[1..] {
+                    b = b.and(limit, Duration::from_micros(window));
+                }
+                let l = b.connect().await.unwrap();
+                let mut model = MultiModel::new(&us);
+                let mut t = 1_765_432_109_000_000u64;
+                for (i, (dt, n)) in ops.into_iter().enumerate() {
+                    t += dt;
+                    let n = n.min(least);
+                    let (got, grows) = if i % 2 == 0 {
+                        let got = l.check_n_at_server_time_override("k", n, t).await.unwrap();
+                        (got, None)
+                    } else {
+                        match l
+                            .check_n_with_growth_at_server_time_override("k", n, t)
+                            .await
+                            .unwrap()
+                        {
+                            Ok((admitted, grows)) => (Ok(admitted), Some(grows)),
+                            Err(denied) => (Err(denied), None),
+                        }
+                    };
+                    let want = match model.decide(t, n) {
+                        MultiDecision::Admitted {
+                            at,
+                            remaining,
+                            policy,
+                        } => MultiDecision::Admitted {
+                            at: at * 1_000,
+                            remaining,
+                            policy,
+                        },
+                        MultiDecision::Denied { until, policy } => MultiDecision::Denied {
+                            until: until * 1_000,
+                            policy,
+                        },
+                        other => other,
+                    };
+                    prop_assert_eq!(
+                        observed_multi(t * 1_000, got),
+                        want,
+                        "t={} n={} policies {:?}",
+                        t,
+                        n,
+                        &us
+                    );
+                    if let Some(grows) = grows {
+                        let want = model.grows_at(t).map_or(0, |g| g - t);
+                        prop_assert_eq!(
+                            grows,
+                            Duration::from_micros(want),
+                            "growth: t={} n={} policies {:?}",
+                            t,
+                            n,
+                            &us
+                        );
+                    }
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
 /// `CONFIG RESETSTAT`: `INFO commandstats` counts from here.
 async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) {
     let _: () = redis::cmd("CONFIG")
