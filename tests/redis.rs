@@ -1436,7 +1436,7 @@ fn long_rings_equal_the_model() {
     let Some(server) = server() else { return };
     let rt = runtime();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 24,
+        cases: 64,
         ..ProptestConfig::default()
     });
     let case = std::sync::atomic::AtomicU64::new(0);
