@@ -14,7 +14,7 @@ for i = 1, P do
 end
 -- The steady state reads only what a decision needs: the header, then
 -- each slot it asks for once (`GETRANGE`, kept in `read`), never the whole
--- ring. A missing key reads as an empty string.
+-- ring. A missing key reads as an empty string: a ring with no admissions.
 local key = KEYS[1]
 local raw = redis.call('GETRANGE', key, 0, 23)
 if raw == '' then raw = nil end
