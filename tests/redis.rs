@@ -1424,3 +1424,273 @@ fn each_policy_is_told_as_in_process() {
         });
     }
 }
+
+/// The ring's searches beyond the last 128 candidates (slot by slot, then
+/// the last ones in one read, wrapping the ring's end or not) against the
+/// multi-policy model: limits of 129 to 1,500, bursts of up to 400 units,
+/// every other call asking when `remaining` grows.
+#[test]
+fn long_rings_equal_the_model() {
+    use common::multi::{MultiDecision, MultiModel, observed_multi};
+    use proptest::prelude::*;
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 64,
+        ..ProptestConfig::default()
+    });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let strategy = (
+        prop::collection::vec((129..1_500u32, 1..40u64), 1..=3),
+        prop::collection::vec(
+            (
+                prop_oneof![Just(0u64), 0..3_000_000u64, 0..40_000_000u64],
+                prop_oneof![0..=3u32, 0..=400u32],
+            ),
+            1..60,
+        ),
+    );
+    runner
+        .run(&strategy, |(policies, ops)| {
+            let id = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let us: Vec<(u32, u64)> = policies.iter().map(|&(l, s)| (l, s * 1_000_000)).collect();
+            let least = us.iter().map(|p| p.0).min().unwrap();
+            rt.block_on(async {
+                let mut b = RedisLimiter::builder(
+                    server.url.as_str(),
+                    us[0].0,
+                    Duration::from_micros(us[0].1),
+                )
+                .layout(Layout::Ring)
+                .prefix(format!("long{id}:"));
+                for &(limit, window) in &us[1..] {
+                    b = b.and(limit, Duration::from_micros(window));
+                }
+                let l = b.connect().await.unwrap();
+                let mut model = MultiModel::new(&us);
+                let mut t = 1_765_432_109_000_000u64;
+                for (i, (dt, n)) in ops.into_iter().enumerate() {
+                    t += dt;
+                    let n = n.min(least);
+                    let (got, grows) = if i % 2 == 0 {
+                        let got = l.check_n_at_server_time_override("k", n, t).await.unwrap();
+                        (got, None)
+                    } else {
+                        match l
+                            .check_n_with_growth_at_server_time_override("k", n, t)
+                            .await
+                            .unwrap()
+                        {
+                            Ok((admitted, grows)) => (Ok(admitted), Some(grows)),
+                            Err(denied) => (Err(denied), None),
+                        }
+                    };
+                    let want = match model.decide(t, n) {
+                        MultiDecision::Admitted {
+                            at,
+                            remaining,
+                            policy,
+                        } => MultiDecision::Admitted {
+                            at: at * 1_000,
+                            remaining,
+                            policy,
+                        },
+                        MultiDecision::Denied { until, policy } => MultiDecision::Denied {
+                            until: until * 1_000,
+                            policy,
+                        },
+                        other => other,
+                    };
+                    prop_assert_eq!(
+                        observed_multi(t * 1_000, got),
+                        want,
+                        "t={} n={} policies {:?}",
+                        t,
+                        n,
+                        &us
+                    );
+                    if let Some(grows) = grows {
+                        let want = model.grows_at(t).map_or(0, |g| g - t);
+                        prop_assert_eq!(
+                            grows,
+                            Duration::from_micros(want),
+                            "growth: t={} n={} policies {:?}",
+                            t,
+                            n,
+                            &us
+                        );
+                    }
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
+/// `CONFIG RESETSTAT`: `INFO commandstats` counts from here.
+async fn reset_stats(conn: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// `EVALSHA`'s calls and Redis time per call (µs) since the last
+/// [`reset_stats`], from `INFO commandstats`.
+async fn evalsha_stats(conn: &mut redis::aio::MultiplexedConnection) -> (f64, f64) {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let line = stats
+        .lines()
+        .find(|line| line.starts_with("cmdstat_evalsha:"))
+        .unwrap_or_else(|| panic!("no cmdstat_evalsha in {stats}"));
+    let field = |name: &str| -> f64 {
+        line.split([':', ','])
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .parse()
+            .unwrap()
+    };
+    (field("calls"), field("usec_per_call"))
+}
+
+/// The ring script's Redis time per call (`INFO commandstats`,
+/// `usec_per_call` of `EVALSHA`) at L = 10, 10^4 and 10^6, printed for
+/// docs/redis.md, in two cases of 2,000 checks each, half admitted and
+/// half denied:
+///
+/// - full: the key is filled to its limit (one admission every `W / L`,
+///   the newest ones in one call), then checks of one unit, two per
+///   `W / L`: the first finds the oldest admission just left, the second
+///   finds none;
+/// - half full: half the limit in one call, then by turns one unit
+///   (admitted) and the whole limit (denied), one pair per `2 W / L`: the
+///   room is found by a binary search over the whole ring.
+///
+/// The script reads the slots a decision needs, not the ring: its time per
+/// call at L = 10^6 stays within 3× the one at L = 10 when full, and
+/// within 5× when half full (there each check's binary search reads about
+/// 4 times as many slots at L = 10^6 as at L = 10).
+#[test]
+fn ring_script_cost_does_not_grow_with_the_limit() {
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        let client = redis::Client::open(server.url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let window = Duration::from_secs(60);
+        let w = window.as_micros() as u64;
+        let t0 = 1_700_000_000_000_000u64;
+        let (mut full, mut half) = (Vec::new(), Vec::new());
+        for limit in [10u32, 10_000, 1_000_000] {
+            let l = RedisLimiter::builder(server.url.as_str(), limit, window)
+                .layout(Layout::Ring)
+                .prefix(format!("cost{limit}:"))
+                .timeout(Duration::from_secs(60))
+                .connect()
+                .await
+                .unwrap();
+            let step = w / u64::from(limit);
+
+            let singles = limit.min(1_000);
+            for i in 0..singles {
+                let at = t0 + u64::from(i) * step;
+                assert!(
+                    l.check_n_at_server_time_override("full", 1, at)
+                        .await
+                        .unwrap()
+                        .is_ok()
+                );
+            }
+            if limit > singles {
+                let at = t0 + u64::from(singles) * step;
+                let rest = limit - singles;
+                assert!(
+                    l.check_n_at_server_time_override("full", rest, at)
+                        .await
+                        .unwrap()
+                        .is_ok()
+                );
+            }
+            reset_stats(&mut conn).await;
+            let (mut admitted, mut denied) = (0, 0);
+            for j in 0..2_000u64 {
+                let at = t0 + w + j / 2 * step;
+                match l
+                    .check_n_at_server_time_override("full", 1, at)
+                    .await
+                    .unwrap()
+                {
+                    Ok(a) => {
+                        assert_eq!((j % 2, a.remaining()), (0, 0), "L = {limit}, check {j}");
+                        admitted += 1;
+                    }
+                    Err(d) => {
+                        assert_eq!(j % 2, 1, "L = {limit}, check {j}");
+                        assert_eq!(d.retry_after(), Duration::from_micros(step));
+                        denied += 1;
+                    }
+                }
+            }
+            let (calls, usec) = evalsha_stats(&mut conn).await;
+            println!(
+                "ring, L = {limit}, full: {usec:.2} µs of Redis time per EVALSHA \
+                 ({calls} calls: {admitted} admitted, {denied} denied)"
+            );
+            assert_eq!(
+                (admitted, denied, calls),
+                (1_000, 1_000, 2_000.0),
+                "L = {limit}"
+            );
+            full.push(usec);
+
+            assert!(
+                l.check_n_at_server_time_override("half", limit / 2, t0)
+                    .await
+                    .unwrap()
+                    .is_ok()
+            );
+            reset_stats(&mut conn).await;
+            let (mut admitted, mut denied) = (0, 0);
+            for j in 0..2_000u64 {
+                let at = t0 + j / 2 * 2 * step;
+                let n = if j % 2 == 0 { 1 } else { limit };
+                match l
+                    .check_n_at_server_time_override("half", n, at)
+                    .await
+                    .unwrap()
+                {
+                    Ok(_) => {
+                        assert_eq!(j % 2, 0, "L = {limit}, check {j}");
+                        admitted += 1;
+                    }
+                    Err(_) => {
+                        assert_eq!(j % 2, 1, "L = {limit}, check {j}");
+                        denied += 1;
+                    }
+                }
+            }
+            let (calls, usec) = evalsha_stats(&mut conn).await;
+            println!(
+                "ring, L = {limit}, half full: {usec:.2} µs of Redis time per EVALSHA \
+                 ({calls} calls: {admitted} admitted, {denied} denied)"
+            );
+            assert_eq!(
+                (admitted, denied, calls),
+                (1_000, 1_000, 2_000.0),
+                "L = {limit}"
+            );
+            half.push(usec);
+        }
+        for (case, figures, bound) in [("full", &full, 3.0), ("half full", &half, 5.0)] {
+            assert!(
+                figures[2] < bound * figures[0],
+                "{case}: µs per call at L = 10^6 against L = 10: {figures:?}"
+            );
+        }
+    });
+}

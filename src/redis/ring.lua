@@ -12,7 +12,12 @@ for i = 1, P do
   if Li > L then L = Li end
   if Wi > W then W = Wi end
 end
-local raw = redis.call('GET', KEYS[1])
+-- The steady state reads only what a decision needs: the header, then
+-- each slot it asks for once (`GETRANGE`, kept in `read`), never the whole
+-- ring. A missing key reads as an empty string: a ring with no admissions.
+local key = KEYS[1]
+local raw = redis.call('GETRANGE', key, 0, 23)
+if raw == '' then raw = nil end
 local function num(off)
   if (not raw) or #raw < off + 8 then return 0 end
   return (struct.unpack('>d', raw, off + 1))
@@ -28,7 +33,9 @@ if raw then
   if Ws > W then W = Ws end
 end
 if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
-  -- Grown (or given its header): every admission kept, in order.
+  -- Grown (or given its header): every admission kept, in order. This
+  -- rare path reads (and rewrites) the whole ring.
+  raw = redis.call('GET', key)
   local kept = {}
   local from = head - Ls
   if from < 0 then from = 0 end
@@ -40,10 +47,43 @@ if raw and (base ~= 24 or Ls ~= L or Ws ~= W) then
   local parts = {struct.pack('>d', head), struct.pack('>d', -W), struct.pack('>d', L)}
   for j = 1, #kept do parts[#parts + 1] = struct.pack('>d', kept[j] + W) end
   raw = table.concat(parts)
-  redis.call('SET', KEYS[1], raw)
-  redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
+  redis.call('SET', key, raw)
+  redis.call('PEXPIRE', key, int(math.ceil(W / 1000) + 1))
 end
-local function slot(i) return num(24 + 8 * (i % L)) end
+-- Slot `i % L`, read from Redis at most once per call: alone, or with
+-- the run of slots a search ends in (`runs`: first slot, count, bytes).
+local read, runs = {}, {}
+local function slot(i)
+  local j = i % L
+  local d = read[j]
+  if d == nil then
+    d = 0
+    if raw then
+      local s, at = nil, 0
+      for r = 1, #runs do
+        local run = runs[r]
+        if j >= run[1] and j < run[1] + run[2] then s, at = run[3], 8 * (j - run[1]) end
+      end
+      if not s then
+        local off = 24 + 8 * j
+        s = redis.call('GETRANGE', key, int(off), int(off + 7))
+      end
+      if #s >= at + 8 then d = (struct.unpack('>d', s, at + 1)) end
+    end
+    read[j] = d
+  end
+  return d
+end
+-- Slots `i` to `i + m - 1` (m <= L): one `GETRANGE`, two if they wrap.
+local function fetch(i, m)
+  local j = i % L
+  while raw and m > 0 do
+    local here = math.min(m, L - j)
+    local off = 24 + 8 * j
+    runs[#runs + 1] = {j, here, redis.call('GETRANGE', key, int(off), int(off + 8 * here - 1))}
+    j, m = 0, m - here
+  end
+end
 local teff = now
 local prev = slot(head + L - 1)
 if prev - W > teff then teff = prev - W end
@@ -56,10 +96,27 @@ local function states(k)
   for i = 1, P do
     local Li, Wi = tonumber(ARGV[5 + 2 * i]), tonumber(ARGV[6 + 2 * i])
     local function alive(d) return d ~= 0 and d - W + Wi > teff end
-    local lo, hi = 0, Li - k
+    -- The first live candidate, by binary search: none if the newest
+    -- (the slot before the head, read already) has left; the oldest if it
+    -- lives; the last 128 candidates or fewer in one read (1 KiB).
+    local at, lo, hi = head + k + L - Li, 0, Li - k
+    if hi > 0 then
+      if not alive(slot(at + hi - 1)) then
+        lo = hi
+      elseif alive(slot(at)) then
+        hi = 0
+      else
+        lo, hi = 1, hi - 1
+      end
+    end
+    local few = false
     while lo < hi do
+      if not few and hi - lo <= 128 then
+        fetch(at + lo, hi - lo)
+        few = true
+      end
       local mid = math.floor((lo + hi) / 2)
-      if alive(slot(head + k + L - Li + mid)) then hi = mid else lo = mid + 1 end
+      if alive(slot(at + mid)) then hi = mid else lo = mid + 1 end
     end
     local g = -1
     if lo < Li - k then
@@ -107,11 +164,19 @@ for i = 1, P do
 end
 if grows < 0 then grows = 0 end
 if n > 0 and ARGV[7 + 2 * P] ~= '1' then
+  -- The `n` slots from the head, one run that wraps at most once: two
+  -- `SETRANGE`s, the header riding with the run's part at slot 0.
   local d = struct.pack('>d', teff + W)
-  for i = 0, n - 1 do
-    redis.call('SETRANGE', KEYS[1], int(24 + 8 * ((head + i) % L)), d)
+  local header = struct.pack('>d', head + n) .. struct.pack('>d', -W) .. struct.pack('>d', L)
+  local s = head % L
+  local first = math.min(n, L - s)
+  local wrapped = math.min(n - first, s)
+  if s == 0 then
+    redis.call('SETRANGE', key, 0, header .. string.rep(d, first))
+  else
+    redis.call('SETRANGE', key, int(24 + 8 * s), string.rep(d, first))
+    redis.call('SETRANGE', key, 0, header .. string.rep(d, wrapped))
   end
-  redis.call('SETRANGE', KEYS[1], 0, struct.pack('>d', head + n) .. struct.pack('>d', -W) .. struct.pack('>d', L))
-  redis.call('PEXPIRE', KEYS[1], int(math.ceil(W / 1000) + 1))
+  redis.call('PEXPIRE', key, int(math.ceil(W / 1000) + 1))
 end
 return told({1, rem, teff, rp, grows}, left, grow)

@@ -48,6 +48,15 @@ pub(super) const SORTED_SET: &str = include_str!("sorted_set.lua");
 /// (docs/design.md §4, several policies). A ring without the header is
 /// read as written under the caller's `L` and `W` (`ARGV[5]`, `ARGV[6]`)
 /// and rewritten with it.
+///
+/// A call reads what its decision needs, not the ring (`GETRANGE`, each
+/// slot at most once): the header, the slot before the head, each
+/// policy's deciding slot and the `O(log L_i)` slots of its binary search
+/// for the first live candidate (the search's last 128 candidates in one
+/// read); it writes the admitted run from the head as at most two
+/// `SETRANGE`s (the run wraps at most once, the header riding on its part
+/// at slot 0). Its cost grows with `log L` at most. A ring that grows (or
+/// gains the header) is read and rewritten whole, once.
 pub(super) const RING: &str = include_str!("ring.lua");
 
 /// What one script call told: the decision, when the room of the policy
