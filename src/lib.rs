@@ -241,7 +241,7 @@
 //! counter, the weighted log). The `slidelog` command is the package
 //! `slidelog-cli` (`cargo install slidelog-cli`).
 //!
-//! * `serve`: [`serve`](crate::serve), an Envoy rate-limit service (gRPC
+//! * `serve`: [`serve`], an Envoy rate-limit service (gRPC
 //!   `ShouldRateLimit`, envoyproxy/ratelimit's YAML) with exact sliding
 //!   windows, in process or on Redis, to run or to mount in a tonic server
 //!   of your own (pulls in tonic and Envoy's protos; implies `tower`,

@@ -8,9 +8,9 @@
 
 #![allow(dead_code)]
 
-use slidelog_cli::input;
 use slidelog::serve;
 use slidelog::serve::parse;
+use slidelog_cli::input;
 
 /// The reference model of docs/design.md §1 (the tests' own).
 #[path = "../../tests/common/multi.rs"]
