@@ -24,9 +24,9 @@ impl Service {
         // a key's ring to them the first time it meets them.)
         // In process: every live key moves to its quota in the new
         // configuration, keeping its log (a key no longer limited, to the
-        // smallest state, soon evicted).
+        // default: the smallest state, soon evicted).
         if let Store::Local(limiter) = &self.store {
-            let _ = limiter.reconfigure(local::unlimited());
+            limiter.requota();
         }
     }
 }
