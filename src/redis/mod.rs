@@ -73,7 +73,7 @@
 //! | `builder.rs` | [`RedisBuilder`]: the options, [`connect`](RedisBuilder::connect) |
 //! | `tls.rs` | the TLS material of a `rediss://` connection (feature `redis-tls`) |
 //! | `error.rs` | [`RedisLimitError`] |
-//! | `judged.rs` | one key's decision with each policy's room, for callers that report per policy |
+//! | `judged.rs` | the limiter as a [`Backend`](crate::Backend): one key's decision with each policy's room |
 //! | `tests.rs` | unit tests: cluster slots, a key on each primary, key names |
 
 mod builder;

@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::Response;
 
-use super::backend::Backend;
+use crate::backend::Backend;
 use super::body::WrapBody;
 use super::deny::{Denial, DenyHook, DenyStyle, MissingKey};
 use super::describe::{Described, described_at};

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 
-use super::backend::{Backend, Verdict};
+use crate::backend::{Backend, Verdict};
 use super::body::{BodyMode, WrapBody};
 use super::deny::{MissingKey, Style, denial, missing_key};
 use super::describe::{
