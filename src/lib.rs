@@ -473,7 +473,7 @@ pub mod weighted;
 
 pub use crate::algorithm::RateLimit;
 #[cfg(not(slidelog_loom))]
-pub use crate::backend::{Backend, Verdict};
+pub use crate::backend::{Backend, Request, Verdict};
 pub use crate::clock::{Clock, ClockChoice, ManualClock, MonotonicClock, QuantaClock, Upkeep};
 #[cfg(not(slidelog_loom))]
 pub use crate::clock::{PairSkew, Skew, SkewReport};

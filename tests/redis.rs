@@ -922,6 +922,61 @@ fn the_layer_gets_the_time_until_the_quota_grows() {
     });
 }
 
+/// Through the backend trait a Redis request's units are judged as in
+/// process: a dry run records nothing and waits for nothing, units are
+/// recorded all or nothing, more than the limit never fit; both layouts.
+#[test]
+fn the_backend_judges_units_and_dry_runs() {
+    use slidelog::{Backend, DenyReason, Request};
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let limiter = RedisLimiter::builder(server.url.as_str(), 10, Duration::from_secs(60))
+                .layout(layout)
+                .prefix(format!("judge-{layout:?}:"))
+                .connect()
+                .await
+                .unwrap();
+            let judge = |request| Backend::judge(&limiter, "k".to_string(), request);
+            let look = judge(Request::units(4).dry()).await;
+            assert_eq!(look.decision.unwrap().remaining(), 6, "{layout:?}");
+            assert_eq!(look.wait, Duration::ZERO, "{layout:?}");
+            let four = judge(Request::units(4)).await;
+            assert_eq!(
+                four.decision.unwrap().remaining(),
+                6,
+                "{layout:?}: the look recorded nothing"
+            );
+            assert_eq!(four.wait, Duration::from_secs(60), "{layout:?}");
+            assert!(
+                judge(Request::units(7).dry()).await.decision.is_err(),
+                "{layout:?}"
+            );
+            let seven = judge(Request::units(7)).await.decision.unwrap_err();
+            assert_eq!(seven.reason(), DenyReason::RateLimited, "{layout:?}");
+            let one = judge(Request::one()).await;
+            assert_eq!(
+                one.decision.unwrap().remaining(),
+                5,
+                "{layout:?}: the denial recorded nothing"
+            );
+            let never = judge(Request::units(11)).await.decision.unwrap_err();
+            assert!(
+                matches!(
+                    never.reason(),
+                    DenyReason::ExceedsLimit {
+                        requested: 11,
+                        limit: 10
+                    }
+                ),
+                "{layout:?}: {never:?}"
+            );
+            assert!(!never.is_rate_limited());
+        }
+    });
+}
+
 /// A Redis verdict names the rules its script call judged by (the layer's
 /// `RateLimit-Policy` is theirs), before and after a reconfiguration, the
 /// pre-check's local denials included.

@@ -7,7 +7,7 @@ use core::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
 use super::verdict::grown;
-use super::{Backend, Verdict};
+use super::{Backend, Request, Verdict};
 use crate::algorithm::{Algorithm, RateLimit as SingleKey};
 use crate::clock::Clock;
 use crate::counter::SlidingCounter;
@@ -24,6 +24,14 @@ where
     A: Algorithm,
 {
     type Future = core::future::Ready<Verdict>;
+
+    fn judge(&self, key: K, request: Request) -> Self::Future {
+        core::future::ready(keyed_judged(self, &key, request))
+    }
+
+    fn judge_now(&self, key: &K, request: Request) -> Option<Verdict> {
+        Some(keyed_judged(self, key, request))
+    }
 
     fn check(&self, key: K) -> Self::Future {
         core::future::ready(keyed_verdict(self, &key))
@@ -53,6 +61,33 @@ where
 
     fn generation(&self) -> u64 {
         self.config_generation()
+    }
+}
+
+/// A keyed limiter's verdict on `request`: [`keyed_verdict`] for one unit
+/// recorded, else the decision on its units and, recorded, the wait from
+/// the same pass.
+fn keyed_judged<K, C, S, A>(
+    limiter: &KeyedLimiter<K, C, S, A>,
+    key: &K,
+    request: Request,
+) -> Verdict
+where
+    K: Hash + Eq + crate::KeySize + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+    A: Algorithm,
+{
+    match request {
+        Request {
+            units: 1,
+            record: true,
+        } => keyed_verdict(limiter, key),
+        Request {
+            units,
+            record: true,
+        } => grown(limiter.check_n_with_growth(key, units)),
+        Request { units, .. } => Verdict::new(limiter.peek_n(key, units), Duration::ZERO),
     }
 }
 
@@ -106,6 +141,14 @@ where
 impl<K, C: Clock + 'static> Backend<K> for SlidingCounter<C> {
     type Future = core::future::Ready<Verdict>;
 
+    fn judge(&self, _: K, request: Request) -> Self::Future {
+        core::future::ready(one_or(self, request, counter_verdict))
+    }
+
+    fn judge_now(&self, _: &K, request: Request) -> Option<Verdict> {
+        Some(one_or(self, request, counter_verdict))
+    }
+
     fn check(&self, _: K) -> Self::Future {
         core::future::ready(counter_verdict(self))
     }
@@ -142,6 +185,14 @@ impl<K, C: Clock + 'static> Backend<K> for SlidingCounter<C> {
 /// ```
 impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
     type Future = core::future::Ready<Verdict>;
+
+    fn judge(&self, _: K, request: Request) -> Self::Future {
+        core::future::ready(one_or(self, request, limiter_verdict))
+    }
+
+    fn judge_now(&self, _: &K, request: Request) -> Option<Verdict> {
+        Some(one_or(self, request, limiter_verdict))
+    }
 
     fn check(&self, _: K) -> Self::Future {
         core::future::ready(limiter_verdict(self))
@@ -189,12 +240,12 @@ impl<K, C: Clock + 'static> Backend<K> for Limiter<C> {
 impl<K> Backend<K> for dyn SingleKey {
     type Future = core::future::Ready<Verdict>;
 
-    fn check(&self, _: K) -> Self::Future {
-        core::future::ready(single_key_verdict(self))
+    fn judge(&self, _: K, request: Request) -> Self::Future {
+        core::future::ready(single_key_judged(self, request))
     }
 
-    fn check_now(&self, _: &K) -> Option<Verdict> {
-        Some(single_key_verdict(self))
+    fn judge_now(&self, _: &K, request: Request) -> Option<Verdict> {
+        Some(single_key_judged(self, request))
     }
 
     fn policy(&self) -> (u32, Duration) {
@@ -249,9 +300,26 @@ fn counter_verdict<C: Clock>(counter: &SlidingCounter<C>) -> Verdict {
     verdict
 }
 
-/// Any single-key limiter's verdict: `t` from
+/// Any single-key limiter's verdict on `request`: recorded, `t` from
 /// [`check_n_with_growth_at`](SingleKey::check_n_with_growth_at) (one pass
-/// for the exact log, a dry run after the counter's check).
-fn single_key_verdict<R: SingleKey + ?Sized>(limiter: &R) -> Verdict {
-    grown(limiter.check_n_with_growth_at(1, limiter.now()))
+/// for the exact log, a dry run after the counter's check); a dry run, the
+/// decision of [`peek_n_at`](SingleKey::peek_n_at).
+fn single_key_judged<R: SingleKey + ?Sized>(limiter: &R, request: Request) -> Verdict {
+    let now = limiter.now();
+    if request.record {
+        grown(limiter.check_n_with_growth_at(request.units, now))
+    } else {
+        Verdict::new(limiter.peek_n_at(request.units, now), Duration::ZERO)
+    }
+}
+
+/// A single-key limiter's verdict on `request`: by `one` (its own verdict,
+/// which names the policies that decided) for one unit recorded, else
+/// [`single_key_judged`].
+fn one_or<R: SingleKey>(limiter: &R, request: Request, one: fn(&R) -> Verdict) -> Verdict {
+    if request == Request::one() {
+        one(limiter)
+    } else {
+        single_key_judged(limiter, request)
+    }
 }

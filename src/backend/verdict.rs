@@ -29,6 +29,7 @@ pub struct Verdict {
     /// the oldest admission still in the window leaves it (the IETF `t`);
     /// zero only for an empty window. (While `remaining > 0` a request fits
     /// now; at `remaining == 0` this is also the wait for the next one.)
+    /// Zero for a dry run ([`Request::dry`](crate::Request::dry)).
     pub wait: Duration,
     /// Whether the backend could not decide and its failure policy
     /// answered (Redis down: fail open admits, fail closed denies with

@@ -274,7 +274,7 @@ where
     /// state's quota pointer is `None`), else the key's own shape's,
     /// whether a quota or a reconfiguration gave them (a key the walk has
     /// not moved yet is decided, and named, by its old policies).
-        #[inline]
+    #[inline]
     pub(crate) fn check_then_peek<Q>(
         &self,
         key: &Q,

@@ -133,7 +133,7 @@ where
 
     /// The builder's default policies (those of a state without a quota
     /// of its own).
-        pub(crate) fn built_policies(&self) -> &[Policy] {
+    pub(crate) fn built_policies(&self) -> &[Policy] {
         self.algorithm.policies()
     }
 
@@ -206,12 +206,12 @@ where
     }
 
     /// Whether a per-key quota function was given.
-        pub(crate) fn has_quotas(&self) -> bool {
+    pub(crate) fn has_quotas(&self) -> bool {
         self.quota.is_some() || self.config.has_quotas()
     }
 
     /// See `generation` (keyed/reconfig.rs); 0 for a keyed counter.
-        pub(crate) fn config_generation(&self) -> u64 {
+    pub(crate) fn config_generation(&self) -> u64 {
         self.config.generation()
     }
 

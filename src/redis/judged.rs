@@ -7,15 +7,16 @@ use std::time::Duration;
 
 use super::script::{Rooms, Told};
 use super::{RedisLimitError, RedisLimiter};
-use crate::backend::{Backend, Verdict};
+use crate::backend::{Backend, Request, Verdict};
 use crate::decision::{Admitted, DecidedBy, Denied, PolicySet, PolicyStates};
 use crate::policy::Policy;
 
-/// A decision on one unit of a key, as [`RedisLimiter::judge_one`] gives it.
+/// A decision on a key, as [`RedisLimiter::judged`] gives it.
 struct Judged {
     /// Admitted or denied (a failed call answered by the failure policy).
     decision: Result<Admitted, Denied>,
-    /// How far the growth form would wait (zero here: one unit).
+    /// For an admission recorded, when the room of the policy it names
+    /// grows.
     grows: Duration,
     /// The store failed and the failure policy answered.
     degraded: bool,
@@ -26,13 +27,14 @@ struct Judged {
 }
 
 impl RedisLimiter {
-    /// Decides one unit of `key` and tells each policy's room: a key too
+    /// Decides `request` for `key` and tells each policy's room: a key too
     /// long to store is refused as over the limit would be (it can never be
     /// counted), and a failed call is answered by the failure policy, with
     /// `FailurePolicy::Error` denying (refusing is safer than letting a
     /// request through unlimited).
-    async fn judge_one(&self, key: &str) -> Judged {
-        let (told, degraded) = match self.ask_told(key, 1, None, false).await {
+    async fn judged(&self, key: &str, request: Request) -> Judged {
+        let dry = !request.record;
+        let (told, degraded) = match self.ask_told(key, request.units, None, dry).await {
             Ok(told) => (told, false),
             Err(RedisLimitError::KeyTooLong { .. }) => {
                 let retry = self.timeout_denial().retry_after_nanos();
@@ -55,7 +57,8 @@ impl RedisLimiter {
         };
         Judged {
             decision: told.decision,
-            grows: told.grows,
+            // A dry run's verdict waits for nothing (see `Verdict::wait`).
+            grows: if dry { Duration::ZERO } else { told.grows },
             degraded,
             per_policy,
             decided_by,
@@ -99,10 +102,10 @@ impl Told {
 impl Backend<String> for RedisLimiter {
     type Future = core::pin::Pin<Box<dyn Future<Output = Verdict> + Send>>;
 
-    fn check(&self, key: String) -> Self::Future {
+    fn judge(&self, key: String, request: Request) -> Self::Future {
         let limiter = self.clone();
         Box::pin(async move {
-            let judged = limiter.judge_one(&key).await;
+            let judged = limiter.judged(&key, request).await;
             Verdict {
                 degraded: judged.degraded,
                 per_policy: judged.per_policy,

@@ -56,11 +56,11 @@ pub(super) const RING: &str = include_str!("ring.lua");
 pub(super) struct Told {
     pub(super) decision: Result<Admitted, Denied>,
     pub(super) grows: Duration,
-    /// Read by [`judge_one`](super::RedisLimiter::judge_one).
+    /// Read by `RedisLimiter::judged` (judged.rs).
     pub(super) rooms: Rooms,
     /// The policies that decided (the call's one configuration; `None`:
     /// none did, as for a key too long or a failed call). Read by
-    /// [`judge_one`](super::RedisLimiter::judge_one).
+    /// `RedisLimiter::judged` (judged.rs).
     pub(super) rules: Option<Arc<Rules>>,
 }
 

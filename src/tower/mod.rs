@@ -99,10 +99,10 @@ mod layer;
 mod peer;
 mod service;
 
-pub use crate::decision::{DecidedBy, PolicySet, PolicyStates};
 /// The backend a layer asks, and its answer: the crate's own
 /// ([`crate::Backend`]), named here too.
 pub use crate::backend::{Backend, Verdict};
+pub use crate::decision::{DecidedBy, PolicySet, PolicyStates};
 pub use body::{BodyMode, InnerBody, RateLimitBody, WrapBody};
 pub use deny::{Denial, DenyStyle, MissingKey};
 pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};
