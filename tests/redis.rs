@@ -977,6 +977,62 @@ fn the_backend_judges_units_and_dry_runs() {
     });
 }
 
+/// A quota function gives each key its own policies, sent with each call
+/// and judged over what the key holds; after its answers change,
+/// `requota` judges by the new ones, the key's history kept; both layouts.
+#[test]
+fn a_quota_function_gives_each_key_its_policies() {
+    use slidelog::Backend;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let vip = Arc::new(AtomicU32::new(5));
+            let configured = Arc::clone(&vip);
+            let limiter = RedisLimiter::builder(server.url.as_str(), 2, Duration::from_secs(60))
+                .layout(layout)
+                .prefix(format!("quota-fn-{layout:?}:"))
+                .local_precheck(true)
+                .quota(move |key: &str| {
+                    let limit = configured.load(Ordering::SeqCst);
+                    (key == "vip").then(|| quota(&[(limit, Duration::from_secs(60))]))
+                })
+                .connect()
+                .await
+                .unwrap();
+            // The others: the limiter's 2 a minute.
+            assert!(limiter.check_n("other", 2).await.unwrap().is_ok());
+            assert!(limiter.check("other").await.unwrap().is_err(), "{layout:?}");
+            // Its own 5 a minute.
+            let four = limiter.check_n("vip", 4).await.unwrap().unwrap();
+            assert_eq!(four.remaining(), 1, "{layout:?}");
+            assert_eq!(
+                Backend::key_policies(&limiter, &"vip".to_string()),
+                Some(vec![slidelog::Policy::new(5, Duration::from_secs(60))])
+            );
+            assert_eq!(Backend::key_policies(&limiter, &"other".to_string()), None);
+            assert!(
+                limiter.check_n("vip", 2).await.unwrap().is_err(),
+                "{layout:?}"
+            );
+            // Cut to 3: the 4 it holds are over; the pre-check's denial of
+            // the old quota is dropped, not answered under the new one.
+            vip.store(3, Ordering::SeqCst);
+            limiter.requota();
+            assert!(limiter.check("vip").await.unwrap().is_err(), "{layout:?}");
+            // Raised to 6: the 4 it holds leave 2.
+            vip.store(6, Ordering::SeqCst);
+            limiter.requota();
+            assert_eq!(
+                limiter.check("vip").await.unwrap().unwrap().remaining(),
+                1,
+                "{layout:?}"
+            );
+        }
+    });
+}
+
 /// A Redis verdict names the rules its script call judged by (the layer's
 /// `RateLimit-Policy` is theirs), before and after a reconfiguration, the
 /// pre-check's local denials included.

@@ -123,6 +123,11 @@ impl Backend<String> for RedisLimiter {
         RedisLimiter::policies(self)
     }
 
+    fn key_policies(&self, key: &String) -> Option<Vec<Policy>> {
+        self.shared.quotas.as_ref()?;
+        Some(self.rules_for(key).policies.clone()).filter(|p| *p != RedisLimiter::policies(self))
+    }
+
     fn generation(&self) -> u64 {
         RedisLimiter::generation(self)
     }

@@ -69,7 +69,8 @@
 //! | `failure.rs` | [`FailurePolicy`]: what a failed call answers |
 //! | `health.rs` | [`ping`](RedisLimiter::ping); a cluster's slots and a key on each primary |
 //! | `keys.rs` | [`Layout`], a key's Redis name, [`remove`](RedisLimiter::remove) |
-//! | `reconfigure.rs` | the policies in force (`Rules`), [`reconfigure`](RedisLimiter::reconfigure), [`with_quota`](RedisLimiter::with_quota) |
+//! | `reconfigure.rs` | the policies in force (`Rules`), [`reconfigure`](RedisLimiter::reconfigure), [`with_quota`](RedisLimiter::with_quota), [`requota`](RedisLimiter::requota) |
+//! | `quotas.rs` | per-key quotas ([`RedisBuilder::quota`]): the rules of each policy set, a bounded cache |
 //! | `builder.rs` | [`RedisBuilder`]: the options, [`connect`](RedisBuilder::connect) |
 //! | `tls.rs` | the TLS material of a `rediss://` connection (feature `redis-tls`) |
 //! | `error.rs` | [`RedisLimitError`] |
@@ -85,6 +86,7 @@ mod judged;
 mod keys;
 mod limiter;
 mod precheck;
+mod quotas;
 mod reconfigure;
 mod script;
 #[cfg(test)]
@@ -138,6 +140,8 @@ struct Shared {
     script: Script,
     /// The policies now (SeqCst loads and stores, see `arc_swap`).
     rules: arc_swap::ArcSwap<Rules>,
+    /// Per-key quotas, if the builder was given a quota function.
+    quotas: Option<quotas::Quotas>,
     layout: Layout,
     prefix: String,
     policy: FailurePolicy,
@@ -173,6 +177,7 @@ impl Shared {
         Shared {
             script,
             rules: arc_swap::ArcSwap::from_pointee(rules),
+            quotas: options.quota.map(quotas::Quotas::new),
             layout,
             prefix,
             policy: options.policy,
@@ -203,6 +208,8 @@ struct Options {
     /// The pre-check's capacity in keys, if it is on.
     precheck: Option<usize>,
     name: crate::observe::Name,
+    /// Per-key quotas.
+    quota: Option<quotas::QuotaFn>,
 }
 
 impl fmt::Debug for RedisLimiter {

@@ -174,7 +174,7 @@ impl RedisLimiter {
     ) -> Result<Told, RedisLimitError> {
         self.key_fits(key)?;
         // One configuration for the whole call, even if `reconfigure` races.
-        let rules = self.shared.rules.load_full();
+        let rules = self.rules_for(key);
         if n > rules.min_limit {
             return Ok(Told::untimed(
                 Err(Denied::exceeds_limit(n, rules.min_limit).with_policy(rules.min_policy)),
