@@ -668,6 +668,38 @@ fn a_stalled_server_times_out_as_configured() {
     });
 }
 
+/// The failure hook is told of each failed call, with its error, whatever
+/// the failure policy answers; a call that succeeds tells it nothing.
+#[test]
+fn the_failure_hook_is_told_each_failure() {
+    let Some(server) = server() else { return };
+    let Some(child) = &server.child else {
+        eprintln!("NOTICE: external SLIDELOG_REDIS_URL: not stopping it; skipping");
+        return;
+    };
+    let timeout = Duration::from_millis(200);
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hook = Arc::clone(&told);
+    runtime().block_on(async {
+        let limiter = RedisLimiter::builder(server.url.clone(), 5, Duration::from_secs(60))
+            .failure_policy(FailurePolicy::Open)
+            .timeout(timeout)
+            .prefix("hook:")
+            .on_failure(move |e| hook.lock().unwrap().push(e.to_string()))
+            .connect()
+            .await
+            .unwrap();
+        assert!(limiter.check("k").await.unwrap().is_ok());
+        assert!(told.lock().unwrap().is_empty());
+        common::redis_server::signal(child, "-STOP");
+        let open = limiter.check("k").await;
+        common::redis_server::signal(child, "-CONT");
+        assert!(open.unwrap().is_ok(), "fails open");
+        let told = told.lock().unwrap().clone();
+        assert_eq!(told, [RedisLimitError::Timeout(timeout).to_string()]);
+    });
+}
+
 /// The pre-check tier denies locally what Redis would certainly deny, and
 /// never what it would admit.
 #[test]

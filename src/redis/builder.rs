@@ -9,6 +9,7 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClient;
 
 use super::conn::{CLUSTER_RETRIES, Conn};
+use super::failure::FailureHook;
 use super::quotas::QuotaFn;
 use super::reconfigure::Rules;
 use super::script::{RING, SORTED_SET};
@@ -42,6 +43,8 @@ pub struct RedisBuilder {
     name: crate::observe::Name,
     /// Per-key quotas.
     quota: Option<QuotaFn>,
+    /// Told of every failed call.
+    on_failure: Option<FailureHook>,
     #[cfg(feature = "redis-tls")]
     tls: Tls,
 }
@@ -117,6 +120,27 @@ impl RedisBuilder {
         F: Fn(&str) -> Option<crate::Quota> + Send + Sync + 'static,
     {
         self.quota = Some(QuotaFn(std::sync::Arc::new(quota)));
+        self
+    }
+
+    /// Calls `hook` with the error of every call that fails (a refused
+    /// connection, a timeout, a script error), whatever the
+    /// [failure policy](Self::failure_policy) then answers: to log why the
+    /// limiter answered without Redis. It runs on the failing call's task,
+    /// before the call answers; it should be quick.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::redis::{FailurePolicy, RedisLimiter};
+    /// let _b = RedisLimiter::builder("redis://127.0.0.1/", 10, Duration::from_secs(1))
+    ///     .failure_policy(FailurePolicy::Open)
+    ///     .on_failure(|e| eprintln!("admitting without Redis: {e}"));
+    /// ```
+    pub fn on_failure<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&RedisLimitError) + Send + Sync + 'static,
+    {
+        self.on_failure = Some(FailureHook(std::sync::Arc::new(hook)));
         self
     }
 
@@ -371,6 +395,7 @@ impl RedisBuilder {
                     precheck: self.precheck,
                     name: self.name,
                     quota: self.quota,
+                    on_failure: self.on_failure,
                 },
             )),
         })
@@ -450,6 +475,7 @@ impl RedisBuilder {
             max_key_len: DEFAULT_MAX_KEY_LEN,
             name: crate::observe::Name::default(),
             quota: None,
+            on_failure: None,
             #[cfg(feature = "redis-tls")]
             tls: Tls::default(),
         }

@@ -66,7 +66,7 @@
 //! | `sorted_set.lua`, `ring.lua` | the two layouts' scripts |
 //! | `precheck.rs` | the local pre-check tier: denials remembered and answered again without a round trip |
 //! | `conn.rs` | one node or a cluster: a script call routed to its key's node, sent again while its slot moves; every round trip bounded by the timeout |
-//! | `failure.rs` | [`FailurePolicy`]: what a failed call answers |
+//! | `failure.rs` | [`FailurePolicy`]: what a failed call answers; the [`on_failure`](RedisBuilder::on_failure) hook |
 //! | `health.rs` | [`ping`](RedisLimiter::ping); a cluster's slots and a key on each primary |
 //! | `keys.rs` | [`Layout`], a key's Redis name, [`remove`](RedisLimiter::remove) |
 //! | `reconfigure.rs` | the policies in force (`Rules`), [`reconfigure`](RedisLimiter::reconfigure), [`with_quota`](RedisLimiter::with_quota), [`requota`](RedisLimiter::requota) |
@@ -142,6 +142,8 @@ struct Shared {
     rules: arc_swap::ArcSwap<Rules>,
     /// Per-key quotas, if the builder was given a quota function.
     quotas: Option<quotas::Quotas>,
+    /// Told of every failed call.
+    on_failure: Option<failure::FailureHook>,
     layout: Layout,
     prefix: String,
     policy: FailurePolicy,
@@ -178,6 +180,7 @@ impl Shared {
             script,
             rules: arc_swap::ArcSwap::from_pointee(rules),
             quotas: options.quota.map(quotas::Quotas::new),
+            on_failure: options.on_failure,
             layout,
             prefix,
             policy: options.policy,
@@ -210,6 +213,8 @@ struct Options {
     name: crate::observe::Name,
     /// Per-key quotas.
     quota: Option<quotas::QuotaFn>,
+    /// Told of every failed call.
+    on_failure: Option<failure::FailureHook>,
 }
 
 impl fmt::Debug for RedisLimiter {

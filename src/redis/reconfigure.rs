@@ -141,7 +141,7 @@ impl RedisLimiter {
 
     /// Another limiter on this one's connection, with `quota`'s policies
     /// for every key and this one's options (layout, prefix, failure
-    /// policy, timeout, local pre-check, name; not its
+    /// policy, timeout, local pre-check, name, failure hook; not its
     /// [`quota`](super::RedisBuilder::quota) function): no new connection is opened, so a service
     /// that decides keys under many policy sets (`slidelog serve`, one per
     /// configured or requested limit) holds one connection, not one per set.
@@ -183,6 +183,7 @@ impl RedisLimiter {
                     name: shared.name.clone(),
                     // Every key of the sibling has `quota`.
                     quota: None,
+                    on_failure: shared.on_failure.clone(),
                 },
             )),
         }
