@@ -392,10 +392,9 @@ pub(crate) fn growth_by_dry_run(
         .map_or(Duration::ZERO, |denied| denied.retry_after())
 }
 
-/// Which policies decided a verdict of the tower layer
-/// (`slidelog::tower::Verdict`, feature `tower`): what its response's
-/// `RateLimit-Policy` field names, exactly, while the backend is
-/// reconfigured. A limiter of this crate writes it as it decides: the
+/// Which policies decided a backend's [`Verdict`](crate::Verdict): what
+/// the tower layer's response names in its `RateLimit-Policy` field,
+/// exactly, while the backend is reconfigured. A limiter of this crate writes it as it decides: the
 /// generation, or the key's state, that answered.
 ///
 /// ```
@@ -418,7 +417,7 @@ pub enum DecidedBy {
     /// decide it.
     #[default]
     Unsaid,
-    /// The backend's `base_policies` (the tower layer's `Backend`): for this
+    /// The backend's [`base_policies`](crate::Backend::base_policies): for this
     /// crate's limiters, those they were built with (said without copying
     /// them, as every decision of a limiter never reconfigured is).
     Base,

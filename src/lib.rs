@@ -440,6 +440,8 @@
 )]
 
 pub mod algorithm;
+#[cfg(not(slidelog_loom))]
+mod backend;
 mod clock;
 mod config;
 mod counter;
@@ -472,6 +474,8 @@ mod wait;
 pub mod weighted;
 
 pub use crate::algorithm::RateLimit;
+#[cfg(not(slidelog_loom))]
+pub use crate::backend::{Backend, Request, Verdict};
 pub use crate::clock::{Clock, ClockChoice, ManualClock, MonotonicClock, QuantaClock, Upkeep};
 #[cfg(not(slidelog_loom))]
 pub use crate::clock::{PairSkew, Skew, SkewReport};

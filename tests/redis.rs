@@ -668,6 +668,38 @@ fn a_stalled_server_times_out_as_configured() {
     });
 }
 
+/// The failure hook is told of each failed call, with its error, whatever
+/// the failure policy answers; a call that succeeds tells it nothing.
+#[test]
+fn the_failure_hook_is_told_each_failure() {
+    let Some(server) = server() else { return };
+    let Some(child) = &server.child else {
+        eprintln!("NOTICE: external SLIDELOG_REDIS_URL: not stopping it; skipping");
+        return;
+    };
+    let timeout = Duration::from_millis(200);
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hook = Arc::clone(&told);
+    runtime().block_on(async {
+        let limiter = RedisLimiter::builder(server.url.clone(), 5, Duration::from_secs(60))
+            .failure_policy(FailurePolicy::Open)
+            .timeout(timeout)
+            .prefix("hook:")
+            .on_failure(move |e| hook.lock().unwrap().push(e.to_string()))
+            .connect()
+            .await
+            .unwrap();
+        assert!(limiter.check("k").await.unwrap().is_ok());
+        assert!(told.lock().unwrap().is_empty());
+        common::redis_server::signal(child, "-STOP");
+        let open = limiter.check("k").await;
+        common::redis_server::signal(child, "-CONT");
+        assert!(open.unwrap().is_ok(), "fails open");
+        let told = told.lock().unwrap().clone();
+        assert_eq!(told, [RedisLimitError::Timeout(timeout).to_string()]);
+    });
+}
+
 /// The pre-check tier denies locally what Redis would certainly deny, and
 /// never what it would admit.
 #[test]
@@ -918,6 +950,117 @@ fn the_layer_gets_the_time_until_the_quota_grows() {
             let third = Backend::check(&limiter, "k".to_string()).await;
             let denied = third.decision.unwrap_err();
             assert_eq!(denied.policy(), 0);
+        }
+    });
+}
+
+/// Through the backend trait a Redis request's units are judged as in
+/// process: a dry run records nothing and waits for nothing, units are
+/// recorded all or nothing, more than the limit never fit; both layouts.
+#[test]
+fn the_backend_judges_units_and_dry_runs() {
+    use slidelog::{Backend, DenyReason, Request};
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let limiter = RedisLimiter::builder(server.url.as_str(), 10, Duration::from_secs(60))
+                .layout(layout)
+                .prefix(format!("judge-{layout:?}:"))
+                .connect()
+                .await
+                .unwrap();
+            let judge = |request| Backend::judge(&limiter, "k".to_string(), request);
+            let look = judge(Request::units(4).dry()).await;
+            assert_eq!(look.decision.unwrap().remaining(), 6, "{layout:?}");
+            assert_eq!(look.wait, Duration::ZERO, "{layout:?}");
+            let four = judge(Request::units(4)).await;
+            assert_eq!(
+                four.decision.unwrap().remaining(),
+                6,
+                "{layout:?}: the look recorded nothing"
+            );
+            assert_eq!(four.wait, Duration::from_secs(60), "{layout:?}");
+            assert!(
+                judge(Request::units(7).dry()).await.decision.is_err(),
+                "{layout:?}"
+            );
+            let seven = judge(Request::units(7)).await.decision.unwrap_err();
+            assert_eq!(seven.reason(), DenyReason::RateLimited, "{layout:?}");
+            let one = judge(Request::one()).await;
+            assert_eq!(
+                one.decision.unwrap().remaining(),
+                5,
+                "{layout:?}: the denial recorded nothing"
+            );
+            let never = judge(Request::units(11)).await.decision.unwrap_err();
+            assert!(
+                matches!(
+                    never.reason(),
+                    DenyReason::ExceedsLimit {
+                        requested: 11,
+                        limit: 10
+                    }
+                ),
+                "{layout:?}: {never:?}"
+            );
+            assert!(!never.is_rate_limited());
+        }
+    });
+}
+
+/// A quota function gives each key its own policies, sent with each call
+/// and judged over what the key holds; after its answers change,
+/// `requota` judges by the new ones, the key's history kept; both layouts.
+#[test]
+fn a_quota_function_gives_each_key_its_policies() {
+    use slidelog::Backend;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let Some(server) = server() else { return };
+    let rt = runtime();
+    rt.block_on(async {
+        for layout in [Layout::SortedSet, Layout::Ring] {
+            let vip = Arc::new(AtomicU32::new(5));
+            let configured = Arc::clone(&vip);
+            let limiter = RedisLimiter::builder(server.url.as_str(), 2, Duration::from_secs(60))
+                .layout(layout)
+                .prefix(format!("quota-fn-{layout:?}:"))
+                .local_precheck(true)
+                .quota(move |key: &str| {
+                    let limit = configured.load(Ordering::SeqCst);
+                    (key == "vip").then(|| quota(&[(limit, Duration::from_secs(60))]))
+                })
+                .connect()
+                .await
+                .unwrap();
+            // The others: the limiter's 2 a minute.
+            assert!(limiter.check_n("other", 2).await.unwrap().is_ok());
+            assert!(limiter.check("other").await.unwrap().is_err(), "{layout:?}");
+            // Its own 5 a minute.
+            let four = limiter.check_n("vip", 4).await.unwrap().unwrap();
+            assert_eq!(four.remaining(), 1, "{layout:?}");
+            assert_eq!(
+                Backend::key_policies(&limiter, &"vip".to_string()),
+                Some(vec![slidelog::Policy::new(5, Duration::from_secs(60))])
+            );
+            assert_eq!(Backend::key_policies(&limiter, &"other".to_string()), None);
+            assert!(
+                limiter.check_n("vip", 2).await.unwrap().is_err(),
+                "{layout:?}"
+            );
+            // Cut to 3: the 4 it holds are over; the pre-check's denial of
+            // the old quota is dropped, not answered under the new one.
+            vip.store(3, Ordering::SeqCst);
+            limiter.requota();
+            assert!(limiter.check("vip").await.unwrap().is_err(), "{layout:?}");
+            // Raised to 6: the 4 it holds leave 2.
+            vip.store(6, Ordering::SeqCst);
+            limiter.requota();
+            assert_eq!(
+                limiter.check("vip").await.unwrap().unwrap().remaining(),
+                1,
+                "{layout:?}"
+            );
         }
     });
 }

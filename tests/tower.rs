@@ -957,8 +957,8 @@ struct Awaited(Arc<KeyedLimiter<IpAddr, ManualClock>>);
 
 impl slidelog::tower::Backend<IpAddr> for Awaited {
     type Future = <KeyedLimiter<IpAddr, ManualClock> as slidelog::tower::Backend<IpAddr>>::Future;
-    fn check(&self, key: IpAddr) -> Self::Future {
-        slidelog::tower::Backend::check(&*self.0, key)
+    fn judge(&self, key: IpAddr, request: slidelog::Request) -> Self::Future {
+        slidelog::tower::Backend::judge(&*self.0, key, request)
     }
     fn policy(&self) -> (u32, Duration) {
         slidelog::tower::Backend::<IpAddr>::policy(&*self.0)

@@ -211,11 +211,11 @@ struct Awaited(Arc<Limiter<ManualClock>>);
 
 impl Backend<()> for Awaited {
     type Future = Pin<Box<dyn Future<Output = Verdict> + Send>>;
-    fn check(&self, key: ()) -> Self::Future {
+    fn judge(&self, key: (), request: slidelog::Request) -> Self::Future {
         let limiter = Arc::clone(&self.0);
         Box::pin(async move {
             YieldOnce(false).await;
-            Backend::<()>::check_now(&*limiter, &key).expect("decided in process")
+            Backend::<()>::judge_now(&*limiter, &key, request).expect("decided in process")
         })
     }
     fn policy(&self) -> (u32, Duration) {

@@ -2326,3 +2326,47 @@ async fn replicas_sharing_a_redis_cluster_stay_exact() {
     watched.wait_for("not serving until it answers");
     drop((watched, replicas));
 }
+
+/// With Redis as the store, a reload judges each key by its new limit,
+/// over the history Redis keeps: 5 a minute, 4 asked; cut to 3, over; raised
+/// to 6, one more leaves 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_judges_redis_keys_by_their_new_limits_keeping_history() {
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
+    use slidelog::serve::{Config, RedisTarget, Service};
+    let Some((mut redis, port)) = common::redis_server::start_or_skip() else {
+        return;
+    };
+    let config = |limit: u32| {
+        Config::from_yaml(&format!(
+            "domain: edge\ndescriptors:\n  - key: client\n    rate_limit: {{unit: minute, requests_per_unit: {limit}}}\n"
+        ))
+        .unwrap()
+    };
+    let service = Service::builder(config(5))
+        .redis(RedisTarget::Node(format!("redis://127.0.0.1:{port}/")))
+        .build()
+        .unwrap();
+    let ask = || async {
+        let request = RateLimitRequest {
+            domain: "edge".into(),
+            descriptors: vec![descriptor(&[("client", "alice")], None)],
+            ..Default::default()
+        };
+        let answer = service
+            .should_rate_limit(tonic::Request::new(request))
+            .await;
+        let answer = answer.expect("Redis answers").into_inner();
+        let status = answer.statuses[0].clone();
+        (code(&status), status.limit_remaining)
+    };
+    for remaining in (1..5).rev() {
+        assert_eq!(ask().await, (Code::Ok, remaining));
+    }
+    service.reload(config(3));
+    assert_eq!(ask().await.0, Code::OverLimit, "4 in the minute, over 3");
+    service.reload(config(6));
+    assert_eq!(ask().await, (Code::Ok, 1), "4 kept, one more of 6");
+    let _ = redis.kill();
+    let _ = redis.wait();
+}

@@ -268,9 +268,9 @@ impl<C: Clock> SlidingCounter<C> {
 }
 
 impl<C: Clock> SlidingCounter<C> {
-    /// The limit the counter was built with (the tower layer's backend
-    /// reads it).
-    #[allow(dead_code)]
+    /// The limit the counter was built with (the backend reads it; loom
+    /// builds leave the backend out).
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn built_limit(&self) -> u32 {
         self.config.limit()
     }

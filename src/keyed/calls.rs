@@ -274,7 +274,6 @@ where
     /// state's quota pointer is `None`), else the key's own shape's,
     /// whether a quota or a reconfiguration gave them (a key the walk has
     /// not moved yet is decided, and named, by its old policies).
-    #[allow(dead_code)] // read by the tower layer only
     #[inline]
     pub(crate) fn check_then_peek<Q>(
         &self,

@@ -133,7 +133,6 @@ where
 
     /// The builder's default policies (those of a state without a quota
     /// of its own).
-    #[allow(dead_code)] // read by the tower layer only
     pub(crate) fn built_policies(&self) -> &[Policy] {
         self.algorithm.policies()
     }
@@ -207,13 +206,11 @@ where
     }
 
     /// Whether a per-key quota function was given.
-    #[allow(dead_code)] // read by the tower layer only
     pub(crate) fn has_quotas(&self) -> bool {
         self.quota.is_some() || self.config.has_quotas()
     }
 
     /// See `generation` (keyed/reconfig.rs); 0 for a keyed counter.
-    #[allow(dead_code)] // read by the tower layer only
     pub(crate) fn config_generation(&self) -> u64 {
         self.config.generation()
     }

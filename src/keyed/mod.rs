@@ -85,7 +85,6 @@ pub use builder::KeyedBuilder;
 
 /// What `KeyedLimiter::check_then_peek` found on a key's state (with
 /// several policies, each one's state is written where the caller asked).
-#[allow(dead_code)] // read by the tower layer only
 pub(crate) enum Layered {
     /// Admitted, with the wait until `remaining` grows (zero when unknown:
     /// `remaining + 1` units can never fit).

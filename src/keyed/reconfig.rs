@@ -411,6 +411,48 @@ where
         Ok(())
     }
 
+    /// Moves every live key to the quota the builder's
+    /// [`quota`](crate::KeyedBuilder::quota) function gives it now, keeping
+    /// its log: for a function whose answers changed (it reads a
+    /// configuration that was reloaded). The default policies stay as they
+    /// are, and so do the quotas of [`set_quota`](Self::set_quota).
+    ///
+    /// The contract is [`reconfigure`](Self::reconfigure)'s, for each key
+    /// whose quota changed: every check that starts after this returns is
+    /// judged by the function's answer of now (a key created meanwhile
+    /// included), over the key's log; a key the function no longer answers
+    /// for goes to the default. As there, live keys are moved before this
+    /// returns (a walk over the map), checks never wait for it, and a quota
+    /// function must not call it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, RwLock};
+    /// use std::time::Duration;
+    /// use slidelog::{KeyedLimiter, ManualClock, Quota};
+    ///
+    /// // The per-key limit a configuration gives (reloaded below).
+    /// let limit = Arc::new(RwLock::new(100));
+    /// let configured = Arc::clone(&limit);
+    /// let limiter = KeyedLimiter::<&str>::builder(10, Duration::from_secs(60))
+    ///     .clock(ManualClock::new())
+    ///     .quota(move |_| Quota::new(*configured.read().unwrap(), Duration::from_secs(60)).ok())
+    ///     .build()?;
+    /// limiter.check_n(&"tenant", 80).unwrap();
+    /// *limit.write().unwrap() = 50;
+    /// limiter.requota();
+    /// assert!(limiter.check(&"tenant").is_err()); // 80 in the window
+    /// assert_eq!(limiter.policies_for(&"tenant")[0].limit, 50);
+    /// assert_eq!(limiter.policies()[0].limit, 10); // the default stays
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    pub fn requota(&self) {
+        let _one_at_a_time = self.config.lock();
+        self.config.bump();
+        self.migrate_all();
+    }
+
     /// Gives `key` its own quota from now on, live or not: above the
     /// builder's [`quota`](crate::KeyedBuilder::quota) function and the
     /// default, until [`clear_quota`](Self::clear_quota). A live key keeps

@@ -29,3 +29,48 @@ fn peek_at_equals_peek_on_the_clock() {
         }
     }
 }
+
+/// `requota`: a live key whose quota function answers otherwise is judged
+/// by the new answer, over the log it kept; a key the function no longer
+/// answers for goes to the default, which stays the builder's.
+#[test]
+fn requota_rereads_the_quota_function_keeping_the_log() {
+    use std::sync::Arc;
+
+    use crate::Quota;
+    use crate::sync::atomic::{AtomicU32, Ordering};
+
+    let window = Duration::from_secs(60);
+    // 0: no quota of its own.
+    let limit = Arc::new(AtomicU32::new(5));
+    let configured = Arc::clone(&limit);
+    let limiter = KeyedLimiter::<u64>::builder(100, window)
+        .clock(ManualClock::new())
+        .quota(move |&key| {
+            let limit = configured.load(Ordering::SeqCst);
+            (key == 1 && limit > 0).then(|| Quota::new(limit, window).unwrap())
+        })
+        .build()
+        .unwrap();
+    limiter.check_n(&1, 3).unwrap();
+    assert_eq!(limiter.check(&1).unwrap().remaining(), 1);
+    // The function's source changes: until `requota` the live key keeps
+    // the quota it was created with.
+    limit.store(3, Ordering::SeqCst);
+    assert_eq!(limiter.policies_for(&1)[0].limit, 5);
+    let generation = limiter.generation();
+    limiter.requota();
+    assert_eq!(limiter.generation(), generation + 1);
+    assert_eq!(limiter.policies_for(&1)[0].limit, 3);
+    // Its 4 admissions are kept: over the new 3 a minute.
+    assert!(limiter.check(&1).is_err());
+    limit.store(10, Ordering::SeqCst);
+    limiter.requota();
+    assert_eq!(limiter.check(&1).unwrap().remaining(), 5, "10 - 4 - 1");
+    // No quota of its own: the default, the builder's.
+    limit.store(0, Ordering::SeqCst);
+    limiter.requota();
+    assert_eq!(limiter.policies_for(&1)[0].limit, 100);
+    assert_eq!(limiter.check(&1).unwrap().remaining(), 100 - 6);
+    assert_eq!(limiter.policies()[0].limit, 100);
+}

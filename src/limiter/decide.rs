@@ -108,7 +108,8 @@ impl<C: Clock> Limiter<C> {
     /// `states`) each one's state, read with the count (the tower layer's
     /// `RateLimit` field; see [`Growing`]); the policies of the generation
     /// that answered are written in `decided`.
-    #[allow(dead_code)] // read by the tower layer only
+    // Read by the backend, which loom builds leave out.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn check_growing_at(
         &self,
         now: u64,
@@ -127,14 +128,16 @@ impl<C: Clock> Limiter<C> {
     }
 
     /// The policies the limiter was built with (its first generation's).
-    #[allow(dead_code)] // read by the tower layer only
+    // Read by the backend, which loom builds leave out.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn built_policies(&self) -> &[Policy] {
         self.first.shape.policies()
     }
 
     /// With several policies, each one's room and wait at `now` (for the
     /// tower layer's `RateLimit` field); `None` with one policy.
-    #[allow(dead_code)] // read by the tower layer only
+    // Read by the backend, which loom builds leave out.
+    #[cfg_attr(slidelog_loom, allow(dead_code))]
     pub(crate) fn policy_states_at(&self, now: u64) -> Option<crate::decision::PolicyStates> {
         self.with_current(|g| g.shape.policy_states(g.ring(), g.shape.now(now, 0)))
     }

@@ -9,6 +9,8 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClient;
 
 use super::conn::{CLUSTER_RETRIES, Conn};
+use super::failure::FailureHook;
+use super::quotas::QuotaFn;
 use super::reconfigure::Rules;
 use super::script::{RING, SORTED_SET};
 #[cfg(feature = "redis-tls")]
@@ -39,6 +41,10 @@ pub struct RedisBuilder {
     precheck: Option<usize>,
     max_key_len: usize,
     name: crate::observe::Name,
+    /// Per-key quotas.
+    quota: Option<QuotaFn>,
+    /// Told of every failed call.
+    on_failure: Option<FailureHook>,
     #[cfg(feature = "redis-tls")]
     tls: Tls,
 }
@@ -87,6 +93,54 @@ impl RedisBuilder {
     /// ```
     pub fn and(mut self, limit: u32, window: Duration) -> Self {
         self.policies.push(Policy::new(limit, window));
+        self
+    }
+
+    /// Gives each key the quota `quota` answers for it (`None`: the
+    /// limiter's policies), as [`KeyedBuilder::quota`](crate::KeyedBuilder::quota)
+    /// does in process: every call sends its key's policies, and Redis
+    /// judges them over what the key holds (see
+    /// [`reconfigure`](RedisLimiter::reconfigure)). The function is asked
+    /// on every call; each policy set it answers is made into the script's
+    /// arguments once (at most 1 024 sets are kept, then made again as
+    /// asked). After its answers change (a reloaded configuration), call
+    /// [`requota`](RedisLimiter::requota).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::Quota;
+    /// use slidelog::redis::RedisLimiter;
+    /// let _b = RedisLimiter::builder("redis://127.0.0.1/", 10, Duration::from_secs(1))
+    ///     .quota(|key: &str| {
+    ///         key.starts_with("vip:").then(|| Quota::new(100, Duration::from_secs(1)).unwrap())
+    ///     });
+    /// ```
+    pub fn quota<F>(mut self, quota: F) -> Self
+    where
+        F: Fn(&str) -> Option<crate::Quota> + Send + Sync + 'static,
+    {
+        self.quota = Some(QuotaFn(std::sync::Arc::new(quota)));
+        self
+    }
+
+    /// Calls `hook` with the error of every call that fails (a refused
+    /// connection, a timeout, a script error), whatever the
+    /// [failure policy](Self::failure_policy) then answers: to log why the
+    /// limiter answered without Redis. It runs on the failing call's task,
+    /// before the call answers; it should be quick.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::redis::{FailurePolicy, RedisLimiter};
+    /// let _b = RedisLimiter::builder("redis://127.0.0.1/", 10, Duration::from_secs(1))
+    ///     .failure_policy(FailurePolicy::Open)
+    ///     .on_failure(|e| eprintln!("admitting without Redis: {e}"));
+    /// ```
+    pub fn on_failure<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&RedisLimitError) + Send + Sync + 'static,
+    {
+        self.on_failure = Some(FailureHook(std::sync::Arc::new(hook)));
         self
     }
 
@@ -151,7 +205,9 @@ impl RedisBuilder {
     /// Deny locally, without a round trip, a request that is certain to be
     /// denied: one for at least as many units as a denial Redis gave this
     /// process, before that denial's retry time. It never denies what Redis
-    /// would admit under this limiter's policies (entries only leave Redis
+    /// would admit under this limiter's policies (or a key's own
+    /// [`quota`](Self::quota), [`requota`](RedisLimiter::requota) called
+    /// when its answers change) (entries only leave Redis
     /// at their deadline), whatever other policies check the key elsewhere
     /// (another process's [`reconfigure`](RedisLimiter::reconfigure), a
     /// [`with_quota`](RedisLimiter::with_quota) sibling): a key keeps what
@@ -338,6 +394,8 @@ impl RedisBuilder {
                     max_key_len: self.max_key_len,
                     precheck: self.precheck,
                     name: self.name,
+                    quota: self.quota,
+                    on_failure: self.on_failure,
                 },
             )),
         })
@@ -416,6 +474,8 @@ impl RedisBuilder {
             precheck: None,
             max_key_len: DEFAULT_MAX_KEY_LEN,
             name: crate::observe::Name::default(),
+            quota: None,
+            on_failure: None,
             #[cfg(feature = "redis-tls")]
             tls: Tls::default(),
         }

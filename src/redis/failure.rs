@@ -1,4 +1,7 @@
-//! [`FailurePolicy`]: what a call answers when Redis fails.
+//! [`FailurePolicy`]: what a call answers when Redis fails, and the hook
+//! told of each failure.
+
+use std::sync::Arc;
 
 use super::{RedisLimitError, RedisLimiter};
 use crate::decision::{Admitted, Denied};
@@ -24,6 +27,20 @@ pub enum FailurePolicy {
     Closed,
 }
 
+/// What [`RedisBuilder::on_failure`](super::RedisBuilder::on_failure) is
+/// given: told of every failed call.
+type Told = dyn Fn(&RedisLimitError) + Send + Sync;
+
+/// The failure hook, shared by a builder's copies and a limiter's clones.
+#[derive(Clone)]
+pub(super) struct FailureHook(pub(super) Arc<Told>);
+
+impl core::fmt::Debug for FailureHook {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("FailureHook(..)")
+    }
+}
+
 impl RedisLimiter {
     /// The denial of a failed check: the store could not decide; retry
     /// after the timeout.
@@ -46,6 +63,9 @@ impl RedisLimiter {
         #[cfg(feature = "metrics")]
         metrics::counter!("slidelog_redis_failures_total", "limiter" => self.shared.name.label())
             .increment(1);
+        if let Some(hook) = &self.shared.on_failure {
+            (hook.0)(&error);
+        }
         match self.shared.policy {
             FailurePolicy::Error => Err(error),
             FailurePolicy::Open => Ok(Ok(Admitted {

@@ -66,14 +66,15 @@
 //! | `sorted_set.lua`, `ring.lua` | the two layouts' scripts |
 //! | `precheck.rs` | the local pre-check tier: denials remembered and answered again without a round trip |
 //! | `conn.rs` | one node or a cluster: a script call routed to its key's node, sent again while its slot moves; every round trip bounded by the timeout |
-//! | `failure.rs` | [`FailurePolicy`]: what a failed call answers |
+//! | `failure.rs` | [`FailurePolicy`]: what a failed call answers; the [`on_failure`](RedisBuilder::on_failure) hook |
 //! | `health.rs` | [`ping`](RedisLimiter::ping); a cluster's slots and a key on each primary |
 //! | `keys.rs` | [`Layout`], a key's Redis name, [`remove`](RedisLimiter::remove) |
-//! | `reconfigure.rs` | the policies in force (`Rules`), [`reconfigure`](RedisLimiter::reconfigure), [`with_quota`](RedisLimiter::with_quota) |
+//! | `reconfigure.rs` | the policies in force (`Rules`), [`reconfigure`](RedisLimiter::reconfigure), [`with_quota`](RedisLimiter::with_quota), [`requota`](RedisLimiter::requota) |
+//! | `quotas.rs` | per-key quotas ([`RedisBuilder::quota`]): the rules of each policy set, a bounded cache |
 //! | `builder.rs` | [`RedisBuilder`]: the options, [`connect`](RedisBuilder::connect) |
 //! | `tls.rs` | the TLS material of a `rediss://` connection (feature `redis-tls`) |
 //! | `error.rs` | [`RedisLimitError`] |
-//! | `judged.rs` | one key's decision with each policy's room, for callers that report per policy |
+//! | `judged.rs` | the limiter as a [`Backend`](crate::Backend): one key's decision with each policy's room |
 //! | `tests.rs` | unit tests: cluster slots, a key on each primary, key names |
 
 mod builder;
@@ -85,6 +86,7 @@ mod judged;
 mod keys;
 mod limiter;
 mod precheck;
+mod quotas;
 mod reconfigure;
 mod script;
 #[cfg(test)]
@@ -138,6 +140,10 @@ struct Shared {
     script: Script,
     /// The policies now (SeqCst loads and stores, see `arc_swap`).
     rules: arc_swap::ArcSwap<Rules>,
+    /// Per-key quotas, if the builder was given a quota function.
+    quotas: Option<quotas::Quotas>,
+    /// Told of every failed call.
+    on_failure: Option<failure::FailureHook>,
     layout: Layout,
     prefix: String,
     policy: FailurePolicy,
@@ -173,6 +179,8 @@ impl Shared {
         Shared {
             script,
             rules: arc_swap::ArcSwap::from_pointee(rules),
+            quotas: options.quota.map(quotas::Quotas::new),
+            on_failure: options.on_failure,
             layout,
             prefix,
             policy: options.policy,
@@ -203,6 +211,10 @@ struct Options {
     /// The pre-check's capacity in keys, if it is on.
     precheck: Option<usize>,
     name: crate::observe::Name,
+    /// Per-key quotas.
+    quota: Option<quotas::QuotaFn>,
+    /// Told of every failed call.
+    on_failure: Option<failure::FailureHook>,
 }
 
 impl fmt::Debug for RedisLimiter {

@@ -1,6 +1,7 @@
 //! The policies in force: [`Rules`], the accessors,
-//! [`reconfigure`](RedisLimiter::reconfigure) and
-//! [`with_quota`](RedisLimiter::with_quota).
+//! [`reconfigure`](RedisLimiter::reconfigure),
+//! [`with_quota`](RedisLimiter::with_quota) and
+//! [`requota`](RedisLimiter::requota).
 
 use std::time::Duration;
 
@@ -139,8 +140,9 @@ impl RedisLimiter {
     }
 
     /// Another limiter on this one's connection, with `quota`'s policies
-    /// and this one's options (layout, prefix, failure policy, timeout,
-    /// local pre-check, name): no new connection is opened, so a service
+    /// for every key and this one's options (layout, prefix, failure
+    /// policy, timeout, local pre-check, name, failure hook; not its
+    /// [`quota`](super::RedisBuilder::quota) function): no new connection is opened, so a service
     /// that decides keys under many policy sets (`slidelog serve`, one per
     /// configured or requested limit) holds one connection, not one per set.
     ///
@@ -179,8 +181,50 @@ impl RedisLimiter {
                     max_key_len: shared.max_key_len,
                     precheck: shared.precheck.as_ref().map(|_| shared.precheck_keys),
                     name: shared.name.clone(),
+                    // Every key of the sibling has `quota`.
+                    quota: None,
+                    on_failure: shared.on_failure.clone(),
                 },
             )),
+        }
+    }
+
+    /// Judges every key by the quota the builder's
+    /// [`quota`](super::RedisBuilder::quota) function answers from now on,
+    /// after its answers changed (a reloaded configuration): the policy
+    /// sets made from its earlier answers, and local pre-check denials, are
+    /// dropped. What Redis holds is kept: a key's next call sends its new
+    /// policies, judged over its history (see
+    /// [`reconfigure`](Self::reconfigure)). Without a quota function it
+    /// only drops the pre-check's denials.
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: slidelog::redis::RedisLimiter) -> Result<(), Box<dyn std::error::Error>> {
+    /// // The configuration the quota function reads was reloaded.
+    /// limiter.requota();
+    /// # Ok(()) }
+    /// ```
+    pub fn requota(&self) {
+        let _one_at_a_time = self
+            .shared
+            .reconfiguring
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(quotas) = &self.shared.quotas {
+            quotas.forget();
+        }
+        if let Some(map) = &self.shared.precheck {
+            map.pin().clear();
+        }
+    }
+
+    /// The rules `key` is judged by: its own quota's, if the builder's
+    /// quota function gives it one, else the limiter's.
+    pub(super) fn rules_for(&self, key: &str) -> std::sync::Arc<Rules> {
+        let rules = self.shared.rules.load_full();
+        match &self.shared.quotas {
+            Some(quotas) => quotas.rules_for(key, rules.generation).unwrap_or(rules),
+            None => rules,
         }
     }
 

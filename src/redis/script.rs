@@ -65,11 +65,11 @@ pub(super) const RING: &str = include_str!("ring.lua");
 pub(super) struct Told {
     pub(super) decision: Result<Admitted, Denied>,
     pub(super) grows: Duration,
-    /// Read by [`judge_one`](super::RedisLimiter::judge_one).
+    /// Read by `RedisLimiter::judged` (judged.rs).
     pub(super) rooms: Rooms,
     /// The policies that decided (the call's one configuration; `None`:
     /// none did, as for a key too long or a failed call). Read by
-    /// [`judge_one`](super::RedisLimiter::judge_one).
+    /// `RedisLimiter::judged` (judged.rs).
     pub(super) rules: Option<Arc<Rules>>,
 }
 
@@ -183,7 +183,7 @@ impl RedisLimiter {
     ) -> Result<Told, RedisLimitError> {
         self.key_fits(key)?;
         // One configuration for the whole call, even if `reconfigure` races.
-        let rules = self.shared.rules.load_full();
+        let rules = self.rules_for(key);
         if n > rules.min_limit {
             return Ok(Told::untimed(
                 Err(Denied::exceeds_limit(n, rules.min_limit).with_policy(rules.min_policy)),

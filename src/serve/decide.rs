@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::Status;
 
-use crate::{DenyReason, Quota};
+use crate::{DenyReason, Request};
 
 use super::*;
 
@@ -78,9 +78,9 @@ impl Service {
             for m in matched.iter().flatten() {
                 let over = match (m.blocked(), &m.quota) {
                     (Some(_), _) => !m.look,
-                    (None, Some(quota)) => self
+                    (None, Some(_)) => self
                         .store
-                        .check(&m.key, quota, m.hits, true)
+                        .judge_key(&m.key, Request::units(m.hits).dry())
                         .await?
                         .is_err(),
                     (None, None) => false,
@@ -206,7 +206,7 @@ impl Service {
         if let Some(tally) = &tally {
             tally.asked();
         }
-        let quota = match (m.blocked(), &m.quota) {
+        match (m.blocked(), &m.quota) {
             // No request fits a zero limit: over for a window, whatever is
             // asked (a look, which asks for nothing, changes nothing).
             (Some((zero, window)), _) if !m.look => {
@@ -219,11 +219,15 @@ impl Service {
                     ..ok
                 });
             }
-            (None, Some(quota)) => quota,
+            (None, Some(_)) => {}
             (None, None) => return Ok(ok),
-        };
+        }
         let dry = dry || m.look;
-        let decision = self.store.check(&m.key, quota, m.hits, dry).await?;
+        let request = match Request::units(m.hits) {
+            request if dry => request.dry(),
+            request => request,
+        };
+        let decision = self.store.judge_key(&m.key, request).await?;
         Ok(match decision {
             Ok((admitted, growth)) if !dry => {
                 let limit = &shown[admitted.policy().min(shown.len() - 1)];
@@ -252,14 +256,12 @@ impl Service {
                     code: Code::Ok as i32,
                     current_limit: Some(limit_of(admitted.policy())),
                     limit_remaining: room,
-                    duration_until_reset: Some(pb_duration(
-                        self.growth(&m.key, quota, room).await?,
-                    )),
+                    duration_until_reset: Some(pb_duration(self.growth(&m.key, room).await?)),
                     ..Default::default()
                 }
             }
             Err(denied) if matches!(denied.reason(), DenyReason::KeyCapacity) => {
-                let Store::Local(store) = &self.store else {
+                let Some(store) = self.store.local() else {
                     unreachable!("only the in-process store has a memory budget")
                 };
                 self.full.met(store);
@@ -289,17 +291,14 @@ impl Service {
         })
     }
 
-    /// When the room `room` left for `key` under `quota` next grows, for a
+    /// When the room `room` left for `key` next grows, for a
     /// status that recorded nothing: the wait until `room + 1` units fit,
     /// or zero when they never can (the window holds no admission) or
     /// already do (an admission left it since the room was read).
-    pub(super) async fn growth(
-        &self,
-        key: &str,
-        quota: &Quota,
-        room: u32,
-    ) -> Result<Duration, Status> {
-        let more = self.store.check(key, quota, room.saturating_add(1), true);
+    pub(super) async fn growth(&self, key: &String, room: u32) -> Result<Duration, Status> {
+        let more = self
+            .store
+            .judge_key(key, Request::units(room.saturating_add(1)).dry());
         Ok(match more.await? {
             Err(denied) if matches!(denied.reason(), DenyReason::RateLimited) => {
                 denied.retry_after()

@@ -2,34 +2,26 @@
 //! the configuration gives it, within a memory budget (`--max-memory`), and
 //! what a new client gets while live keys fill that budget (`--when-full`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{ClockChoice, KeyedLimiter, Quota};
 
-/// The in-process store.
+use super::store::unconfigured;
+
+/// The in-process store's limiter.
 pub(super) type Local = KeyedLimiter<String, ClockChoice>;
 
-/// The policies of a key the configuration no longer limits (a reload took
-/// its descriptor's limit away, and the live key moves to the default):
-/// 11 units, the most whose log a map entry keeps inline, in a nanosecond,
-/// so that such a key takes no more than the smallest limited one and is
-/// idle, and evicted by the next sweep, at once. No request is ever
-/// checked by it: every key the service checks has its configuration's
-/// quota.
-pub(super) fn unlimited() -> Quota {
-    Quota::new(11, Duration::from_nanos(1)).expect("a valid quota")
-}
-
-/// The in-process limiter: per-key quotas from `quota`, `max_memory` bytes
-/// for the keys' logs, entries and key bytes, and no count of keys beyond
-/// what those bytes hold, on `clock`.
+/// The in-process limiter: per-key quotas from `quota` (a key without one,
+/// [`unconfigured`]), `max_memory` bytes for the keys' logs, entries and
+/// key bytes, and no count of keys beyond what those bytes hold, on
+/// `clock`.
 pub(super) fn limiter(
     max_memory: usize,
     clock: ClockChoice,
     quota: impl Fn(&String) -> Option<Quota> + Send + Sync + 'static,
 ) -> Result<Local, String> {
-    let default = unlimited().policies()[0];
+    let default = unconfigured();
     KeyedLimiter::<String>::builder(default.limit, default.window)
         .clock(clock)
         .quota(quota)

@@ -47,7 +47,7 @@
 //! | `matched.rs` | request decoding: a descriptor matched to its rule, key and quota |
 //! | `decide.rs` | the decision: each descriptor checked, the request's answer |
 //! | `response.rs` | response building: `RateLimit-*` headers, dynamic metadata, units |
-//! | `store.rs` | where the logs live: the in-process keyed limiter or Redis |
+//! | `store.rs` | where the logs live: the backend every decision goes through (the in-process keyed limiter, or Redis connected on first use) |
 //! | `local.rs` | the in-process store's limiter, memory budget and `--when-full` |
 //! | `watch.rs` | reload: a new configuration applied, on file changes and SIGHUP |
 //! | `state.rs` | `--state-file`: the in-process logs saved and restored |

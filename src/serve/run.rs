@@ -53,7 +53,7 @@ pub fn run(options: &Options) -> Result<(), String> {
         let mut service = Service::new(config, settings)?;
         // The configuration at start counts as a load, as upstream's.
         metrics::counter!("ratelimit_service_config_load_success").increment(1);
-        if let Store::Local(store) = &service.store {
+        if let Some(store) = service.store.local() {
             eprintln!(
                 "slidelog serve: logs in process, within --max-memory {} (keys idle past their longest window make room); while full, new clients are answered {} (--when-full {})",
                 local::size(store.max_bytes()),
@@ -84,7 +84,7 @@ pub fn run(options: &Options) -> Result<(), String> {
         // ready, which in process it is at once.
         health.update(|_| {}).await;
         let connecting = connect_store(Arc::clone(&service), Arc::clone(&health));
-        if matches!(service.store, Store::Local(_)) {
+        if service.store.local().is_some() {
             connecting.await;
         } else if options.redis_health_check {
             let (service, health) = (Arc::clone(&service), Arc::clone(&health));

@@ -1,6 +1,5 @@
 //! The service: its configuration now and its store, made from settings.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
@@ -60,7 +59,7 @@ use super::*;
 /// ```
 pub struct Service {
     pub(super) config: Arc<ArcSwap<Config>>,
-    pub(super) store: Store,
+    pub(super) store: Box<dyn Store>,
     pub(super) modes: Modes,
     /// The `RateLimit-*` headers' names, if answers carry them.
     pub(super) headers: Option<HeaderNames>,
@@ -95,13 +94,9 @@ pub(super) fn quota_of(config: &Config, key: &str) -> Option<Quota> {
 
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let store = match self.store {
-            Store::Local(_) => "in process",
-            Store::Redis { .. } => "redis",
-        };
         f.debug_struct("Service")
             .field("domains", &self.config.load().domains.len())
-            .field("store", &store)
+            .field("store", &self.store.kind())
             .field("modes", &self.modes)
             .finish_non_exhaustive()
     }
@@ -231,16 +226,18 @@ impl Service {
             deny_when_full,
         } = settings;
         let config = Arc::new(ArcSwap::from_pointee(config));
-        let store = match redis {
-            Some(target) => Store::Redis {
-                target,
-                tls: Box::new(redis_tls),
-                prefix: redis_prefix,
-                timeout: redis_timeout,
-                base: tokio::sync::OnceCell::new(),
-                limiters: std::sync::Mutex::new(HashMap::new()),
-                failing: std::sync::atomic::AtomicBool::new(false),
-            },
+        let store: Box<dyn Store> = match redis {
+            Some(target) => {
+                let current = Arc::clone(&config);
+                let quota: QuotaOf = Arc::new(move |key: &str| quota_of(&current.load(), key));
+                Box::new(Redis::new(
+                    target,
+                    redis_tls,
+                    redis_prefix,
+                    redis_timeout,
+                    quota,
+                ))
+            }
             None => {
                 let current = Arc::clone(&config);
                 let (clock, skew) = crate::ClockChoice::within(max_clock_skew);
@@ -249,7 +246,7 @@ impl Service {
                         "slidelog serve: warning: {skew}; the in-process logs read the operating system's monotonic clock instead"
                     );
                 }
-                Store::Local(Box::new(local::limiter(max_memory, clock, move |key| {
+                Box::new(InProcess(local::limiter(max_memory, clock, move |key| {
                     quota_of(&current.load(), key)
                 })?))
             }

@@ -17,7 +17,7 @@ impl Service {
     /// report.
     pub(crate) fn restore(&mut self, path: &std::path::Path) -> String {
         let shown = path.display();
-        let Store::Local(limiter) = &mut self.store else {
+        let Some(limiter) = self.store.local_mut() else {
             return format!("--state-file {shown}: kept in Redis, nothing to restore");
         };
         let text = match std::fs::read(path) {
@@ -58,7 +58,7 @@ impl Service {
     /// beside it, then renamed over it, so a crash mid-write leaves the
     /// last state whole. Returns what to report.
     pub(crate) fn save(&self, path: &std::path::Path) -> Result<String, String> {
-        let Store::Local(limiter) = &self.store else {
+        let Some(limiter) = self.store.local() else {
             return Ok(String::new());
         };
         // One save at a time: a periodic one and the last share the file

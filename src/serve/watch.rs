@@ -20,14 +20,12 @@ impl Service {
     /// ```
     pub fn reload(&self, config: Config) {
         self.config.store(Arc::new(config));
-        // (Redis: each call sends its key's policies now; the script moves
-        // a key's ring to them the first time it meets them.)
-        // In process: every live key moves to its quota in the new
-        // configuration, keeping its log (a key no longer limited, to the
-        // smallest state, soon evicted).
-        if let Store::Local(limiter) = &self.store {
-            let _ = limiter.reconfigure(local::unlimited());
-        }
+        // Every key is judged by its quota in the new configuration,
+        // keeping its log: in process every live key moves to it now (a key
+        // no longer limited, to the smallest state, soon evicted); in Redis
+        // each call sends its key's policies, and the script moves a key's
+        // ring to them the first time it meets them.
+        self.store.requota();
     }
 }
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::backend::{Backend, Verdict};
 use super::deny::{DenyHook, DenyStyle, Style};
 use super::headers::{HeaderStyle, Headers, PolicyList, Written, list_headers};
+use crate::backend::{Backend, Verdict};
 use crate::decision::Admitted;
 use crate::decision::PolicySet;
 use crate::policy::Policy;

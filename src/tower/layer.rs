@@ -8,11 +8,11 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::Response;
 
-use super::backend::Backend;
 use super::body::WrapBody;
 use super::deny::{Denial, DenyHook, DenyStyle, MissingKey};
 use super::describe::{Described, described_at};
 use super::headers::HeaderStyle;
+use crate::backend::Backend;
 use crate::sync::atomic::AtomicBool;
 
 /// The [`tower::Layer`](https://docs.rs/tower/latest/tower/trait.Layer.html): wraps a service so that each request is first

@@ -85,13 +85,11 @@
 // | `layer.rs` | `RateLimitLayer`: its options and builder |
 // | `service.rs` | `RateLimitService` and its `ResponseFuture`: one request's way |
 // | `describe.rs` | which policies describe a response; an admission's headers |
-// | `backend.rs` | `Backend` (the keyed limiter, single-key limiters, Redis) and `Verdict` |
 // | `headers.rs` | the `RateLimit` / `X-RateLimit` fields |
 // | `deny.rs` | a denial's response, its hook, its event and metric; `Style` |
 // | `extract.rs` | key extractors |
 // | `peer.rs` | the peer address behind trusted proxies |
 // | `body.rs` | how responses carry their bodies |
-mod backend;
 mod body;
 mod deny;
 mod describe;
@@ -101,8 +99,10 @@ mod layer;
 mod peer;
 mod service;
 
+/// The backend a layer asks, and its answer: the crate's own
+/// ([`crate::Backend`]), named here too.
+pub use crate::backend::{Backend, Verdict};
 pub use crate::decision::{DecidedBy, PolicySet, PolicyStates};
-pub use backend::{Backend, Verdict};
 pub use body::{BodyMode, InnerBody, RateLimitBody, WrapBody};
 pub use deny::{Denial, DenyStyle, MissingKey};
 pub use extract::{DEFAULT_MAX_KEY_LEN, GlobalKey, HeaderKey, KeyExtractor, KeyFn};

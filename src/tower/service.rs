@@ -12,7 +12,6 @@ use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 
-use super::backend::{Backend, Verdict};
 use super::body::{BodyMode, WrapBody};
 use super::deny::{MissingKey, Style, denial, missing_key};
 use super::describe::{
@@ -21,6 +20,7 @@ use super::describe::{
 use super::extract::KeyExtractor;
 use super::headers::{HeaderStyle, Headers, PolicyList};
 use super::layer::RateLimitLayer;
+use crate::backend::{Backend, Verdict};
 use crate::decision::DecidedBy;
 use crate::sync::atomic::Ordering;
 

@@ -1,0 +1,126 @@
+//! [`Backend`]: one keyed store's decisions, under the tower layer and
+//! `slidelog serve` alike — the keyed limiter, the single-key limiters, the
+//! Redis limiter — and the [`Verdict`] it answers. The trait names no
+//! runtime: a check's future is any [`Future`], ready at once for the
+//! in-process stores.
+
+// Where each part lives:
+//
+// | file | what |
+// |---|---|
+// | `mod.rs` | this map; the trait |
+// | `request.rs` | `Request`: what a backend is asked for one key |
+// | `verdict.rs` | `Verdict`: what a backend answers for one request |
+// | `local.rs` | the in-process stores' impls: `KeyedLimiter`, `Limiter`, `SlidingCounter`, `dyn RateLimit` |
+// | `tests.rs` | every in-process store judges a request's units alike |
+//
+// The Redis limiter's impl lives with it (`redis/judged.rs`).
+
+mod local;
+mod request;
+#[cfg(test)]
+mod tests;
+mod verdict;
+
+use core::future::Future;
+use std::time::Duration;
+
+use crate::policy::Policy;
+
+pub use request::Request;
+pub use verdict::Verdict;
+
+/// A keyed store's decisions, whoever asks (the tower layer, `slidelog
+/// serve`): the in-process [`KeyedLimiter`](crate::KeyedLimiter) (exact log
+/// or counter per key), a single-key [`Limiter`](crate::Limiter) or
+/// [`SlidingCounter`](crate::SlidingCounter) (one limit for all keys), any
+/// `dyn` [`RateLimit`](crate::RateLimit), or (feature `redis`) the Redis
+/// limiter.
+///
+/// ```
+/// use std::time::Duration;
+/// use slidelog::KeyedLimiter;
+/// use slidelog::Backend;
+/// let limiter = KeyedLimiter::<String>::new(5, Duration::from_secs(10))?;
+/// assert_eq!(Backend::<String>::policy(&limiter), (5, Duration::from_secs(10)));
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
+pub trait Backend<K>: Send + Sync + 'static {
+    /// The future of one judgement.
+    type Future: Future<Output = Verdict> + Send + 'static;
+    /// Judges `request` for `key`: its units, all or nothing, recorded
+    /// unless it is a dry run ([`Request::dry`], whose verdict's
+    /// [`wait`](Verdict::wait) is zero).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Backend, Limiter, Request};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limiter = Limiter::new(10, Duration::from_secs(60))?;
+    /// let verdict = Backend::<()>::judge(&limiter, (), Request::units(4)).await;
+    /// assert_eq!(verdict.decision.unwrap().remaining(), 6);
+    /// let over = Backend::<()>::judge(&limiter, (), Request::units(7).dry()).await;
+    /// assert!(over.decision.is_err());
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// # }).unwrap();
+    /// ```
+    fn judge(&self, key: K, request: Request) -> Self::Future;
+    /// Checks one request for `key`: [`judge`](Self::judge) of
+    /// [`Request::one`].
+    fn check(&self, key: K) -> Self::Future {
+        self.judge(key, Request::one())
+    }
+    /// `(quota, window)` of the first policy.
+    fn policy(&self) -> (u32, Duration);
+    /// Every policy, for the `RateLimit-Policy` header (by default the one
+    /// of [`policy`](Self::policy)).
+    fn policies(&self) -> Vec<Policy> {
+        let (limit, window) = self.policy();
+        vec![Policy::new(limit, window)]
+    }
+    /// The policies of `key` when they differ from
+    /// [`policies`](Self::policies) (a per-key quota), for its headers;
+    /// `None` (the default) when every key has the backend's policies.
+    fn key_policies(&self, key: &K) -> Option<Vec<Policy>> {
+        let _ = key;
+        None
+    }
+    /// The policies a verdict's [`DecidedBy::Base`](crate::DecidedBy::Base)
+    /// stands for, read once when a layer is built: for this crate's
+    /// limiters, those they were built with. By default [`policies`](Self::policies) (a backend that
+    /// is reconfigured and says `Base` must answer this).
+    fn base_policies(&self) -> Vec<Policy> {
+        self.policies()
+    }
+    /// A number that changes when [`policies`](Self::policies) change at run
+    /// time (a reconfiguration): a caller that keeps them (the tower layer)
+    /// re-reads them when it does. 0 by default (never changes).
+    fn generation(&self) -> u64 {
+        0
+    }
+    /// The verdict for `key` at once, for a backend that decides in
+    /// process (every backend of this crate but Redis): the tower layer then
+    /// calls the inner service straight away, without the clone of it that
+    /// a call after an await needs. `None` (the default): the caller awaits
+    /// [`check`](Self::check). By default
+    /// [`judge_now`](Self::judge_now) of [`Request::one`].
+    fn check_now(&self, key: &K) -> Option<Verdict> {
+        self.judge_now(key, Request::one())
+    }
+    /// [`judge`](Self::judge)'s verdict at once, for a backend that
+    /// decides in process; `None` (the default): the caller awaits
+    /// [`judge`](Self::judge).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Backend, KeyedLimiter, Request};
+    /// let limiter = KeyedLimiter::<u64>::new(10, Duration::from_secs(60))?;
+    /// let verdict = Backend::judge_now(&limiter, &7, Request::units(3)).unwrap();
+    /// assert_eq!(verdict.decision.unwrap().remaining(), 7);
+    /// # Ok::<(), slidelog::ConfigError>(())
+    /// ```
+    fn judge_now(&self, key: &K, request: Request) -> Option<Verdict> {
+        let _ = (key, request);
+        None
+    }
+}
