@@ -420,6 +420,77 @@ fn a_partition_that_heals() {
     });
 }
 
+/// A bound on the calls waiting for Redis (`max_in_flight`): while a
+/// partition holds every call, the first 16 of 200 wait for their timeout
+/// and the other 184 fail at once as `Overloaded`, sending nothing (with
+/// `FailurePolicy::Closed`, denied as unavailable), so a stalled Redis never
+/// gathers more than 16 waiting calls. Once it heals, calls are answered and
+/// only the calls sent were recorded.
+#[test]
+fn a_bound_on_calls_in_flight_fails_the_rest_at_once() {
+    let Some(server) = Server::start(|_| Vec::new()) else {
+        return;
+    };
+    let timeout = Duration::from_millis(300);
+    runtime().block_on(async {
+        let proxy = Proxy::start(server.port).await;
+        let mk = |policy, max| {
+            RedisLimiter::builder(proxy.url(), 100, Duration::from_secs(600))
+                .failure_policy(policy)
+                .timeout(timeout)
+                .max_in_flight(max)
+                .prefix("in-flight:")
+                .connect()
+        };
+        let (limiter, closed) = (
+            mk(FailurePolicy::Error, 16).await.unwrap(),
+            mk(FailurePolicy::Closed, 1).await.unwrap(),
+        );
+        assert!(limiter.check("k").await.unwrap().is_ok());
+        proxy.set(Link::Hold);
+        let calls: Vec<_> = (0..200)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move { limiter.check("k").await })
+            })
+            .collect();
+        // Fail closed past its bound (1): denied as unavailable at once,
+        // before the timeout of the call that holds its place.
+        let holding = {
+            let closed = closed.clone();
+            tokio::spawn(async move { closed.check("k").await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let start = Instant::now();
+        let refused = closed.check("k").await.unwrap().unwrap_err();
+        assert!(start.elapsed() < timeout, "{:?}", start.elapsed());
+        assert_eq!(refused.reason(), DenyReason::Unavailable);
+        assert_eq!(
+            holding.await.unwrap().unwrap().unwrap_err().reason(),
+            DenyReason::Unavailable
+        );
+        let (mut timed_out, mut overloaded) = (0, 0);
+        for call in calls {
+            match call.await.unwrap() {
+                Err(RedisLimitError::Timeout(t)) if t == timeout => timed_out += 1,
+                Err(RedisLimitError::Overloaded { max_in_flight: 16 }) => overloaded += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!((timed_out, overloaded), (16, 184));
+        proxy.set(Link::Pass);
+        first_answer(&limiter, "other", Duration::from_secs(10)).await;
+        // 1 before, the 16 held and the 1 of `closed` landed late.
+        assert_eq!(admitted_until_denied(&limiter, "k").await, 100 - 18);
+        let full = RedisLimiter::builder(server.url(), 1, Duration::from_secs(1))
+            .max_in_flight(0)
+            .connect()
+            .await
+            .unwrap();
+        assert!(full.check("k0").await.unwrap().is_ok(), "0 means 1");
+    });
+}
+
 /// Connections cut (reset, refused) while Redis is unreachable: calls fail
 /// at once or at the timeout, never later; when the network is back the
 /// limiter connects again by itself and answers, with what Redis recorded

@@ -40,6 +40,7 @@ pub struct RedisBuilder {
     /// The pre-check's capacity in keys, if it is on.
     precheck: Option<usize>,
     max_key_len: usize,
+    max_in_flight: usize,
     name: crate::observe::Name,
     /// Per-key quotas.
     quota: Option<QuotaFn>,
@@ -58,6 +59,14 @@ pub(super) enum Target {
 
 /// The longest key a [`RedisLimiter`] accepts by default, in bytes.
 pub const DEFAULT_MAX_KEY_LEN: usize = 512;
+
+/// The most round trips a [`RedisLimiter`] (with its clones) keeps waiting
+/// for Redis at once unless [`RedisBuilder::max_in_flight`] says otherwise.
+///
+/// ```
+/// assert_eq!(slidelog::redis::DEFAULT_MAX_IN_FLIGHT, 1_024);
+/// ```
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1_024;
 
 /// The longest a check (or the connection) may take unless
 /// [`RedisBuilder::timeout`] says otherwise.
@@ -199,6 +208,24 @@ impl RedisBuilder {
     /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// The most round trips this limiter and its clones keep waiting for
+    /// Redis at once ([`DEFAULT_MAX_IN_FLIGHT`] unless set; at least 1).
+    /// A call beyond them fails at once with
+    /// [`RedisLimitError::Overloaded`], without a round trip, and the
+    /// failure policy answers it: a Redis that slows down or stops
+    /// answering makes callers fail fast instead of piling up behind the
+    /// timeout (each waiting call holds its task and its share of the
+    /// connection's queue until its timeout).
+    ///
+    /// ```
+    /// let b = slidelog::redis::RedisLimiter::builder("redis://127.0.0.1/", 10, std::time::Duration::from_secs(1));
+    /// let _ = b.max_in_flight(256);
+    /// ```
+    pub fn max_in_flight(mut self, calls: usize) -> Self {
+        self.max_in_flight = calls.max(1);
         self
     }
 
@@ -392,6 +419,7 @@ impl RedisBuilder {
                     policy: self.policy,
                     timeout: self.timeout,
                     max_key_len: self.max_key_len,
+                    max_in_flight: self.max_in_flight,
                     precheck: self.precheck,
                     name: self.name,
                     quota: self.quota,
@@ -473,6 +501,7 @@ impl RedisBuilder {
             timeout: DEFAULT_TIMEOUT,
             precheck: None,
             max_key_len: DEFAULT_MAX_KEY_LEN,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             name: crate::observe::Name::default(),
             quota: None,
             on_failure: None,

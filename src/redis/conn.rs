@@ -8,6 +8,7 @@ use ::redis::aio::{ConnectionLike, ConnectionManager};
 use ::redis::cluster_async::ClusterConnection;
 
 use super::{RedisLimitError, RedisLimiter};
+use crate::sync::atomic::{AtomicUsize, Ordering};
 
 /// One node (a reconnecting manager) or a cluster (routed by key slot).
 #[derive(Clone)]
@@ -80,15 +81,48 @@ fn slot_on_the_move(error: &::redis::RedisError) -> bool {
 }
 
 impl RedisLimiter {
-    /// One round trip, bounded by the timeout: its answer, its error as
-    /// [`RedisLimitError::Redis`], or [`RedisLimitError::Timeout`].
+    /// One round trip, bounded by the timeout and by the calls in flight:
+    /// its answer, its error as [`RedisLimitError::Redis`],
+    /// [`RedisLimitError::Timeout`], or, with `max_in_flight` calls already
+    /// waiting, [`RedisLimitError::Overloaded`] at once.
     pub(super) async fn bounded<T>(
         &self,
         round_trip: impl Future<Output = ::redis::RedisResult<T>>,
     ) -> Result<T, RedisLimitError> {
+        let Some(_waiting) = InFlight::take(&self.shared.in_flight, self.shared.max_in_flight)
+        else {
+            return Err(RedisLimitError::Overloaded {
+                max_in_flight: self.shared.max_in_flight,
+            });
+        };
         match tokio::time::timeout(self.shared.timeout, round_trip).await {
             Ok(answer) => answer.map_err(RedisLimitError::Redis),
             Err(_) => Err(RedisLimitError::Timeout(self.shared.timeout)),
         }
+    }
+}
+
+/// One round trip's place among those waiting for Redis, given back when
+/// it ends (answered, failed, timed out or dropped).
+///
+/// Relaxed, here and in `drop`: the count bounds how many calls wait and
+/// orders no other memory; increments and decrements of one atomic are
+/// totally ordered whatever their ordering, so it is exact.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    /// A place, if fewer than `max` are taken.
+    fn take(count: &'a AtomicUsize, max: usize) -> Option<InFlight<'a>> {
+        if count.fetch_add(1, Ordering::Relaxed) >= max {
+            count.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(InFlight(count))
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -41,6 +41,13 @@ pub enum RedisLimitError {
         /// The configured maximum.
         max: usize,
     },
+    /// As many round trips as the builder's
+    /// [`max_in_flight`](super::RedisBuilder::max_in_flight) were waiting
+    /// for Redis: refused at once, nothing sent.
+    Overloaded {
+        /// The configured maximum.
+        max_in_flight: usize,
+    },
 }
 
 impl fmt::Display for RedisLimitError {
@@ -51,6 +58,10 @@ impl fmt::Display for RedisLimitError {
             RedisLimitError::Timeout(t) => write!(f, "redis did not answer within {t:?}"),
             RedisLimitError::Protocol(m) => write!(f, "unexpected answer from the script: {m}"),
             RedisLimitError::Refused(denied) => write!(f, "refused: {denied}"),
+            RedisLimitError::Overloaded { max_in_flight } => write!(
+                f,
+                "{max_in_flight} calls already wait for redis (max_in_flight): refused at once"
+            ),
             RedisLimitError::KeyTooLong { len, max } => {
                 write!(
                     f,

@@ -94,7 +94,7 @@ mod tests;
 #[cfg(feature = "redis-tls")]
 mod tls;
 
-pub use builder::{DEFAULT_MAX_KEY_LEN, DEFAULT_TIMEOUT, RedisBuilder};
+pub use builder::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEY_LEN, DEFAULT_TIMEOUT, RedisBuilder};
 pub use error::RedisLimitError;
 pub use failure::FailurePolicy;
 pub use keys::Layout;
@@ -109,7 +109,7 @@ use std::time::Duration;
 use ::redis::Script;
 
 use crate::clock::QuantaClock;
-use crate::sync::atomic::AtomicU64;
+use crate::sync::atomic::{AtomicU64, AtomicUsize};
 use conn::Conn;
 use reconfigure::Rules;
 
@@ -149,6 +149,11 @@ struct Shared {
     policy: FailurePolicy,
     timeout: Duration,
     max_key_len: usize,
+    /// The most round trips waiting for Redis at once
+    /// ([`RedisBuilder::max_in_flight`]).
+    max_in_flight: usize,
+    /// Round trips waiting for Redis now (`conn.rs`, `InFlight`).
+    in_flight: AtomicUsize,
     /// Per key: the local time before which `units` (or more) are
     /// certainly denied, the policy Redis said denied them, and the
     /// generation of the rules it judged by.
@@ -186,6 +191,8 @@ impl Shared {
             policy: options.policy,
             timeout: options.timeout,
             max_key_len: options.max_key_len,
+            max_in_flight: options.max_in_flight,
+            in_flight: AtomicUsize::new(0),
             precheck: options.precheck.map(|_| papaya::HashMap::new()),
             precheck_keys: options.precheck.unwrap_or(0),
             clock: QuantaClock::new(),
@@ -208,6 +215,7 @@ struct Options {
     policy: FailurePolicy,
     timeout: Duration,
     max_key_len: usize,
+    max_in_flight: usize,
     /// The pre-check's capacity in keys, if it is on.
     precheck: Option<usize>,
     name: crate::observe::Name,

@@ -179,6 +179,8 @@ impl RedisLimiter {
                     policy: shared.policy,
                     timeout: shared.timeout,
                     max_key_len: shared.max_key_len,
+                    // Its own count of calls in flight, to the same bound.
+                    max_in_flight: shared.max_in_flight,
                     precheck: shared.precheck.as_ref().map(|_| shared.precheck_keys),
                     name: shared.name.clone(),
                     // Every key of the sibling has `quota`.
