@@ -45,6 +45,65 @@ pub use verdict::Verdict;
 /// assert_eq!(Backend::<String>::policy(&limiter), (5, Duration::from_secs(10)));
 /// # Ok::<(), slidelog::ConfigError>(())
 /// ```
+///
+/// # A backend of your own
+///
+/// Implement [`judge`](Self::judge) and [`policy`](Self::policy) (and the
+/// others where yours differ) over the crate's stores: here paid keys on
+/// one limiter, the rest on another. A verdict passed on from an inner
+/// store says [`DecidedBy::Base`](crate::DecidedBy::Base) for *its* base
+/// policies; the layer reads `Base` as this backend's
+/// [`base_policies`](Self::base_policies), so name the inner store's
+/// (or say [`DecidedBy::Unsaid`](crate::DecidedBy::Unsaid)).
+///
+/// ```
+/// use std::future::Ready;
+/// use std::time::Duration;
+/// use slidelog::{Backend, DecidedBy, KeyedLimiter, Policy, PolicySet, Request, Verdict};
+///
+/// struct Tiered {
+///     paid: KeyedLimiter<String>,
+///     free: KeyedLimiter<String>,
+/// }
+///
+/// impl Tiered {
+///     fn tier(&self, key: &str) -> &KeyedLimiter<String> {
+///         if key.starts_with("paid:") { &self.paid } else { &self.free }
+///     }
+/// }
+///
+/// impl Backend<String> for Tiered {
+///     type Future = Ready<Verdict>;
+///     fn judge(&self, key: String, request: Request) -> Ready<Verdict> {
+///         std::future::ready(self.judge_now(&key, request).expect("in process"))
+///     }
+///     fn judge_now(&self, key: &String, request: Request) -> Option<Verdict> {
+///         let tier = self.tier(key);
+///         let verdict = tier.judge_now(key, request)?;
+///         let decided_by = match verdict.decided_by {
+///             DecidedBy::Base => DecidedBy::Policies(PolicySet::new(&tier.policies())),
+///             other => other,
+///         };
+///         Some(Verdict { decided_by, ..verdict })
+///     }
+///     fn policy(&self) -> (u32, Duration) {
+///         Backend::<String>::policy(&self.free)
+///     }
+///     fn key_policies(&self, key: &String) -> Option<Vec<Policy>> {
+///         Some(self.tier(key).policies())
+///     }
+/// }
+///
+/// let minute = Duration::from_secs(60);
+/// let tiered = Tiered {
+///     paid: KeyedLimiter::new(5, minute)?,
+///     free: KeyedLimiter::new(2, minute)?,
+/// };
+/// let verdict = tiered.judge_now(&"paid:ada".to_string(), Request::one()).unwrap();
+/// assert_eq!(verdict.decision.unwrap().remaining(), 4);
+/// assert_eq!(verdict.decided_by, DecidedBy::Policies(PolicySet::new(&[Policy::new(5, minute)])));
+/// # Ok::<(), slidelog::ConfigError>(())
+/// ```
 pub trait Backend<K>: Send + Sync + 'static {
     /// The future of one judgement.
     type Future: Future<Output = Verdict> + Send + 'static;

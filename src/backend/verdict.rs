@@ -44,7 +44,10 @@ pub struct Verdict {
     /// field names ([`DecidedBy::Unsaid`], the default: the tower layer
     /// names the backend's policies read around the decision that fit it),
     /// exactly, while the backend is reconfigured (see the tower module's
-    /// "Reconfiguration").
+    /// "Reconfiguration"). [`DecidedBy::Base`] names the backend's own
+    /// [`base_policies`](crate::Backend::base_policies): a backend that
+    /// passes on an inner store's verdict names that store's policies
+    /// instead (see [`Backend`](crate::Backend), "A backend of your own").
     ///
     /// ```
     /// use std::time::Duration;

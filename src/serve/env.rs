@@ -95,9 +95,13 @@ pub fn with_upstream_env(
                 .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
         })
     };
+    // `--check` reads the configuration and serves nothing: of upstream's
+    // variables only those that find the configuration apply (every other
+    // flag conflicts with it).
+    let checking = given("--check");
     let mut added: Vec<String> = Vec::new();
     let mut add = |flag: &str, value: Option<String>| {
-        if !given(flag) {
+        if !given(flag) && (!checking || flag == "--config") {
             added.push(flag.to_string());
             added.extend(value);
         }
@@ -320,6 +324,27 @@ mod tests {
         ] {
             assert!(line.contains(part), "no `{part}` in `{line}`");
         }
+    }
+
+    /// `serve --check` in an upstream deployment's environment: the
+    /// configuration found as upstream finds it, and nothing that serves.
+    #[test]
+    fn a_check_takes_only_the_configuration() {
+        let args = run(
+            &["slidelog", "serve", "--check"],
+            &[
+                ("RUNTIME_ROOT", "/data"),
+                ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+                ("USE_PROMETHEUS", "true"),
+                ("SHADOW_MODE", "true"),
+                ("REDIS_URL", "redis:6379"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            args.join(" "),
+            "slidelog serve --check --config /data/ratelimit/config"
+        );
     }
 
     #[test]

@@ -463,3 +463,16 @@ fn an_empty_value_is_none() {
 }
 
 mod files;
+
+/// A message is cut only where the cut removes something: one a little
+/// over the head's length is whole, not its head and its tail overlapping.
+#[test]
+fn readable_cuts_only_long_messages() {
+    let unit = "invalid rate limit unit 'fortnight' (second, minute, hour, day, week, month or year, in any case)";
+    let message = format!("descriptors[0].rate_limit.unit: {unit}");
+    assert_eq!(super::yaml::readable(&message), message);
+    let long = format!("{}{}", "x".repeat(1_000), unit);
+    let cut = super::yaml::readable(&long);
+    assert_eq!(cut.chars().count(), 120 + 1 + 60);
+    assert!(cut.ends_with("in any case)") && cut.contains('…'), "{cut}");
+}

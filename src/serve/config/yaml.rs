@@ -259,20 +259,21 @@ pub(super) fn located(e: serde_yaml_ng::Error) -> String {
 /// for what it is, and a quoted value (a log written into the directory
 /// is one long string) cut short.
 pub(super) fn readable(what: &str) -> String {
-    const MOST: usize = 120;
+    // The first HEAD and the last TAIL characters of a message that has at
+    // least CUT more between them; a shorter one whole.
+    const HEAD: usize = 120;
+    const TAIL: usize = 60;
+    const CUT: usize = 40;
     let what = what.replace(
         "expected struct FileConfig",
         "expected a mapping with `domain` and `descriptors`",
     );
-    if what.chars().count() <= MOST {
+    let count = what.chars().count();
+    if count < HEAD + CUT + TAIL {
         return what;
     }
-    let head: String = what.chars().take(MOST).collect();
-    let tail: String = {
-        let mut t: Vec<char> = what.chars().rev().take(60).collect();
-        t.reverse();
-        t.into_iter().collect()
-    };
+    let head: String = what.chars().take(HEAD).collect();
+    let tail: String = what.chars().skip(count - TAIL).collect();
     format!("{head}…{tail}")
 }
 
