@@ -479,7 +479,8 @@ fn a_bound_on_calls_in_flight_fails_the_rest_at_once() {
         }
         assert_eq!((timed_out, overloaded), (16, 184));
         proxy.set(Link::Pass);
-        first_answer(&limiter, "other", Duration::from_secs(10)).await;
+        let (other, _) = first_answer(&limiter, "other", Duration::from_secs(10)).await;
+        assert!(other.is_ok(), "a key of its own: {other:?}");
         // 1 before, the 16 held and the 1 of `closed` landed late.
         assert_eq!(admitted_until_denied(&limiter, "k").await, 100 - 18);
         let full = RedisLimiter::builder(server.url(), 1, Duration::from_secs(1))
