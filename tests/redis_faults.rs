@@ -431,7 +431,9 @@ fn a_bound_on_calls_in_flight_fails_the_rest_at_once() {
     let Some(server) = Server::start(|_| Vec::new()) else {
         return;
     };
-    let timeout = Duration::from_millis(300);
+    // Long enough that a refusal "at once" is told from a wait on a loaded
+    // machine.
+    let timeout = Duration::from_secs(1);
     runtime().block_on(async {
         let proxy = Proxy::start(server.port).await;
         let mk = |policy, max| {
