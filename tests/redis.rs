@@ -1837,3 +1837,59 @@ fn ring_script_cost_does_not_grow_with_the_limit() {
         }
     });
 }
+
+/// A call that read its key's quota before a `requota`, and is denied by
+/// Redis after it, is not remembered by the pre-check for the key's new
+/// quota: the next check is judged by Redis under the new one. (Redis is
+/// kept busy by a looping script so the call is in flight across the
+/// `requota`.)
+#[test]
+fn a_denial_judged_before_requota_is_not_remembered() {
+    let Some(server) = server() else { return };
+    runtime().block_on(async {
+        for layout in [Layout::Ring, Layout::SortedSet] {
+            let limit = Arc::new(std::sync::Mutex::new(1u32));
+            let configured = Arc::clone(&limit);
+            let prefix = format!("requota-precheck-{layout:?}:");
+            let limiter = RedisLimiter::builder(server.url.clone(), 1_000, Duration::from_secs(60))
+                .layout(layout)
+                .local_precheck(true)
+                .timeout(Duration::from_secs(5))
+                .prefix(prefix.as_str())
+                .quota(move |_| {
+                    slidelog::Quota::new(*configured.lock().unwrap(), Duration::from_secs(60)).ok()
+                })
+                .connect()
+                .await
+                .unwrap();
+            assert!(limiter.check("k").await.unwrap().is_ok());
+            let client = redis::Client::open(server.url.as_str()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let busy = tokio::spawn(async move {
+                let looped: redis::RedisResult<i64> = redis::cmd("EVAL")
+                    .arg(
+                        "local function us() local t = redis.call('TIME') return t[1] * 1000000 + t[2] end \
+                         local start = us() while us() - start < 300000 do end return 1",
+                    )
+                    .arg(0)
+                    .query_async(&mut conn)
+                    .await;
+                looped
+            });
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let in_flight = {
+                let limiter = limiter.clone();
+                tokio::spawn(async move { limiter.check("k").await })
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            *limit.lock().unwrap() = 100;
+            limiter.requota();
+            let old = in_flight.await.unwrap().unwrap();
+            assert!(old.is_err(), "{layout:?}: judged under the quota of 1: {old:?}");
+            assert_eq!(busy.await.unwrap().unwrap(), 1);
+            let now = limiter.check("k").await.unwrap();
+            assert_eq!(now.unwrap().remaining(), 98, "{layout:?}");
+            assert_eq!(limiter.stats().local_denials, 0, "{layout:?}");
+        }
+    });
+}

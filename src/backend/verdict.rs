@@ -25,8 +25,10 @@ use crate::decision::{Admitted, DecidedBy, Denied, PolicyStates};
 pub struct Verdict {
     /// The decision.
     pub decision: Result<Admitted, Denied>,
-    /// For an admission: how long until `remaining` next grows, i.e. until
-    /// the oldest admission still in the window leaves it (the IETF `t`);
+    /// For an admission: how long until `remaining` next grows (the IETF
+    /// `t`): until the oldest admission still in the window leaves it, or,
+    /// while a cut limit leaves the window holding more than the limit, the
+    /// admission whose leaving brings it under;
     /// zero only for an empty window. (While `remaining > 0` a request fits
     /// now; at `remaining == 0` this is also the wait for the next one.)
     /// Zero for a dry run ([`Request::dry`](crate::Request::dry)).

@@ -111,13 +111,24 @@ impl RedisLimiter {
 struct InFlight<'a>(&'a AtomicUsize);
 
 impl<'a> InFlight<'a> {
-    /// A place, if fewer than `max` are taken.
+    /// A place, if fewer than `max` are taken (a refused call never counts,
+    /// even for an instant).
     fn take(count: &'a AtomicUsize, max: usize) -> Option<InFlight<'a>> {
-        if count.fetch_add(1, Ordering::Relaxed) >= max {
-            count.fetch_sub(1, Ordering::Relaxed);
-            return None;
+        let mut taken = count.load(Ordering::Relaxed);
+        loop {
+            if taken >= max {
+                return None;
+            }
+            match count.compare_exchange_weak(
+                taken,
+                taken + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(InFlight(count)),
+                Err(now) => taken = now,
+            }
         }
-        Some(InFlight(count))
     }
 }
 

@@ -154,10 +154,11 @@ struct Shared {
     max_in_flight: usize,
     /// Round trips waiting for Redis now (`conn.rs`, `InFlight`).
     in_flight: AtomicUsize,
-    /// Per key: the local time before which `units` (or more) are
-    /// certainly denied, the policy Redis said denied them, and the
-    /// generation of the rules it judged by.
-    precheck: Option<papaya::HashMap<String, (u64, u32, u8, u64)>>,
+    /// Per key: the denial Redis gave this process (`precheck.rs`).
+    precheck: Option<papaya::HashMap<String, precheck::Remembered>>,
+    /// How many times [`RedisLimiter::requota`] ran: a denial judged by a
+    /// key's quota read before the last one is not remembered for it.
+    requotas: AtomicU64,
     /// The most keys `precheck` holds.
     precheck_keys: usize,
     clock: QuantaClock,
@@ -202,6 +203,7 @@ impl Shared {
             reconfiguring: std::sync::Mutex::new(()),
             name: options.name,
             sequence: AtomicU64::new(0),
+            requotas: AtomicU64::new(0),
             round_trips: AtomicU64::new(0),
             local_denials: AtomicU64::new(0),
             failures: AtomicU64::new(0),

@@ -11,22 +11,46 @@ use crate::sync::atomic::Ordering;
 /// says otherwise.
 pub const DEFAULT_PRECHECK_KEYS: usize = 100_000;
 
+/// A denial Redis gave this process, as the pre-check keeps it per key.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Remembered {
+    /// The local time before which `units` (or more) are certainly denied.
+    until: u64,
+    units: u32,
+    /// The policy Redis said denied them.
+    policy: u8,
+    /// The generation of the rules it judged by.
+    generation: u64,
+    /// The count of requotas read before those rules.
+    requotas: u64,
+}
+
 impl RedisLimiter {
     /// The denial this process remembers for `n` units of `full_key` at
     /// local time `local_now`: one Redis gave for at most `n` units, before
-    /// its retry time, under `rules` (counted as a local denial).
+    /// its retry time, under `rules` as read after the same count of
+    /// [`requota`](RedisLimiter::requota)s (counted as a local denial). A
+    /// denial judged by a quota read before a `requota` never answers
+    /// after it, even if it was stored after it.
     pub(super) fn remembered_denial(
         &self,
         full_key: &str,
         n: u32,
         local_now: u64,
-        rules: &Rules,
+        (rules, requotas): (&Rules, u64),
     ) -> Option<Denied> {
         if let Some(map) = &self.shared.precheck
-            && let Some(&(until, units, policy, generation)) = map.pin().get(full_key)
+            && let Some(&Remembered {
+                until,
+                units,
+                policy,
+                generation,
+                requotas: read,
+            }) = map.pin().get(full_key)
             && n >= units
             && local_now < until
             && generation == rules.generation
+            && read == requotas
         {
             // Relaxed: a statistic.
             self.shared.local_denials.fetch_add(1, Ordering::Relaxed);
@@ -43,9 +67,9 @@ impl RedisLimiter {
         None
     }
 
-    /// Remembers Redis's denial of `n` units of `full_key` under `rules`
-    /// (`policy` violated, retry in `retry_ns`), for a call sent at local
-    /// time `local_now`.
+    /// Remembers Redis's denial of `n` units of `full_key` under `rules`,
+    /// read after `requotas` requotas (`policy` violated, retry in
+    /// `retry_ns`), for a call sent at local time `local_now`.
     pub(super) fn remember_denial(
         &self,
         full_key: String,
@@ -53,13 +77,13 @@ impl RedisLimiter {
         local_now: u64,
         retry_ns: u64,
         policy: u8,
-        rules: &Rules,
+        (rules, requotas): (&Rules, u64),
     ) {
         if let Some(map) = &self.shared.precheck {
             let map = map.pin();
             let cap = self.shared.precheck_keys;
             if map.len() >= cap {
-                map.retain(|_, &(until, _, _, _)| until > local_now);
+                map.retain(|_, remembered| remembered.until > local_now);
             }
             // Full of live denials: this one is not remembered (a miss
             // costs a round trip, never a wrong answer).
@@ -68,12 +92,13 @@ impl RedisLimiter {
                 // later, so the true retry time is no earlier than this.
                 map.insert(
                     full_key,
-                    (
-                        local_now.saturating_add(retry_ns),
-                        n,
+                    Remembered {
+                        until: local_now.saturating_add(retry_ns),
+                        units: n,
                         policy,
-                        rules.generation,
-                    ),
+                        generation: rules.generation,
+                        requotas,
+                    },
                 );
             }
         }

@@ -215,6 +215,14 @@ impl RedisLimiter {
         if let Some(quotas) = &self.shared.quotas {
             quotas.forget();
         }
+        // After the rules are forgotten: a call that reads this count reads
+        // the new rules (SeqCst: the load in `ask_told` that sees it sees
+        // the forgetting before it). A call that read the count before, and
+        // is denied after, stores the old count with its denial, and the
+        // pre-check never answers with it (`precheck.rs`).
+        self.shared
+            .requotas
+            .fetch_add(1, crate::sync::atomic::Ordering::SeqCst);
         if let Some(map) = &self.shared.precheck {
             map.pin().clear();
         }

@@ -182,7 +182,9 @@ impl RedisLimiter {
         dry: bool,
     ) -> Result<Told, RedisLimitError> {
         self.key_fits(key)?;
-        // One configuration for the whole call, even if `reconfigure` races.
+        // One configuration for the whole call, even if `reconfigure` or
+        // `requota` races: the count of requotas first, then the rules.
+        let requotas = self.shared.requotas.load(Ordering::SeqCst);
         let rules = self.rules_for(key);
         if n > rules.min_limit {
             return Ok(Told::untimed(
@@ -193,7 +195,8 @@ impl RedisLimiter {
         let full_key = self.redis_key(key);
         let local_now = self.shared.clock.now();
         if now_us.is_none()
-            && let Some(denied) = self.remembered_denial(&full_key, n, local_now, &rules)
+            && let Some(denied) =
+                self.remembered_denial(&full_key, n, local_now, (&rules, requotas))
         {
             return Ok(Told::untimed(Err(denied), &rules));
         }
@@ -212,7 +215,14 @@ impl RedisLimiter {
             });
         }
         let retry_ns = answer.value.saturating_mul(1_000);
-        self.remember_denial(full_key, n, local_now, retry_ns, answer.policy, &rules);
+        self.remember_denial(
+            full_key,
+            n,
+            local_now,
+            retry_ns,
+            answer.policy,
+            (&rules, requotas),
+        );
         Ok(Told {
             rooms: answer.rooms,
             ..Told::untimed(
