@@ -34,6 +34,22 @@ pub struct Admitted {
 }
 
 impl Admitted {
+    /// An admission a store outside this crate made, with `remaining` units
+    /// left, at time 0, by the first policy: for a
+    /// [`Backend`](crate::Backend) of your own.
+    ///
+    /// ```
+    /// let admitted = slidelog::Admitted::new(4);
+    /// assert_eq!((admitted.remaining(), admitted.at(), admitted.policy()), (4, 0, 0));
+    /// ```
+    pub const fn new(remaining: u32) -> Admitted {
+        Admitted {
+            at: 0,
+            remaining,
+            policy: 0,
+        }
+    }
+
     /// How many more unit requests the window would admit right now, counting
     /// this admission. Exact for sequential use; under concurrency a snapshot
     /// that other threads may already have changed.
@@ -165,6 +181,21 @@ pub struct Denied {
 }
 
 impl Denied {
+    /// A denial a store outside this crate made: over the limit
+    /// ([`DenyReason::RateLimited`]), admissible after `retry_after`, by the
+    /// first policy: for a [`Backend`](crate::Backend) of your own.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use slidelog::{Denied, DenyReason};
+    /// let denied = Denied::new(Duration::from_millis(250));
+    /// assert_eq!(denied.retry_after(), Duration::from_millis(250));
+    /// assert_eq!(denied.reason(), DenyReason::RateLimited);
+    /// ```
+    pub fn new(retry_after: Duration) -> Denied {
+        Denied::rate_limited(u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX))
+    }
+
     pub(crate) fn rate_limited(retry_after: u64) -> Self {
         Denied {
             retry_after,

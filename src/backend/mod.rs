@@ -49,8 +49,10 @@ pub use verdict::Verdict;
 /// # A backend of your own
 ///
 /// Implement [`judge`](Self::judge) and [`policy`](Self::policy) (and the
-/// others where yours differ) over the crate's stores: here paid keys on
-/// one limiter, the rest on another. A verdict passed on from an inner
+/// others where yours differ), over the crate's stores or a store of your
+/// own (its decisions made with [`Admitted::new`](crate::Admitted::new) and
+/// [`Denied::new`](crate::Denied::new)): here paid keys on one limiter, the
+/// rest on another. A verdict passed on from an inner
 /// store says [`DecidedBy::Base`](crate::DecidedBy::Base) for *its* base
 /// policies; the layer reads `Base` as this backend's
 /// [`base_policies`](Self::base_policies), so name the inner store's

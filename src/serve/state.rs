@@ -43,12 +43,12 @@ impl Service {
             .retain(|k| quota_of(&config, &k.key).is_some());
         match limiter.restore(&snapshot) {
             Ok(restored) => format!(
-                "restored {} admissions of {} keys from {shown} ({} keys no longer limited, {} admissions expired, {} keys over the budget)",
-                restored.admissions,
-                restored.keys,
-                before - snapshot.keys.len(),
-                restored.expired,
-                restored.refused_keys,
+                "restored {} of {} from {shown} ({} no longer limited, {} expired, {} over the budget)",
+                counted(restored.admissions, "admission"),
+                counted(restored.keys, "key"),
+                counted(before - snapshot.keys.len(), "key"),
+                counted(restored.expired, "admission"),
+                counted(restored.refused_keys, "key"),
             ),
             Err(e) => format!("--state-file {shown}: {e}; starting empty"),
         }
@@ -77,9 +77,19 @@ impl Service {
             .map_err(|e| format!("--state-file {shown}: {e}"))?;
         let admissions: usize = snapshot.keys.iter().map(|k| k.admissions.len()).sum();
         Ok(format!(
-            "saved {admissions} admissions of {} keys to {shown}",
-            snapshot.keys.len()
+            "saved {} of {} to {shown}",
+            counted(admissions, "admission"),
+            counted(snapshot.keys.len(), "key"),
         ))
+    }
+}
+
+/// `n` and `what`, plural unless one: `1 key`, `2 keys`.
+fn counted(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
     }
 }
 
